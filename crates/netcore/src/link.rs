@@ -1,0 +1,154 @@
+//! A one-way link: random loss at its input, a queue discipline, a
+//! transmitter of fixed rate, then a propagation delay. The owner drives it
+//! with three calls and schedules the times they return:
+//!
+//! - [`Link::offer`] a packet arriving at the link's input;
+//! - [`Link::tx_done`] when the packet being serialised has left;
+//! - [`Link::arrive`] when the head of the propagation line reaches the far end.
+//!
+//! Packets in propagation keep FIFO order, so only the head needs a timer.
+
+use crate::qdisc::Qdisc;
+use crate::rng::Rng;
+use crate::{tx_time, Nanos, Pkt};
+use std::collections::VecDeque;
+
+/// What a caller must schedule after `offer`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Offered {
+    /// Lost by the random loss model.
+    Lost,
+    /// Dropped by the queue discipline.
+    Dropped,
+    /// Queued behind a busy transmitter: nothing new to schedule.
+    Queued,
+    /// The transmitter was idle and started: call `tx_done` at this time.
+    TxStarted(Nanos),
+}
+
+/// Times to schedule after `tx_done`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TxDone {
+    /// The propagation line was empty: call `arrive` at this time.
+    pub arrival: Option<Nanos>,
+    /// The next packet started serialising: call `tx_done` at this time.
+    pub next_tx_done: Option<Nanos>,
+}
+
+pub struct Link<P: Pkt> {
+    pub rate_bps: u64,
+    pub delay: Nanos,
+    pub loss: f64,
+    rng: Rng,
+    qdisc: Box<dyn Qdisc<P>>,
+    /// Packet being serialised.
+    on_wire: Option<P>,
+    /// Packets propagating, with their arrival times.
+    line: VecDeque<(Nanos, P)>,
+    /// Packets lost to the random loss model.
+    pub random_losses: u64,
+    /// Packets and bytes that finished serialisation.
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+}
+
+impl<P: Pkt> Link<P> {
+    pub fn new(rate_bps: u64, delay: Nanos, loss: f64, seed: Rng, qdisc: Box<dyn Qdisc<P>>) -> Link<P> {
+        assert!(rate_bps > 0, "link rate must be positive");
+        Link {
+            rate_bps,
+            delay,
+            loss,
+            rng: seed,
+            qdisc,
+            on_wire: None,
+            line: VecDeque::with_capacity(1024),
+            random_losses: 0,
+            tx_pkts: 0,
+            tx_bytes: 0,
+        }
+    }
+
+    pub fn offer(&mut self, p: P, now: Nanos) -> Offered {
+        if self.rng.chance(self.loss) {
+            self.random_losses += 1;
+            return Offered::Lost;
+        }
+        if self.qdisc.enqueue(p, now).is_err() {
+            return Offered::Dropped;
+        }
+        if self.on_wire.is_some() {
+            return Offered::Queued;
+        }
+        match self.start_next(now) {
+            Some(t) => Offered::TxStarted(t),
+            // A discipline may hold a packet back (shaping); nothing to do yet.
+            None => Offered::Queued,
+        }
+    }
+
+    fn start_next(&mut self, now: Nanos) -> Option<Nanos> {
+        let p = self.qdisc.dequeue(now)?;
+        let done = now + tx_time(p.wire_bytes(), self.rate_bps);
+        self.on_wire = Some(p);
+        Some(done)
+    }
+
+    pub fn tx_done(&mut self, now: Nanos) -> TxDone {
+        let p = self.on_wire.take().expect("tx_done with nothing on the wire");
+        self.tx_pkts += 1;
+        self.tx_bytes += p.wire_bytes() as u64;
+        let was_empty = self.line.is_empty();
+        let at = now + self.delay;
+        self.line.push_back((at, p));
+        TxDone { arrival: was_empty.then_some(at), next_tx_done: self.start_next(now) }
+    }
+
+    /// The packet reaching the far end now, and when the next one will.
+    pub fn arrive(&mut self) -> (P, Option<Nanos>) {
+        let (_, p) = self.line.pop_front().expect("arrive with an empty line");
+        (p, self.line.front().map(|(t, _)| *t))
+    }
+
+    pub fn qdisc(&self) -> &dyn Qdisc<P> {
+        self.qdisc.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::tests::P;
+    use crate::qdisc::{Fifo, Limit};
+
+    fn link(rate: u64, delay: Nanos, pkts: u64) -> Link<P> {
+        Link::new(rate, delay, 0.0, Rng::new(1), Box::new(Fifo::new(Limit::Packets(pkts))))
+    }
+
+    #[test]
+    fn serialisation_then_propagation() {
+        // 1500 B at 100 Mbit/s = 120 us; 1 ms propagation.
+        let mut l = link(100_000_000, 1_000_000, 10);
+        assert_eq!(l.offer(P(1500, 1), 0), Offered::TxStarted(120_000));
+        assert_eq!(l.offer(P(1500, 2), 10), Offered::Queued);
+        let d = l.tx_done(120_000);
+        assert_eq!(d, TxDone { arrival: Some(1_120_000), next_tx_done: Some(240_000) });
+        let d = l.tx_done(240_000);
+        assert_eq!(d, TxDone { arrival: None, next_tx_done: None });
+        assert_eq!(l.arrive(), (P(1500, 1), Some(1_240_000)));
+        assert_eq!(l.arrive(), (P(1500, 2), None));
+        assert_eq!(l.tx_bytes, 3000);
+    }
+
+    #[test]
+    fn random_loss_rate() {
+        let mut l: Link<P> = Link::new(1_000_000_000, 0, 0.02, Rng::derive(9, 1), Box::new(Fifo::new(Limit::Packets(1 << 30))));
+        for i in 0..50_000u64 {
+            if let Offered::TxStarted(t) = l.offer(P(100, i), 0) {
+                let _ = t;
+            }
+        }
+        let rate = l.random_losses as f64 / 50_000.0;
+        assert!((0.017..0.023).contains(&rate), "loss rate {rate}");
+    }
+}

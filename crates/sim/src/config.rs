@@ -1,0 +1,158 @@
+//! The resolved run config (docs/interfaces.md §1): every unit already
+//! converted to integers in bits/s, nanoseconds and bytes.
+
+use serde::Deserialize;
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    pub seed: u64,
+    pub duration_ns: u64,
+    pub sample_interval_ns: u64,
+    pub tcp: TcpConfig,
+    pub senders: Vec<Access>,
+    pub bottleneck: LinkConfig,
+    #[serde(default)]
+    pub reverse: Option<LinkConfig>,
+    pub flows: Vec<FlowConfig>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TcpConfig {
+    pub mss: u32,
+    pub header_bytes: u32,
+    pub init_cwnd: u32,
+    pub min_rto_ns: u64,
+    pub delayed_ack: DelayedAck,
+    pub delack_ns: u64,
+    pub sack: bool,
+    pub rmem_bytes: u64,
+    pub wmem_bytes: u64,
+    pub ecn: bool,
+    pub pacing: Pacing,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DelayedAck {
+    /// Linux: quick ACKs at the start, then one ACK per two full segments or
+    /// after the delayed-ACK timer.
+    Linux,
+    /// Every segment acknowledged at once.
+    Off,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Pacing {
+    /// Pace when the CCA asks for it (Linux without the fq qdisc).
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    pub rate_bps: u64,
+    pub delay_ns: u64,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    pub rate_bps: u64,
+    pub delay_ns: u64,
+    #[serde(default)]
+    pub loss: f64,
+    #[serde(default)]
+    pub buffer_bytes: Option<u64>,
+    #[serde(default)]
+    pub buffer_pkts: Option<u64>,
+    #[serde(default = "fifo")]
+    pub qdisc: String,
+}
+
+fn fifo() -> String {
+    "fifo".into()
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowKind {
+    Bulk,
+    Rpc,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    pub id: u32,
+    pub cca: String,
+    pub sender: usize,
+    pub kind: FlowKind,
+    pub start_ns: u64,
+    #[serde(default)]
+    pub stop_ns: Option<u64>,
+    #[serde(default)]
+    pub request_bytes: Option<u64>,
+    #[serde(default)]
+    pub response_bytes: Option<u64>,
+    #[serde(default)]
+    pub think_ns: Option<u64>,
+}
+
+impl RunConfig {
+    /// Checks the spec layer should already have made; a failure here is a
+    /// bug upstream, reported as an error rather than a panic.
+    pub fn check(&self) -> Result<(), String> {
+        if self.duration_ns == 0 {
+            return Err("duration_ns must be positive".into());
+        }
+        if self.sample_interval_ns == 0 {
+            return Err("sample_interval_ns must be positive".into());
+        }
+        if self.tcp.mss == 0 || self.tcp.init_cwnd == 0 {
+            return Err("tcp.mss and tcp.init_cwnd must be positive".into());
+        }
+        if self.senders.is_empty() {
+            return Err("at least one sender is needed".into());
+        }
+        let mut links: Vec<(&str, &LinkConfig)> = vec![("bottleneck", &self.bottleneck)];
+        if let Some(r) = &self.reverse {
+            links.push(("reverse", r));
+        }
+        for (name, l) in links {
+            if l.rate_bps == 0 {
+                return Err(format!("{name}.rate_bps must be positive"));
+            }
+            if !(0.0..1.0).contains(&l.loss) {
+                return Err(format!("{name}.loss must be in [0, 1)"));
+            }
+            if l.buffer_bytes.is_some() == l.buffer_pkts.is_some() {
+                return Err(format!("{name}: exactly one of buffer_bytes / buffer_pkts"));
+            }
+            if !netcore::qdisc::QDISCS.contains(&l.qdisc.as_str()) {
+                return Err(format!("{name}.qdisc {:?} unknown (known: {:?})", l.qdisc, netcore::qdisc::QDISCS));
+            }
+        }
+        for s in &self.senders {
+            if s.rate_bps == 0 {
+                return Err("sender access rate_bps must be positive".into());
+            }
+        }
+        for f in &self.flows {
+            if f.sender >= self.senders.len() {
+                return Err(format!("flow {}: sender {} does not exist", f.id, f.sender));
+            }
+            if crate::cc::by_name(&f.cca).is_none() {
+                return Err(format!("flow {}: unknown cca {:?} (known: {:?})", f.id, f.cca, crate::cc::ALGORITHMS));
+            }
+            if f.kind == FlowKind::Rpc && f.request_bytes.unwrap_or(0) == 0 {
+                return Err(format!("flow {}: rpc needs request_bytes > 0", f.id));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,544 @@
+//! The simulated world: a dumbbell of links, the TCP connections of each
+//! flow, the applications that drive them, the samplers, and the event loop.
+//!
+//! Paths: a packet of sender host `s` going forward crosses `access[s]` then
+//! the bottleneck and reaches the receiver host; going back it crosses the
+//! return link then `access_back[s]`. Access links are fast and never drop.
+
+use crate::cc::{self, CcaReport};
+use crate::config::{FlowKind, LinkConfig, RunConfig};
+use crate::packet::Packet;
+use crate::tcp::{Out, Receiver, Sender, TimerKind};
+use netcore::link::{Link, Offered};
+use netcore::qdisc::{self, Limit};
+use netcore::rng::Rng;
+use netcore::{Nanos, NS_PER_US};
+use serde::Serialize;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+const BOTTLENECK: usize = 0;
+const RETURN: usize = 1;
+/// Access-link queues are made large enough never to drop (Linux's TSQ keeps
+/// real host queues short; a drop there would be an artefact).
+const ACCESS_QUEUE_PKTS: u64 = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ev {
+    LinkTx(u16),
+    LinkArrive(u16),
+    Timer(u32, TimerKind),
+    FlowStart(u32),
+    FlowStop(u32),
+    RpcNext(u32),
+    Sample,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    at: Nanos,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+struct Connection {
+    sender: Sender,
+    receiver: Receiver,
+    flow: usize,
+}
+
+struct Flow {
+    kind: FlowKind,
+    /// The connection whose data crosses the bottleneck (bulk, RPC requests).
+    main: usize,
+    /// RPC: the response stream.
+    resp: Option<usize>,
+    start: Nanos,
+    stop: Option<Nanos>,
+    request_bytes: u64,
+    response_bytes: u64,
+    think: Nanos,
+    // RPC progress
+    started: bool,
+    stopped: bool,
+    requests_issued: u64,
+    responses_sent: u64,
+    responses_done: u64,
+    request_start: Nanos,
+}
+
+/// The tables of one run (docs/interfaces.md §2).
+#[derive(Serialize, Debug, Default)]
+pub struct SimResult {
+    pub flows: Vec<FlowSummary>,
+    pub samples: Samples,
+    pub queue: QueueSeries,
+    pub rpcs: Rpcs,
+    pub stats: RunStats,
+}
+
+#[derive(Serialize, Debug, Default, Clone)]
+pub struct FlowSummary {
+    pub flow_id: u32,
+    pub bytes_delivered: u64,
+    pub goodput_bps: f64,
+    pub sent_segs: u64,
+    pub retrans_segs: u64,
+    pub rtt_min_us: Option<f64>,
+    pub rtt_mean_us: Option<f64>,
+    pub rtt_p99_us: Option<f64>,
+    pub active_start_us: u64,
+    pub active_stop_us: u64,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct Samples {
+    pub flow_id: Vec<u32>,
+    pub time_us: Vec<u64>,
+    pub cwnd_bytes: Vec<u64>,
+    pub srtt_us: Vec<u64>,
+    pub delivered_bytes: Vec<u64>,
+    pub retrans_segs: Vec<u64>,
+    pub inflight_bytes: Vec<u64>,
+    pub pacing_rate_bps: Vec<Option<f64>>,
+    pub delivery_rate_bps: Vec<f64>,
+    pub cca_state: Vec<&'static str>,
+    pub bw_est_bps: Vec<Option<f64>>,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct QueueSeries {
+    pub link: Vec<&'static str>,
+    pub time_us: Vec<u64>,
+    pub backlog_bytes: Vec<u64>,
+    pub backlog_pkts: Vec<u64>,
+    pub drops: Vec<u64>,
+    pub random_losses: Vec<u64>,
+    pub ecn_marks: Vec<u64>,
+    pub lateness_us: Vec<Option<f64>>,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct Rpcs {
+    pub flow_id: Vec<u32>,
+    pub request_bytes: Vec<u64>,
+    pub response_bytes: Vec<u64>,
+    pub start_us: Vec<u64>,
+    pub latency_us: Vec<f64>,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct RunStats {
+    pub events: u64,
+    pub bottleneck_pkts: u64,
+    pub sim_time_us: u64,
+}
+
+struct World {
+    now: Nanos,
+    end: Nanos,
+    seq: u64,
+    heap: BinaryHeap<Reverse<Event>>,
+    links: Vec<Link<Packet>>,
+    nsenders: usize,
+    conns: Vec<Connection>,
+    flows: Vec<Flow>,
+    flow_ids: Vec<u32>,
+    out: Out,
+    sample_interval: Nanos,
+    res: SimResult,
+}
+
+fn limit_of(l: &LinkConfig) -> Limit {
+    match (l.buffer_bytes, l.buffer_pkts) {
+        (Some(b), _) => Limit::Bytes(b),
+        (None, Some(p)) => Limit::Packets(p),
+        (None, None) => unreachable!("checked by RunConfig::check"),
+    }
+}
+
+fn make_link(l: &LinkConfig, loss: f64, rng: Rng) -> Link<Packet> {
+    let q = qdisc::build(&l.qdisc, limit_of(l)).expect("qdisc checked by RunConfig::check");
+    Link::new(l.rate_bps, l.delay_ns, loss, rng, q)
+}
+
+/// Run one simulation.
+pub fn simulate(cfg: &RunConfig) -> Result<SimResult, String> {
+    cfg.check()?;
+    let mut w = World::build(cfg)?;
+    w.run();
+    Ok(w.finish(cfg))
+}
+
+impl World {
+    fn build(cfg: &RunConfig) -> Result<World, String> {
+        let n = cfg.senders.len();
+        let mut links = Vec::with_capacity(2 + 2 * n);
+        links.push(make_link(&cfg.bottleneck, cfg.bottleneck.loss, Rng::derive(cfg.seed, 1)));
+        let ret = match &cfg.reverse {
+            Some(r) => make_link(r, r.loss, Rng::derive(cfg.seed, 2)),
+            None => make_link(&cfg.bottleneck, 0.0, Rng::derive(cfg.seed, 2)),
+        };
+        links.push(ret);
+        for back in [false, true] {
+            for (s, a) in cfg.senders.iter().enumerate() {
+                let q = Box::new(qdisc::Fifo::new(Limit::Packets(ACCESS_QUEUE_PKTS)));
+                let stream = 16 + s as u64 * 2 + back as u64;
+                links.push(Link::new(a.rate_bps, a.delay_ns, 0.0, Rng::derive(cfg.seed, stream), q));
+            }
+        }
+        let mut w = World {
+            now: 0,
+            end: cfg.duration_ns,
+            seq: 0,
+            heap: BinaryHeap::with_capacity(4096),
+            links,
+            nsenders: n,
+            conns: Vec::new(),
+            flows: Vec::new(),
+            flow_ids: Vec::new(),
+            out: Out::default(),
+            sample_interval: cfg.sample_interval_ns,
+            res: SimResult::default(),
+        };
+        for (fi, f) in cfg.flows.iter().enumerate() {
+            let host = f.sender as u16;
+            let mk = |conn_id: u32, forward: bool, salt: u64| -> Result<Box<dyn cc::CongestionControl>, String> {
+                let _ = (conn_id, forward);
+                cc::build(&f.cca, cfg.seed ^ (salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+                    .ok_or_else(|| format!("unknown cca {:?}", f.cca))
+            };
+            let main = w.conns.len();
+            let cca = mk(main as u32, true, 2 * fi as u64 + 1)?;
+            w.conns.push(Connection {
+                sender: Sender::new(main as u32, true, host, &cfg.tcp, cca),
+                receiver: Receiver::new(main as u32, true, host, &cfg.tcp),
+                flow: fi,
+            });
+            let resp = if f.kind == FlowKind::Rpc {
+                let id = w.conns.len();
+                let cca = mk(id as u32, false, 2 * fi as u64 + 2)?;
+                w.conns.push(Connection {
+                    sender: Sender::new(id as u32, false, host, &cfg.tcp, cca),
+                    receiver: Receiver::new(id as u32, false, host, &cfg.tcp),
+                    flow: fi,
+                });
+                Some(id)
+            } else {
+                None
+            };
+            w.flows.push(Flow {
+                kind: f.kind,
+                main,
+                resp,
+                start: f.start_ns,
+                stop: f.stop_ns,
+                request_bytes: f.request_bytes.unwrap_or(0),
+                response_bytes: f.response_bytes.unwrap_or(0).max(1),
+                think: f.think_ns.unwrap_or(0),
+                started: false,
+                stopped: false,
+                requests_issued: 0,
+                responses_sent: 0,
+                responses_done: 0,
+                request_start: 0,
+            });
+            w.flow_ids.push(f.id);
+            w.schedule(f.start_ns, Ev::FlowStart(fi as u32));
+            if let Some(stop) = f.stop_ns {
+                w.schedule(stop, Ev::FlowStop(fi as u32));
+            }
+        }
+        w.schedule(cfg.sample_interval_ns.min(cfg.duration_ns), Ev::Sample);
+        Ok(w)
+    }
+
+    fn schedule(&mut self, at: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse(Event { at, seq: self.seq, ev }));
+    }
+
+    fn run(&mut self) {
+        while let Some(Reverse(e)) = self.heap.pop() {
+            if e.at > self.end {
+                break;
+            }
+            self.now = e.at;
+            self.res.stats.events += 1;
+            match e.ev {
+                Ev::LinkTx(l) => self.on_link_tx(l as usize),
+                Ev::LinkArrive(l) => self.on_link_arrive(l as usize),
+                Ev::Timer(c, kind) => self.on_timer(c as usize, kind),
+                Ev::FlowStart(f) => self.on_flow_start(f as usize),
+                Ev::FlowStop(f) => self.on_flow_stop(f as usize),
+                Ev::RpcNext(f) => self.issue_request(f as usize),
+                Ev::Sample => self.on_sample(),
+            }
+        }
+        self.now = self.end;
+    }
+
+    /// Put what an endpoint produced on the wire and on the clock.
+    fn flush(&mut self) {
+        let mut out = std::mem::take(&mut self.out);
+        for (t, c, kind) in out.timers.drain(..) {
+            self.schedule(t, Ev::Timer(c, kind));
+        }
+        for p in out.pkts.drain(..) {
+            self.offer(p);
+        }
+        self.out = out;
+    }
+
+    fn path_link(&self, p: &Packet) -> usize {
+        let s = p.sender_host as usize;
+        match (p.forward, p.hop) {
+            (true, 0) => 2 + s,
+            (true, _) => BOTTLENECK,
+            (false, 0) => RETURN,
+            (false, _) => 2 + self.nsenders + s,
+        }
+    }
+
+    fn offer(&mut self, p: Packet) {
+        let l = self.path_link(&p);
+        if let Offered::TxStarted(t) = self.links[l].offer(p, self.now) {
+            self.schedule(t, Ev::LinkTx(l as u16));
+        }
+    }
+
+    fn on_link_tx(&mut self, l: usize) {
+        let d = self.links[l].tx_done(self.now);
+        if let Some(t) = d.arrival {
+            self.schedule(t, Ev::LinkArrive(l as u16));
+        }
+        if let Some(t) = d.next_tx_done {
+            self.schedule(t, Ev::LinkTx(l as u16));
+        }
+    }
+
+    fn on_link_arrive(&mut self, l: usize) {
+        let (mut p, next) = self.links[l].arrive();
+        if let Some(t) = next {
+            self.schedule(t, Ev::LinkArrive(l as u16));
+        }
+        p.hop += 1;
+        if p.hop < 2 {
+            self.offer(p);
+        } else {
+            self.deliver(p);
+        }
+    }
+
+    fn deliver(&mut self, p: Packet) {
+        let ci = p.conn as usize;
+        let now = self.now;
+        if p.to_receiver {
+            let conn = &mut self.conns[ci];
+            if p.syn {
+                conn.receiver.on_syn(&p, now, &mut self.out);
+                self.flush();
+                return;
+            }
+            let new_bytes = conn.receiver.on_data(&p, now, &mut self.out);
+            self.flush();
+            if new_bytes > 0 {
+                self.on_app_read(ci);
+            }
+        } else {
+            let established_before = self.conns[ci].sender.is_established();
+            self.conns[ci].sender.on_ack(&p, now, &mut self.out);
+            self.flush();
+            if !established_before && self.conns[ci].sender.is_established() {
+                self.on_established(self.conns[ci].flow);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, c: usize, kind: TimerKind) {
+        let now = self.now;
+        let conn = &mut self.conns[c];
+        match kind {
+            TimerKind::DelAck => conn.receiver.on_delack_timer(now, &mut self.out),
+            _ => conn.sender.on_timer(kind, now, &mut self.out),
+        }
+        self.flush();
+    }
+
+    // ---------------------------------------------------------------- applications
+
+    fn on_flow_start(&mut self, f: usize) {
+        let now = self.now;
+        let flow = &self.flows[f];
+        if let Some(r) = flow.resp {
+            // The server's stream shares the connection's handshake.
+            self.conns[r].sender.establish(now);
+        }
+        let main = flow.main;
+        if flow.kind == FlowKind::Bulk {
+            self.conns[main].sender.set_unlimited(true);
+        }
+        self.conns[main].sender.connect(now, &mut self.out);
+        self.flush();
+    }
+
+    fn on_established(&mut self, f: usize) {
+        let flow = &mut self.flows[f];
+        if flow.kind == FlowKind::Rpc && !flow.started {
+            flow.started = true;
+            self.issue_request(f);
+        }
+    }
+
+    fn on_flow_stop(&mut self, f: usize) {
+        let flow = &mut self.flows[f];
+        flow.stopped = true;
+        if flow.kind == FlowKind::Bulk {
+            let main = flow.main;
+            self.conns[main].sender.set_unlimited(false);
+        }
+    }
+
+    /// The RPC client sends its next request (closed loop).
+    fn issue_request(&mut self, f: usize) {
+        let now = self.now;
+        let flow = &mut self.flows[f];
+        if flow.stopped || flow.requests_issued > flow.responses_done {
+            return;
+        }
+        flow.requests_issued += 1;
+        flow.request_start = now;
+        let (main, resp, bytes) = (flow.main, flow.resp.expect("rpc flow"), flow.request_bytes);
+        // The ACK for the last response rides on this request.
+        self.conns[resp].receiver.flush_ack(now, &mut self.out);
+        self.conns[main].sender.write(bytes, now, &mut self.out);
+        self.flush();
+    }
+
+    /// New in-order bytes reached the application of connection `c`.
+    fn on_app_read(&mut self, c: usize) {
+        let now = self.now;
+        let f = self.conns[c].flow;
+        let flow = &mut self.flows[f];
+        if flow.kind != FlowKind::Rpc {
+            return;
+        }
+        let (main, resp) = (flow.main, flow.resp.expect("rpc flow"));
+        if c == main {
+            // Server: answer every complete request.
+            let due = self.conns[main].receiver.delivered() / flow.request_bytes;
+            while flow.responses_sent < due {
+                flow.responses_sent += 1;
+                let bytes = flow.response_bytes;
+                self.conns[main].receiver.flush_ack(now, &mut self.out);
+                self.conns[resp].sender.write(bytes, now, &mut self.out);
+            }
+            self.flush();
+        } else {
+            // Client: a complete response ends the request.
+            let done = self.conns[resp].receiver.delivered() / flow.response_bytes;
+            if done > flow.responses_done {
+                flow.responses_done = done;
+                let (start, req, rsp) = (flow.request_start, flow.request_bytes, flow.response_bytes);
+                let think = flow.think;
+                self.res.rpcs.flow_id.push(self.flow_ids[f]);
+                self.res.rpcs.request_bytes.push(req);
+                self.res.rpcs.response_bytes.push(rsp);
+                self.res.rpcs.start_us.push(start / NS_PER_US);
+                self.res.rpcs.latency_us.push((now - start) as f64 / NS_PER_US as f64);
+                if think == 0 {
+                    self.issue_request(f);
+                } else {
+                    self.schedule(now + think, Ev::RpcNext(f as u32));
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- samplers
+
+    fn on_sample(&mut self) {
+        let t = self.now / NS_PER_US;
+        for (fi, flow) in self.flows.iter().enumerate() {
+            if self.now < flow.start {
+                continue;
+            }
+            let conn = &self.conns[flow.main];
+            let s = &conn.sender;
+            let mss = s.c.mss as u64;
+            let rep: CcaReport = s.cca().report(&s.c);
+            let out = &mut self.res.samples;
+            out.flow_id.push(self.flow_ids[fi]);
+            out.time_us.push(t);
+            out.cwnd_bytes.push(s.c.cwnd as u64 * mss);
+            out.srtt_us.push(s.srtt_us());
+            out.delivered_bytes.push(conn.receiver.delivered());
+            out.retrans_segs.push(s.stats.retrans_segs);
+            out.inflight_bytes.push(s.c.packets_in_flight() as u64 * mss);
+            out.pacing_rate_bps.push(s.pacing_rate_bps());
+            out.delivery_rate_bps.push(s.stats.delivery_rate_bps);
+            out.cca_state.push(rep.state);
+            out.bw_est_bps.push(rep.bw_est_bps);
+        }
+        for (name, l) in [("bottleneck", BOTTLENECK), ("reverse", RETURN)] {
+            let link = &self.links[l];
+            let q = link.qdisc();
+            let st = q.stats();
+            let out = &mut self.res.queue;
+            out.link.push(name);
+            out.time_us.push(t);
+            out.backlog_bytes.push(q.backlog_bytes());
+            out.backlog_pkts.push(q.backlog_pkts());
+            out.drops.push(st.dropped);
+            out.random_losses.push(link.random_losses);
+            out.ecn_marks.push(st.ecn_marked);
+            out.lateness_us.push(None);
+        }
+        let next = self.now + self.sample_interval;
+        if next <= self.end {
+            self.schedule(next, Ev::Sample);
+        }
+    }
+
+    fn finish(mut self, cfg: &RunConfig) -> SimResult {
+        for (fi, flow) in self.flows.iter().enumerate() {
+            let conn = &self.conns[flow.main];
+            let s = &conn.sender.stats;
+            let stop = flow.stop.unwrap_or(cfg.duration_ns).min(cfg.duration_ns);
+            let active = stop.saturating_sub(flow.start);
+            let bytes = conn.receiver.delivered();
+            self.res.flows.push(FlowSummary {
+                flow_id: self.flow_ids[fi],
+                bytes_delivered: bytes,
+                goodput_bps: if active > 0 { bytes as f64 * 8.0 * 1e9 / active as f64 } else { 0.0 },
+                sent_segs: s.sent_segs,
+                retrans_segs: s.retrans_segs,
+                rtt_min_us: s.rtt.min().map(|v| v as f64),
+                rtt_mean_us: s.rtt.mean_us(),
+                rtt_p99_us: s.rtt.quantile_us(0.99),
+                active_start_us: flow.start / NS_PER_US,
+                active_stop_us: stop / NS_PER_US,
+            });
+        }
+        self.res.stats.bottleneck_pkts = self.links[BOTTLENECK].tx_pkts;
+        self.res.stats.sim_time_us = self.now / NS_PER_US;
+        self.res
+    }
+}

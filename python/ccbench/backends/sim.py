@@ -1,0 +1,36 @@
+"""The sim backend: ccbench's own discrete-event simulator (Rust, ccbench._core)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ccbench.backends import ResultError, RunResult
+from ccbench.errors import UsageError
+
+
+def _core():
+    try:
+        from ccbench import _core  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise UsageError(
+            "backend 'sim' is not available: the simulator core ccbench._core is not built "
+            f"({e}); build it with `maturin develop --release` or `make install`"
+        ) from None
+    return _core
+
+
+class SimBackend:
+    name = "sim"
+
+    def check(self) -> None:
+        _core()
+
+    def run(self, runspec: Any) -> RunResult:
+        core = _core()
+        out = core.simulate(json.dumps(runspec.config))
+        try:
+            decoded = json.loads(out)
+        except json.JSONDecodeError as e:
+            raise ResultError(f"result: the simulator returned invalid JSON ({e})") from None
+        return RunResult.from_dict(decoded)

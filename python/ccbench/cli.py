@@ -1,0 +1,481 @@
+"""The ccbench command line.
+
+    ccbench run STUDY [--backend sim|linux] [--out DIR] [--jobs N]
+    ccbench ls [RESULTS]
+    ccbench show RUN [--results DIR] [--format table|csv|json]
+    ccbench summary RESULTS
+    ccbench export RESULTS --format parquet|csv [--out DIR]
+    ccbench doctor
+
+Exit status: 0 success, 1 some runs failed, 2 a usage or study error (one
+line on stderr, no traceback), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ccbench import __version__, backends
+from ccbench.errors import StudyError, UsageError
+
+EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is a UsageError (one line, exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _stdout() -> Console:
+    # Off a terminal rich would wrap tables at 80 columns; tables only take
+    # the width they need, so a wide limit is harmless.
+    c = Console(highlight=False)
+    if not c.is_terminal:
+        c = Console(highlight=False, width=max(c.width, 200))
+    return c
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+# -- formatting -------------------------------------------------------------
+
+
+def _rate_unit(bps: float) -> tuple[float, str]:
+    for div, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if abs(bps) >= div:
+            return div, unit
+    return 1.0, "bit/s"
+
+
+def _num3(x: float) -> str:
+    """About three significant digits, trailing zeros kept: 8.00, 16.5, 950."""
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def fmt_rate(bps: float | None) -> str:
+    if bps is None:
+        return "–"
+    div, unit = _rate_unit(bps)
+    return f"{_num3(bps / div)} {unit}"
+
+
+def fmt_rate_range(lo: float | None, hi: float | None) -> str:
+    """``8.00–9.00 Mbit/s`` (one unit when both share it)."""
+    if lo is None or hi is None:
+        return "–"
+    div, unit = _rate_unit(max(abs(lo), abs(hi)))
+    if _rate_unit(lo) == (div, unit):
+        return f"{_num3(lo / div)}–{_num3(hi / div)} {unit}"
+    return f"{fmt_rate(lo)} – {fmt_rate(hi)}"
+
+
+def fmt_ms(us: float | None) -> str:
+    return "–" if us is None else f"{us / 1000:.2f} ms"
+
+
+def fmt_num(x: float | None, fmt: str = "{:.3f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def fmt_params(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "–"
+
+
+def _first_line(text: str | None) -> str:
+    if not text or not text.strip():
+        return ""
+    return text.strip().splitlines()[0]
+
+
+# -- summary ----------------------------------------------------------------
+
+
+def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Table]:
+    """One rich table per study of the store (only ``run_ids`` if given)."""
+    from ccbench.analysis import summarize
+
+    runs = store.runs(run_ids=run_ids)
+    flows = store.flows(run_ids=[r.run_id for r in runs])
+    rows = summarize(runs, flows)
+    tables = []
+    for study in dict.fromkeys(r.study for r in rows):
+        srows = [r for r in rows if r.study == study]
+        keys: list[str] = list(dict.fromkeys(k for r in srows for k in r.params))
+        several_backends = len({r.backend for r in srows}) > 1
+        t = Table(title=f"{escape(study)}: summary (median over repetitions)", title_justify="left")
+        t.add_column("config")
+        if several_backends:
+            t.add_column("backend")
+        for k in keys:
+            t.add_column(k)
+        t.add_column("class")
+        t.add_column("flows", justify="right")
+        t.add_column("goodput", justify="right")
+        t.add_column("min–max", justify="right")
+        t.add_column("JFI", justify="right")
+        t.add_column("retrans", justify="right")
+        t.add_column("RTT mean", justify="right")
+        t.add_column("RTT p99", justify="right")
+        t.add_column("reps", justify="right")
+        for r in srows:
+            reps = str(r.reps)
+            notes = []
+            if r.suspect:
+                notes.append(f"{r.suspect} suspect")
+            if r.failed:
+                notes.append(f"{r.failed} failed")
+            if notes:
+                reps += f" ({', '.join(notes)})"
+            classes = r.classes or [None]
+            for i, c in enumerate(classes):
+                first = i == 0
+                t.add_row(
+                    r.config_id[:12] if first else "",
+                    *([str(r.backend) if first else ""] if several_backends else []),
+                    *[escape(str(r.params.get(k, "–"))) if first else "" for k in keys],
+                    escape(c.group) if c else "–",
+                    str(c.flows) if c else "",
+                    fmt_rate(c.goodput_bps) if c else "",
+                    fmt_rate_range(c.goodput_min_bps, c.goodput_max_bps) if c else "",
+                    fmt_num(r.jfi) if first else "",
+                    fmt_num(c.retrans_pct, "{:.2f} %") if c else "",
+                    fmt_ms(c.rtt_mean_us) if c else "",
+                    fmt_ms(c.rtt_p99_us) if c else "",
+                    reps if first else "",
+                    end_section=i == len(classes) - 1,
+                )
+        tables.append(t)
+    return tables
+
+
+# -- commands ---------------------------------------------------------------
+
+
+def _jobs(value: int) -> int:
+    if value < 0:
+        raise UsageError(f"--jobs: got {value}; expected a number of worker processes >= 1 (0 = one per CPU)")
+    return value or (os.cpu_count() or 1)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ccbench.executor import execute
+    from ccbench.executor.progress import make_progress
+    from ccbench.spec import load_study
+    from ccbench.store import Store, default_results_dir
+
+    # Everything that can be wrong is checked before the results directory exists.
+    study = load_study(args.study, backend=args.backend)
+    runs = study.runs()
+    backend = backends.get(study.backend)
+    backend.check()
+    jobs = _jobs(args.jobs)
+    out = Path(args.out) if args.out else default_results_dir(study.name)
+
+    out_c, err_c = _stdout(), _stderr()
+    summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c))
+    if summary.interrupted:
+        resume = ["ccbench", "run", str(args.study), "--out", str(out)]
+        if args.backend:
+            resume += ["--backend", args.backend]
+        if args.jobs != 1:
+            resume += ["--jobs", str(args.jobs)]
+        done = summary.skipped + summary.ok + summary.suspect
+        err_c.print(
+            f"interrupted: {done} of {summary.total} runs are finished and saved in {out}; "
+            f"resume with: {' '.join(resume)}",
+            soft_wrap=True,
+        )
+        return EXIT_INTERRUPTED
+    with Store.open_existing(out) as store:
+        for t in summary_tables(store, [r.run_id for r in runs]):
+            out_c.print(t)
+    out_c.print(f"results: {out}", soft_wrap=True)
+    if summary.failed:
+        err_c.print(
+            f"{summary.failed} of {summary.total} runs failed (see `ccbench ls {out}`); "
+            "running the study again retries them",
+            soft_wrap=True,
+        )
+        return EXIT_FAILED_RUNS
+    return EXIT_OK
+
+
+def _results_dirs(parent: Path) -> list[Path]:
+    from ccbench.store import DB_FILENAME
+
+    return sorted(p.parent for p in parent.glob(f"*/{DB_FILENAME}"))
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from ccbench.store import DB_FILENAME, Store
+
+    target = Path(args.results) if args.results else Path("results")
+    single = target.is_file() or (target / DB_FILENAME).is_file()
+    c = _stdout()
+    if not single:
+        dirs = _results_dirs(target) if target.is_dir() else []
+        if not dirs:
+            if args.results:
+                raise UsageError(f"{target}: not a results directory (no {DB_FILENAME} in it or its subdirectories)")
+            raise UsageError("no results in ./results; give a results directory: ccbench ls RESULTS")
+        t = Table(title=f"results in {target}", title_justify="left")
+        for col in ("results", "studies", "runs", "ok", "suspect", "failed", "last run"):
+            t.add_column(col, justify="left" if col in ("results", "studies", "last run") else "right")
+        for d in dirs:
+            with Store.open_existing(d) as s:
+                st = s.studies()
+            last = max((x["last_run_at"] for x in st if x["last_run_at"]), default=None)
+            t.add_row(
+                escape(str(d)),
+                escape(", ".join(x["study"] for x in st)),
+                *(str(sum(x[k] for x in st)) for k in ("runs", "ok", "suspect", "failed")),
+                last.isoformat(sep=" ", timespec="seconds") if last else "–",
+            )
+        c.print(t)
+        return EXIT_OK
+
+    with Store.open_existing(target) as store:
+        studies = store.studies()
+        runs = store.runs()
+    if not studies:
+        c.print(f"{target}: no studies yet")
+        return EXIT_OK
+    for s in studies:
+        title = f"{s['study']}: {s['runs']} runs ({s['ok']} ok, {s['suspect']} suspect, {s['failed']} failed)"
+        t = Table(title=escape(title), title_justify="left",
+                  caption=escape(f"study file: {s['path']}") if s["path"] else None, caption_justify="left")
+        t.add_column("run id")
+        t.add_column("params")
+        t.add_column("rep", justify="right")
+        t.add_column("status")
+        t.add_column("wall time", justify="right")
+        t.add_column("finished (UTC)")
+        t.add_column("error")
+        colour = {"ok": "green", "suspect": "yellow", "failed": "red"}
+        for r in (r for r in runs if r.study == s["study"]):
+            t.add_row(
+                r.run_id,
+                escape(fmt_params(r.params)),
+                "–" if r.repetition is None else str(r.repetition),
+                f"[{colour.get(r.status, 'white')}]{r.status}[/]",
+                "–" if r.wall_time_s is None else f"{r.wall_time_s:.2f} s",
+                r.finished_at.isoformat(sep=" ", timespec="seconds") if r.finished_at else "–",
+                escape(_first_line(r.error)),
+            )
+        c.print(t)
+    return EXIT_OK
+
+
+FLOW_COLUMNS = (
+    "flow_id", "group_name", "cca", "kind", "sender", "start_us", "stop_us", "bytes_delivered",
+    "goodput_bps", "sent_segs", "retrans_segs", "rtt_min_us", "rtt_mean_us", "rtt_p99_us",
+)
+
+
+def _find_run(prefix: str, results: str | None):
+    """(store, run_id) for a run-id prefix, searching ./results/* if no DIR is given."""
+    from ccbench.store import Store
+
+    if results:
+        store = Store.open_existing(results)
+        try:
+            return store, store.resolve_run(prefix)
+        except BaseException:
+            store.close()
+            raise
+    candidates = _results_dirs(Path("results"))
+    if not candidates:
+        raise UsageError("no results in ./results; say where the run is: --results DIR")
+    matches = []
+    for d in candidates:
+        store = Store.open_existing(d)
+        n = store.con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) LIMIT 2", [prefix]).fetchall()
+        matches += [(d, r[0]) for r in n]
+        store.close()
+    if not matches:
+        raise UsageError(f"no run '{prefix}' in ./results/*; say where the run is: --results DIR")
+    if len(matches) > 1:
+        raise UsageError(
+            f"run id prefix '{prefix}' is ambiguous ("
+            + ", ".join(f"{rid} in {d}" for d, rid in matches[:4]) + "); give more of it or --results DIR"
+        )
+    d, run_id = matches[0]
+    return Store.open_existing(d), run_id
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store, run_id = _find_run(args.run, args.results)
+    with store:
+        run = store.runs(run_ids=[run_id], with_config=True)[0]
+        flows = store.flows([run_id])
+        counts = {t: store.count(t, run_id) for t in ("samples", "queue", "rpcs")}
+        results_dir = store.results_dir
+    if args.format == "json":
+        json.dump({"run": run.as_dict(), "flows": flows, "rows": counts}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    if args.format == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(("run_id",) + FLOW_COLUMNS)
+        for f in flows:
+            w.writerow([run_id] + ["" if f[k] is None else f[k] for k in FLOW_COLUMNS])
+        return EXIT_OK
+    c = _stdout()
+    meta = Table.grid(padding=(0, 2))
+    meta.add_column(style="bold")
+    meta.add_column()
+    items = [
+        ("run", run.run_id),
+        ("study", run.study),
+        ("results", str(results_dir)),
+        ("config", run.config_id),
+        *((f"  {k}", str(v)) for k, v in run.params.items()),
+        ("repetition", str(run.repetition)),
+        ("seed", str(run.seed)),
+        ("backend", run.backend),
+        ("status", run.status),
+        ("wall time", "–" if run.wall_time_s is None else f"{run.wall_time_s:.2f} s"),
+        ("finished", run.finished_at.isoformat(sep=" ", timespec="seconds") + " UTC" if run.finished_at else "–"),
+        ("ccbench", run.tool_version or "–"),
+        ("rows", ", ".join(f"{n} {t}" for t, n in counts.items())),
+    ]
+    if not run.params:
+        items.insert(4, ("  params", "none (no sweep)"))
+    for k, v in items:
+        meta.add_row(k, escape(v))
+    if run.error:
+        meta.add_row("error" if run.status == "failed" else "note", escape(run.error.strip()))
+    c.print(meta)
+    if flows:
+        t = Table(title="flows", title_justify="left")
+        for col in ("flow", "class", "cca", "kind", "sender", "start", "stop", "delivered", "goodput",
+                    "sent", "retrans", "RTT min", "RTT mean", "RTT p99"):
+            t.add_column(col, justify="left" if col in ("class", "cca", "kind") else "right")
+        for f in flows:
+            t.add_row(
+                str(f["flow_id"]), escape(str(f["group_name"])), escape(str(f["cca"])), str(f["kind"]),
+                str(f["sender"]),
+                fmt_ms(f["start_us"]), fmt_ms(f["stop_us"]),
+                "–" if f["bytes_delivered"] is None else f"{f['bytes_delivered']:,} B",
+                fmt_rate(f["goodput_bps"]), str(f["sent_segs"]), str(f["retrans_segs"]),
+                fmt_ms(f["rtt_min_us"]), fmt_ms(f["rtt_mean_us"]), fmt_ms(f["rtt_p99_us"]),
+            )
+        c.print(t)
+    return EXIT_OK
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from ccbench.store import Store
+
+    c = _stdout()
+    with Store.open_existing(args.results) as store:
+        tables = summary_tables(store)
+    if not tables:
+        c.print(f"{args.results}: no runs yet")
+    for t in tables:
+        c.print(t)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ccbench.store import Store
+
+    with Store.open_existing(args.results) as store:
+        out = Path(args.out) if args.out else store.results_dir / "export"
+        written = store.export(out, args.format)
+    c = _stdout()
+    for p in written:
+        c.print(str(p), soft_wrap=True)
+    return EXIT_OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    c = _stdout()
+    c.print(f"ccbench {__version__}, Python {sys.version.split()[0]}")
+    t = Table(title="backends", title_justify="left")
+    t.add_column("backend")
+    t.add_column("status")
+    for name, problem in backends.availability().items():
+        if problem is not None:
+            problem = problem.removeprefix(f"backend '{name}' is not available: ")
+        t.add_row(name, "[green]available[/]" if problem is None else f"[red]unavailable[/]: {escape(problem)}")
+    c.print(t)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ccbench", description="Controlled, repeated experiments on TCP congestion control.")
+    p.add_argument("--version", action="version", version=f"ccbench {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    r = sub.add_parser("run", help="run a study (resumes where it stopped)")
+    r.add_argument("study", metavar="STUDY", help="the study file (.toml)")
+    r.add_argument("--backend", help="sim or linux (default: the study's, else sim)")
+    r.add_argument("--out", metavar="DIR", help="results directory (default: results/<study name>/)")
+    r.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="runs at the same time in worker processes (default 1; 0 = one per CPU)")
+    r.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("ls", help="list studies and runs in a results directory")
+    ls.add_argument("results", metavar="RESULTS", nargs="?", help="results directory (default: list ./results/*)")
+    ls.set_defaults(func=cmd_ls)
+
+    sh = sub.add_parser("show", help="one run's parameters and flows")
+    sh.add_argument("run", metavar="RUN", help="a run id or a unique prefix of one")
+    sh.add_argument("--results", metavar="DIR", help="results directory (default: search ./results/*)")
+    sh.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sh.set_defaults(func=cmd_show)
+
+    sm = sub.add_parser("summary", help="the summary table of a results directory")
+    sm.add_argument("results", metavar="RESULTS")
+    sm.set_defaults(func=cmd_summary)
+
+    ex = sub.add_parser("export", help="write every table to parquet or csv files")
+    ex.add_argument("results", metavar="RESULTS")
+    ex.add_argument("--format", choices=("parquet", "csv"), required=True)
+    ex.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS/export/)")
+    ex.set_defaults(func=cmd_export)
+
+    dr = sub.add_parser("doctor", help="check what this machine can run")
+    dr.set_defaults(func=cmd_doctor)
+    return p
+
+
+def _error(message: str) -> int:
+    line = "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    print(f"ccbench: error: {line}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            return _error("missing command (one of: run, ls, show, summary, export, doctor; see ccbench --help)")
+        return args.func(args)
+    except (StudyError, UsageError) as e:
+        return _error(str(e))
+    except KeyboardInterrupt:
+        print("ccbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `ccbench ls | head`
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK

@@ -1,0 +1,292 @@
+"""Local execution: serially in this process, or in a pool of worker processes.
+
+Only this (parent) process writes the store; workers run ``backend.run`` and
+send the outcome back. Every outcome is committed as soon as it arrives.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ccbench.backends import ResultError, RunResult
+from ccbench.errors import UsageError
+from ccbench.store import Store
+
+# After Ctrl-C, how long to wait for runs already in a worker (they got the
+# SIGINT too and normally stop at once) before terminating the workers.
+INTERRUPT_GRACE_S = 3.0
+
+
+@dataclass
+class Outcome:
+    """What running one RunSpec gave: a result, or the error that stopped it."""
+
+    run_id: str
+    status: str  # ok | suspect | failed
+    result: RunResult | None
+    error: str | None
+    wall_time_s: float
+
+
+@dataclass
+class ExecutionSummary:
+    total: int = 0  # runs of the study
+    skipped: int = 0  # already finished before this invocation
+    ok: int = 0
+    suspect: int = 0
+    failed: int = 0
+    interrupted: bool = False
+    failed_run_ids: list[str] = field(default_factory=list)
+    out_dir: Path | None = None
+
+    @property
+    def executed(self) -> int:
+        return self.ok + self.suspect + self.failed
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.skipped - self.ok - self.suspect
+
+
+class Progress:
+    """Progress callbacks of :func:`execute`; the default does nothing."""
+
+    def start(self, total: int, done: int, todo: int) -> None: ...
+
+    def run_finished(self, runspec: Any, outcome: Outcome) -> None: ...
+
+    def interrupted(self) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def _error_text(e: BaseException) -> str:
+    """``Type: message`` on the first line, then the traceback."""
+    head = f"{type(e).__name__}: {e}".rstrip()
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return f"{head}\n\n{tb}".rstrip()
+
+
+def _normalize(result: Any) -> RunResult:
+    if isinstance(result, RunResult):
+        result = {
+            "flows": result.flows,
+            "samples": result.samples,
+            "queue": result.queue,
+            "rpcs": result.rpcs,
+            "stats": result.stats,
+            "status": result.status,
+            "note": result.note,
+        }
+    return RunResult.from_dict(result)
+
+
+_in_run = False
+
+
+def _worker_sigint(signum: int, frame: Any) -> None:
+    # Ctrl-C reaches the whole process group. Inside a run it interrupts the
+    # backend (so it can clean up); an idle worker ignores it instead of
+    # printing a traceback; the parent decides what happens next.
+    if _in_run:
+        raise KeyboardInterrupt
+
+
+def _worker_init() -> None:
+    signal.signal(signal.SIGINT, _worker_sigint)
+
+
+def run_one(backend: Any, runspec: Any) -> Outcome:
+    """Run one RunSpec. Any error becomes a failed Outcome; Ctrl-C propagates.
+
+    Module-level so a process pool can call it.
+    """
+    global _in_run
+    t0 = time.perf_counter()
+    _in_run = True
+    try:
+        result = _normalize(backend.run(runspec))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - PyO3's PanicException is a BaseException
+        return Outcome(runspec.run_id, "failed", None, _error_text(e), time.perf_counter() - t0)
+    finally:
+        _in_run = False
+    wall = time.perf_counter() - t0
+    return Outcome(runspec.run_id, result.status, result, result.note, wall)
+
+
+class _Committer:
+    def __init__(self, store: Store, study_name: str, backend_name: str, index: dict[str, int],
+                 summary: ExecutionSummary, progress: Progress):
+        self.store = store
+        self.study = study_name
+        self.backend = backend_name
+        self.index = index
+        self.summary = summary
+        self.progress = progress
+
+    def commit(self, runspec: Any, outcome: Outcome) -> None:
+        kw = dict(
+            study=self.study,
+            runspec=runspec,
+            backend=self.backend,
+            wall_time_s=outcome.wall_time_s,
+            run_index=self.index.get(runspec.run_id),
+        )
+        try:
+            self.store.write_run(status=outcome.status, result=outcome.result, error=outcome.error, **kw)
+        except ResultError as e:
+            outcome = Outcome(outcome.run_id, "failed", None, f"ResultError: {e}", outcome.wall_time_s)
+            self.store.write_run(status="failed", error=outcome.error, **kw)
+        if outcome.status == "failed":
+            self.summary.failed += 1
+            self.summary.failed_run_ids.append(runspec.run_id)
+        elif outcome.status == "suspect":
+            self.summary.suspect += 1
+        else:
+            self.summary.ok += 1
+        self.progress.run_finished(runspec, outcome)
+
+
+def execute(
+    study: Any,
+    runs: Sequence[Any],
+    backend: Any,
+    out_dir: str | Path,
+    jobs: int = 1,
+    progress: Progress | None = None,
+) -> ExecutionSummary:
+    """Run every run of ``runs`` not already finished in ``out_dir``'s store.
+
+    ``study`` needs ``name`` (and optionally ``source_text``, ``path``);
+    ``backend`` is an object from :mod:`ccbench.backends`. Runs go serially
+    in this process when ``jobs == 1``, else in a process pool of ``jobs``
+    workers. Each outcome is committed as it arrives; a run that raises is
+    recorded as failed and the study continues.
+
+    On Ctrl-C (KeyboardInterrupt, also one raised by a backend) nothing new
+    is started, runs not yet started are dropped, what was committed stays,
+    and the summary comes back with ``interrupted=True`` — the caller tells
+    the user how to resume and exits 130.
+    """
+    if jobs < 1:
+        raise ValueError("jobs must be >= 1")
+    progress = progress or Progress()
+    out_dir = Path(out_dir)
+    summary = ExecutionSummary(total=len(runs), out_dir=out_dir)
+    index = {r.run_id: i for i, r in enumerate(runs)}
+    backend_name = getattr(backend, "name", type(backend).__name__)
+    with Store(out_dir) as store:
+        # Run ids do not depend on the backend: results of another backend in
+        # the same directory would be skipped as finished or overwritten.
+        others = store.other_backend_runs(index, backend_name)
+        if others:
+            other = sorted(set(others.values()))[0]
+            raise UsageError(
+                f"{out_dir} already holds {other} results of study '{study.name}'; "
+                f"write {backend_name} results to another directory (--out)"
+            )
+        store.record_study(study.name, getattr(study, "source_text", None), getattr(study, "path", None))
+        finished = store.finished_runs()
+        todo = [r for r in runs if r.run_id not in finished]
+        summary.skipped = len(runs) - len(todo)
+        committer = _Committer(store, study.name, backend_name, index, summary, progress)
+        progress.start(len(runs), summary.skipped, len(todo))
+        try:
+            if jobs == 1 or len(todo) <= 1:
+                _serial(todo, backend, committer)
+            else:
+                _pool(todo, backend, committer, jobs)
+        except KeyboardInterrupt:
+            summary.interrupted = True
+            progress.interrupted()
+        finally:
+            progress.finish()
+    return summary
+
+
+def _serial(todo: Sequence[Any], backend: Any, committer: _Committer) -> None:
+    for runspec in todo:
+        committer.commit(runspec, run_one(backend, runspec))
+
+
+def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int) -> None:
+    # spawn, not fork: the parent holds a DuckDB connection and its threads.
+    ctx = multiprocessing.get_context("spawn")
+    queue = list(reversed(todo))  # pop() from the end = study order
+    while queue:
+        pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(queue)), mp_context=ctx,
+                                      initializer=_worker_init)
+        inflight: dict[cf.Future, Any] = {}
+        try:
+            broken = False
+            while queue or inflight:
+                # Keep at most `jobs` runs in the pool: nothing queued beyond
+                # what is running, so an interruption drops nothing started.
+                while queue and len(inflight) < jobs and not broken:
+                    rs = queue[-1]
+                    try:
+                        fut = pool.submit(run_one, backend, rs)
+                    except cf.process.BrokenProcessPool:
+                        broken = True  # noticed before the failed futures came back
+                        break
+                    inflight[fut] = queue.pop()
+                if not inflight:
+                    break
+                done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    rs = inflight.pop(fut)
+                    exc = fut.exception()
+                    if exc is None:
+                        committer.commit(rs, fut.result())
+                    elif isinstance(exc, KeyboardInterrupt):
+                        raise KeyboardInterrupt
+                    elif isinstance(exc, cf.process.BrokenProcessPool):
+                        broken = True
+                        committer.commit(rs, Outcome(
+                            rs.run_id, "failed", None,
+                            "worker process died while this run was in it (a crash in the backend or "
+                            f"out of memory); it is retried on the next invocation ({exc})", 0.0))
+                    else:  # e.g. the runspec or result could not be pickled
+                        committer.commit(rs, Outcome(rs.run_id, "failed", None, _error_text(exc), 0.0))
+                if broken and not inflight:
+                    break  # start a fresh pool for the rest
+            pool.shutdown(wait=True)
+        except KeyboardInterrupt:
+            _stop_pool(pool, inflight, committer)
+            raise
+        except BaseException:
+            _stop_pool(pool, inflight, None)
+            raise
+
+
+def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], committer: _Committer | None) -> None:
+    """Stop after Ctrl-C: give running runs a moment, keep any that finished,
+    then terminate the workers."""
+    for fut in inflight:
+        fut.cancel()
+    if committer is not None and inflight:
+        try:
+            done, _ = cf.wait(inflight, timeout=INTERRUPT_GRACE_S)
+            for fut in done:
+                if not fut.cancelled() and fut.exception() is None:
+                    committer.commit(inflight[fut], fut.result())
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: stop now
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=2.0)
+        if p.is_alive():
+            p.kill()
+    pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,103 @@
+"""Progress reporters for the CLI: a rich bar on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress as RichBar,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ccbench.executor.local import Outcome, Progress
+
+
+def params_text(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _label(runspec: Any) -> str:
+    p = params_text(getattr(runspec, "params", {}) or {})
+    rep = getattr(runspec, "repetition", None)
+    parts = [runspec.run_id[:12]]
+    if p:
+        parts.append(p)
+    if rep is not None:
+        parts.append(f"rep={rep}")
+    return " ".join(parts)
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if text and text.strip() else ""
+
+
+class PlainProgress(Progress):
+    """One line per run of this invocation: ``[3/12] <run> <params> rep=0 ok 1.2s``."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.todo = 0
+        self.n = 0
+
+    def start(self, total: int, done: int, todo: int) -> None:
+        self.todo = todo
+        if done:
+            self.console.print(f"{done} of {total} runs already finished; running {todo}", highlight=False)
+        else:
+            self.console.print(f"running {todo} runs", highlight=False)
+
+    def run_finished(self, runspec: Any, outcome: Outcome) -> None:
+        self.n += 1
+        line = f"[{self.n}/{self.todo}] {_label(runspec)} {outcome.status} {outcome.wall_time_s:.1f}s"
+        if outcome.status != "ok" and outcome.error:
+            line += f": {_first_line(outcome.error)}"
+        self.console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+class BarProgress(Progress):
+    """A rich progress bar (runs done/total, elapsed, ETA); failures printed above it."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.bar = RichBar(
+            TextColumn("[bold]runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("•"),
+            TimeElapsedColumn(),
+            TextColumn("• ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task = None
+
+    def start(self, total: int, done: int, todo: int) -> None:
+        if done:
+            self.console.print(f"{done} of {total} runs already finished; running {todo}", highlight=False)
+        self.bar.start()
+        # Count only this invocation's runs so the ETA is not skewed by skipped ones.
+        self.task = self.bar.add_task("runs", total=todo)
+
+    def run_finished(self, runspec: Any, outcome: Outcome) -> None:
+        if outcome.status != "ok":
+            colour = "red" if outcome.status == "failed" else "yellow"
+            self.console.print(
+                f"[{colour}]{outcome.status}[/{colour}] {escape(_label(runspec))}: "
+                f"{escape(_first_line(outcome.error))}",
+                highlight=False,
+            )
+        self.bar.advance(self.task)
+
+    def finish(self) -> None:
+        self.bar.stop()
+
+
+def make_progress(console: Console) -> Progress:
+    return BarProgress(console) if console.is_terminal else PlainProgress(console)

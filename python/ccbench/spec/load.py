@@ -1,0 +1,319 @@
+"""Reading a study file: TOML → validated document → runs.
+
+Every mistake becomes one :class:`~ccbench.errors.StudyError` with a one-line
+message ``<file>: <field>: <problem> (got <value>; allowed: <what>)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import itertools
+import re
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ValidationError
+
+from ccbench.errors import StudyError
+
+from . import resolve
+from .model import BACKENDS, StudyFile
+from .sweep import Axis, FieldError, _fields, _is_list, _is_model, _unwrap, apply, dotted, owner, parse_sweep
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+_MAX_GOT = 80
+
+
+@dataclass
+class RunSpec:
+    """One run: a resolved config (docs/interfaces.md §1) plus its identity."""
+
+    run_id: str
+    config_id: str
+    params: dict  # swept dotted path -> value as written (string)
+    repetition: int  # 0-based
+    seed: int
+    config: dict
+    flow_meta: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def label(self) -> str:
+        """Short human description, e.g. "flows.0.cca=cubic rep 1"."""
+        parts = [f"{k}={v}" for k, v in self.params.items()]
+        return " ".join(parts + [f"rep {self.repetition}"])
+
+
+class Study:
+    """A validated study file; :meth:`runs` gives its runs in a stable order."""
+
+    def __init__(self, *, path: Path, source_text: str, document: dict, model: StudyFile, backend: str,
+                 axes: list[Axis], runs: list[RunSpec]):
+        self.path = path
+        self.source_text = source_text
+        self.document = document
+        self.name: str = model.study.name
+        self.description: str = model.study.description
+        self.backend: str = backend
+        self.repetitions: int = model.study.repetitions
+        self.seed: int = model.study.seed
+        self.sweep: dict[str, list[str]] = {a.key: list(a.labels) for a in axes}
+        self._runs = runs
+
+    def runs(self) -> list[RunSpec]:
+        """Sweep product (file order, last key fastest) × repetitions (innermost)."""
+        return [RunSpec(r.run_id, r.config_id, dict(r.params), r.repetition, r.seed,
+                        copy.deepcopy(r.config), [dict(m) for m in r.flow_meta]) for r in self._runs]
+
+    @property
+    def n_runs(self) -> int:
+        return len(self._runs)
+
+    def to_dict(self) -> dict:
+        """JSON-able description of the study, for storing alongside its results."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "backend": self.backend,
+            "path": str(self.path),
+            "repetitions": self.repetitions,
+            "seed": self.seed,
+            "sweep": {k: list(v) for k, v in self.sweep.items()},
+            "n_runs": self.n_runs,
+            "document": copy.deepcopy(self.document),
+            "source_text": self.source_text,
+        }
+
+    def __repr__(self) -> str:
+        return f"Study({self.name!r}, backend={self.backend!r}, runs={self.n_runs})"
+
+
+# ------------------------------------------------------------------ loading
+
+
+def load_study(path: Union[str, Path], *, backend: Optional[str] = None) -> Study:
+    """Read and validate a study file.  ``backend`` overrides [study] backend.
+
+    Raises StudyError with a one-line message.
+    """
+    p = Path(path)
+    shown = str(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise StudyError(f"{shown}: study file not found") from None
+    except IsADirectoryError:
+        raise StudyError(f"{shown}: is a directory, not a study file") from None
+    except OSError as e:
+        raise StudyError(f"{shown}: cannot read the study file: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise StudyError(f"{shown}: line {line}: not valid UTF-8 text") from None
+    return parse_study(text, filename=shown, path=p, backend=backend)
+
+
+def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = None,
+                backend: Optional[str] = None) -> Study:
+    """Validate study text (the contents of a study file)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(_toml_message(filename, e)) from None
+
+    raw_sweep = doc.get("sweep")
+    base = {k: v for k, v in doc.items() if k != "sweep"}
+    try:
+        axes = parse_sweep(raw_sweep, base)
+    except FieldError as e:
+        raise StudyError(_fmt(filename, e.field or dotted(e.loc), e.problem, e.got, e.allowed)) from None
+
+    if backend is not None and backend not in BACKENDS:
+        raise StudyError(f"--backend: unknown backend (got {backend!r}; allowed: {', '.join(BACKENDS)})")
+
+    runs: list[RunSpec] = []
+    seen_ids: dict[str, dict] = {}
+    first_model: Optional[StudyFile] = None
+    for combo in itertools.product(*(range(len(a.values)) for a in axes)):
+        cdoc = apply(base, axes, combo)
+        try:
+            model = StudyFile.model_validate(cdoc)
+        except ValidationError as ve:
+            raise StudyError(_pydantic_message(filename, ve, cdoc, axes, combo)) from None
+        be = backend or model.study.backend
+        try:
+            config, jitters, meta = resolve.check_and_resolve(model, be)
+        except FieldError as e:
+            raise StudyError(_field_message(filename, e, cdoc, axes, combo)) from None
+        if first_model is None:
+            first_model = model
+        params = {a.key: a.labels[i] for a, i in zip(axes, combo)}
+        basis = {"config": config, "start_jitter_ns": jitters}
+        config_id = resolve.short_hash(basis)
+        for rep in range(model.study.repetitions):
+            seed = resolve.derive_seed(model.study.seed, config_id, rep)
+            run_id = resolve.short_hash({
+                "study": model.study.name, "backend": be, "study_seed": model.study.seed,
+                "params": params, "config": basis, "repetition": rep,
+            })
+            if run_id in seen_ids:  # pragma: no cover - 48-bit collision
+                raise StudyError(f"{filename}: sweep: two runs hash to the same run id {run_id}")
+            seen_ids[run_id] = params
+            final, flow_meta = resolve.finish(config, jitters, meta, seed)
+            runs.append(RunSpec(run_id, config_id, params, rep, seed, final, flow_meta))
+
+    assert first_model is not None
+    return Study(path=path or Path(filename), source_text=text, document=doc, model=first_model,
+                 backend=backend or first_model.study.backend, axes=axes, runs=runs)
+
+
+# ------------------------------------------------------------------ messages
+
+
+def _got(value: Any) -> str:
+    s = repr(value)
+    if len(s) > _MAX_GOT:
+        s = s[: _MAX_GOT - 3] + "..."
+    return s
+
+
+def _fmt(filename: str, fieldname: str, problem: str, got: Any = FieldError.NO_VALUE,
+         allowed: Optional[str] = None) -> str:
+    inner = []
+    if got is not FieldError.NO_VALUE:
+        inner.append(f"got {_got(got)}")
+    if allowed:
+        inner.append(f"allowed: {allowed}")
+    tail = f" ({'; '.join(inner)})" if inner else ""
+    prefix = f"{filename}: {fieldname}: " if fieldname else f"{filename}: "
+    return _one_line(prefix + problem + tail)
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.split("\n"))
+
+
+def _toml_message(filename: str, e: Exception) -> str:
+    msg = str(e)
+    m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    if m:
+        problem = msg[: m.start()].strip()
+        where = f"line {m.group(1)}, column {m.group(2)}"
+    else:
+        m = re.search(r"\(at end of document\)", msg)
+        problem = msg[: m.start()].strip() if m else msg
+        where = "end of file"
+    problem = problem[:1].lower() + problem[1:]
+    return _one_line(f"{filename}: {where}: TOML syntax error: {problem}")
+
+
+def _lookup(doc: Any, loc: tuple) -> Any:
+    node = doc
+    for p in loc:
+        if isinstance(node, dict) and p in node:
+            node = node[p]
+        elif isinstance(node, list) and isinstance(p, int) and 0 <= p < len(node):
+            node = node[p]
+        else:
+            return FieldError.NO_VALUE
+    return node
+
+
+def _attribute(filename: str, loc: tuple, problem: str, got: Any, allowed: Optional[str],
+               related: tuple, doc: dict, axes: list[Axis], combo: tuple) -> str:
+    """Name the sweep key if the field is swept; else the field, plus the sweep values it depends on."""
+    axis = owner(loc, axes)
+    if axis is not None:
+        rest = dotted(loc[len(axis.path):])
+        name = axis.field + (f".{rest}" if rest else "")
+        return _fmt(filename, name, problem, got, allowed)
+    deps = []
+    for a, i in zip(axes, combo):
+        if any(a.key == r or a.key.startswith(r + ".") or r.startswith(a.key + ".") for r in related):
+            deps.append(f"{a.key} = {a.labels[i]!r}")
+    if deps:
+        problem = f"{problem} [with sweep {', '.join(deps)}]"
+    return _fmt(filename, dotted(loc), problem, got, allowed)
+
+
+def _field_message(filename: str, e: FieldError, doc: dict, axes: list[Axis], combo: tuple) -> str:
+    raw = _lookup(doc, e.loc)
+    got = raw if raw is not FieldError.NO_VALUE else e.got
+    return _attribute(filename, e.loc, e.problem, got, e.allowed, e.related, doc, axes, combo)
+
+
+_PROBLEMS = {
+    "missing": "required field is missing",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be an array",
+    "model_type": "must be a table",
+    "dict_type": "must be a table",
+    "model_attributes_type": "must be a table",
+    "literal_error": "not an allowed value",
+    "too_short": "must not be empty",
+    "string_too_short": "must not be empty",
+}
+
+
+def _field_info(loc: tuple) -> tuple[Optional[type[BaseModel]], Any]:
+    """The model owning the last element of loc, and that field's FieldInfo (or None)."""
+    ann: Any = StudyFile
+    parent: Optional[type[BaseModel]] = None
+    info = None
+    for p in loc:
+        if _is_model(ann) and isinstance(p, str):
+            parent = ann
+            info = ann.model_fields.get(p)
+            if info is None:
+                return parent, None
+            ann = _unwrap(info.annotation)
+        elif _is_list(ann) and isinstance(p, int):
+            ann = _unwrap(typing.get_args(ann)[0])
+            parent, info = None, info
+        else:
+            return None, None
+    return parent, info
+
+
+def _pydantic_message(filename: str, ve: ValidationError, doc: dict, axes: list[Axis], combo: tuple) -> str:
+    err = ve.errors()[0]
+    loc = tuple(err["loc"])
+    typ = err["type"]
+    got: Any = err.get("input", FieldError.NO_VALUE)
+    ctx = err.get("ctx") or {}
+    parent, info = _field_info(loc)
+    allowed = info.description if info is not None else None
+    if typ == "ccbench_unit":
+        problem, allowed = ctx["problem"], ctx["allowed"]
+    elif typ == "extra_forbidden":
+        names = _fields(parent) if parent is not None else []
+        key = str(loc[-1])
+        close = difflib.get_close_matches(key, names, n=1)
+        problem = "unknown field" + (f"; did you mean '{close[0]}'?" if close else "")
+        allowed = ", ".join(names)
+    elif typ == "missing":
+        problem = _PROBLEMS[typ]
+        got = FieldError.NO_VALUE
+    elif typ in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        op = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">", "less_than": "<"}[typ]
+        bound = next(iter(ctx.values()))
+        problem = f"must be {op} {bound}"
+    else:
+        problem = _PROBLEMS.get(typ) or err.get("msg", "invalid value")
+    if typ == "literal_error" and ctx.get("expected"):
+        allowed = ctx["expected"].replace(" or ", ", ")
+    return _attribute(filename, loc, problem, got, allowed, (), doc, axes, combo)

@@ -1,0 +1,247 @@
+"""From a validated study document to resolved run configs (docs/interfaces.md §1).
+
+Decisions written down here:
+
+* BDP buffers: ``bytes = round(multiple × rate_bps × rtt_ns / 8e9)`` (half up),
+  counted in wire bytes like every byte buffer, and at least one full-size
+  packet (mss + header bytes).  The RTT is ``bdp_rtt`` or, by default, the
+  largest base RTT over the senders (2 × access delay + bottleneck delay +
+  return-path delay).  The reverse path's BDP uses the reverse rate and the
+  same RTT.  A BDP buffer with a zero RTT is an error.
+* Seeds: ``sha256("ccbench-seed|<study seed>|<config_id>|<repetition>")``,
+  first 8 bytes, top bit cleared (fits a signed 64-bit column).
+* config_id: 12 hex chars of sha256 over the canonical JSON of the resolved
+  config without the seed and *before* start jitter is applied (with each
+  flow's jitter range instead), so it does not depend on the seed.  It does
+  not include the study name or backend: equal configs in different studies or
+  on different backends share a config_id, which is what comparisons match on.
+* run_id: 12 hex chars of sha256 over the canonical JSON of (study name,
+  backend, study seed, swept params as written, config_id basis, repetition).
+* Start jitter: flow ``i``'s start is delayed by ``floor(u × jitter_ns)`` ns,
+  ``u`` uniform in [0, 1) from ``sha256("ccbench-jitter|<run seed>|<flow id>")``.
+* flow_meta start_us / stop_us are whole microseconds (rounded down).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from fractions import Fraction
+from math import floor
+from typing import Any, Optional
+
+from . import units
+from .model import CCAS, DELACK_NS, HEADER_BYTES, StudyFile
+from .sweep import FieldError, dotted
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def short_hash(obj: Any) -> str:
+    return hashlib.sha256(canonical(obj).encode()).hexdigest()[:12]
+
+
+def derive_seed(study_seed: int, config_id: str, repetition: int) -> int:
+    h = hashlib.sha256(f"ccbench-seed|{study_seed}|{config_id}|{repetition}".encode()).digest()
+    return int.from_bytes(h[:8], "big") & (2**63 - 1)
+
+
+def jitter_ns(seed: int, flow_id: int, jitter: int) -> int:
+    """A deterministic draw, uniform over the whole ns in [0, jitter)."""
+    if jitter <= 0:
+        return 0
+    h = hashlib.sha256(f"ccbench-jitter|{seed}|{flow_id}".encode()).digest()
+    return (int.from_bytes(h[:8], "big") * jitter) >> 64
+
+
+def _bdp_bytes(multiple: Fraction, rate_bps: int, rtt_ns: int, mss: int) -> int:
+    exact = Fraction(multiple) * rate_bps * rtt_ns / 8_000_000_000
+    return max(floor(exact + Fraction(1, 2)), mss + HEADER_BYTES)
+
+
+def _buffer(buf: units.Buffer, rate_bps: int, rtt_ns: int, mss: int, loc: tuple, related: tuple) -> dict:
+    if buf.kind == "pkts":
+        return {"buffer_bytes": None, "buffer_pkts": int(buf.amount)}
+    if buf.kind == "bytes":
+        return {"buffer_bytes": int(buf.amount), "buffer_pkts": None}
+    if rtt_ns <= 0:
+        raise FieldError(
+            loc, "a buffer in BDP needs a non-zero RTT", str(buf),
+            "set topology.bottleneck.delay, topology.access.delay or topology.bottleneck.bdp_rtt, "
+            "or give the buffer in bytes or packets",
+            related=related,
+        )
+    return {"buffer_bytes": _bdp_bytes(Fraction(buf.amount), rate_bps, rtt_ns, mss), "buffer_pkts": None}
+
+
+def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list[dict]]:
+    """Cross-field checks, then the resolved config without seed and jitter.
+
+    Returns (config, per-flow jitter range in ns, per-flow meta without start/stop).
+    Raises FieldError.
+    """
+    st, topo, tcp = m.study, m.topology, m.tcp
+    if st.duration <= 0:
+        raise FieldError(("study", "duration"), "must be positive", units.format_time(st.duration),
+                         "a positive time such as '30s'")
+    if not 0 < st.sample_interval <= st.duration:
+        raise FieldError(("study", "sample_interval"), "must be positive and at most study.duration "
+                         f"({units.format_time(st.duration)})", units.format_time(st.sample_interval),
+                         "a positive time such as '100ms'", related=("study.duration",))
+    for name in ("min_rto", "rmem", "wmem"):
+        if getattr(tcp, name) <= 0:
+            v = getattr(tcp, name)
+            raise FieldError(("tcp", name), "must be positive",
+                             units.format_time(v) if name == "min_rto" else units.format_size(v),
+                             "a positive " + ("time" if name == "min_rto" else "size"))
+
+    # -- topology
+    senders = []
+    for s in topo.senders:
+        senders.append({
+            "rate_bps": s.rate if s.rate is not None else topo.access.rate,
+            "delay_ns": s.delay if s.delay is not None else topo.access.delay,
+        })
+    bn = topo.bottleneck
+    rev = topo.reverse
+    rev_delay = bn.delay if rev is None or rev.delay is None else rev.delay
+    rev_rate = bn.rate if rev is None or rev.rate is None else rev.rate
+    if bn.bdp_rtt is not None:
+        if bn.bdp_rtt <= 0:
+            raise FieldError(("topology", "bottleneck", "bdp_rtt"), "must be positive", "0s",
+                             "a positive time such as '40ms'")
+        rtt = bn.bdp_rtt
+    else:
+        rtt = max(2 * s["delay_ns"] for s in senders) + bn.delay + rev_delay
+    rtt_related = ("topology.bottleneck.delay", "topology.bottleneck.bdp_rtt", "topology.access",
+                   "topology.senders", "topology.reverse")
+    bottleneck = {
+        "rate_bps": bn.rate,
+        "delay_ns": bn.delay,
+        "loss": bn.loss,
+        **_buffer(bn.buffer, bn.rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"),
+                  rtt_related + ("topology.bottleneck.rate",)),
+        "qdisc": bn.qdisc,
+    }
+    reverse: Optional[dict] = None
+    if rev is not None:
+        if rev.buffer is not None:
+            rbuf = _buffer(rev.buffer, rev_rate, rtt, tcp.mss, ("topology", "reverse", "buffer"),
+                           rtt_related + ("topology.reverse.rate",))
+        else:
+            rbuf = {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")}
+            if bn.buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
+                rbuf = _buffer(bn.buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
+        reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **rbuf}
+
+    # -- flows
+    allowed_ccas = CCAS[backend]
+    flows: list[dict] = []
+    jitters: list[int] = []
+    meta: list[dict] = []
+    for i, f in enumerate(m.flows):
+        loc = ("flows", i)
+        if f.cca not in allowed_ccas:
+            raise FieldError(loc + ("cca",), f"unknown congestion control for backend '{backend}'", f.cca,
+                             ", ".join(allowed_ccas))
+        if f.sender >= len(senders):
+            raise FieldError(loc + ("sender",), f"no such sender: the topology has {len(senders)} sender"
+                             + ("" if len(senders) == 1 else "s"), f.sender,
+                             f"0 .. {len(senders) - 1}", related=("topology.senders",))
+        if f.kind == "bulk":
+            for name in ("request", "response", "think"):
+                if getattr(f, name) is not None:
+                    raise FieldError(loc + (name,), "only allowed for kind = 'rpc'", _shown(f, name),
+                                     "leave it out, or set kind = 'rpc'", related=(dotted(loc + ("kind",)),))
+        else:
+            for name in ("request", "response"):
+                v = getattr(f, name)
+                if v is not None and v <= 0:
+                    raise FieldError(loc + (name,), "must be positive", units.format_size(v),
+                                     "a positive size such as '10KB'")
+        latest_start = f.start + f.start_jitter
+        if latest_start >= st.duration:
+            raise FieldError(loc + ("start",), f"start + start_jitter must be before the end of the run "
+                             f"(study.duration = {units.format_time(st.duration)})", units.format_time(f.start),
+                             f"a time below {units.format_time(st.duration)}",
+                             related=("study.duration", dotted(loc + ("start_jitter",))))
+        if f.stop is not None:
+            if f.stop <= latest_start:
+                what = "start + start_jitter" if f.start_jitter else "start"
+                raise FieldError(loc + ("stop",), f"must be after {what} ({units.format_time(latest_start)})",
+                                 units.format_time(f.stop), f"a time after {units.format_time(latest_start)}",
+                                 related=(dotted(loc + ("start",)), dotted(loc + ("start_jitter",))))
+            if f.stop > st.duration:
+                raise FieldError(loc + ("stop",), "must not be after the end of the run "
+                                 f"(study.duration = {units.format_time(st.duration)})",
+                                 units.format_time(f.stop), f"at most {units.format_time(st.duration)}",
+                                 related=("study.duration",))
+        request = f.request if f.request is not None else 10_000
+        response = f.response if f.response is not None else 100
+        think = f.think if f.think is not None else 0
+        if f.group is not None:
+            group = f.group
+        elif f.kind == "bulk":
+            group = f"{f.cca} bulk"
+        else:
+            group = f"{f.cca} rpc {units.format_size(request)}"
+        for _ in range(f.count):
+            fid = len(flows)
+            flow: dict[str, Any] = {
+                "id": fid, "cca": f.cca, "sender": f.sender, "kind": f.kind,
+                "start_ns": f.start, "stop_ns": f.stop,
+            }
+            if f.kind == "rpc":
+                flow.update(request_bytes=request, response_bytes=response, think_ns=think)
+            flows.append(flow)
+            jitters.append(f.start_jitter)
+            meta.append({"id": fid, "cca": f.cca, "sender": f.sender, "kind": f.kind, "group": group})
+
+    config = {
+        "duration_ns": st.duration,
+        "sample_interval_ns": st.sample_interval,
+        "tcp": {
+            "mss": tcp.mss,
+            "header_bytes": HEADER_BYTES,
+            "init_cwnd": tcp.init_cwnd,
+            "min_rto_ns": tcp.min_rto,
+            "delayed_ack": tcp.delayed_ack,
+            "delack_ns": DELACK_NS,
+            "sack": tcp.sack,
+            "rmem_bytes": tcp.rmem,
+            "wmem_bytes": tcp.wmem,
+            "ecn": tcp.ecn,
+            "pacing": tcp.pacing,
+        },
+        "senders": senders,
+        "bottleneck": bottleneck,
+        "reverse": reverse,
+        "flows": flows,
+    }
+    return config, jitters, meta
+
+
+def _shown(f: Any, name: str) -> str:
+    v = getattr(f, name)
+    return units.format_time(v) if name == "think" else units.format_size(v)
+
+
+def finish(config: dict, jitters: list[int], meta: list[dict], seed: int) -> tuple[dict, list[dict]]:
+    """Apply the seed and start jitter: the final config (seed first) and flow_meta."""
+    flows = []
+    out_meta = []
+    for flow, jit, fm in zip(config["flows"], jitters, meta):
+        flow = dict(flow)
+        flow["start_ns"] += jitter_ns(seed, flow["id"], jit)
+        flows.append(flow)
+        out_meta.append({
+            **fm,
+            "start_us": flow["start_ns"] // 1000,
+            "stop_us": None if flow["stop_ns"] is None else flow["stop_ns"] // 1000,
+        })
+    final = {"seed": seed, **copy.deepcopy(config)}
+    final["flows"] = flows
+    return final, out_meta

@@ -1,0 +1,234 @@
+"""The [sweep] table: dotted paths into the study, each with a list of values.
+
+Runs are the cartesian product of all sweep lists in file order (the last
+key varies fastest), times the repetitions.  Paths are checked against the
+schema here; the values are checked later, exactly as if written in the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+from pydantic import BaseModel
+
+from .model import StudyFile
+
+# study.* fields that may vary between runs of one study (the others define the study).
+SWEEPABLE_STUDY_FIELDS = ("duration", "sample_interval")
+
+
+class FieldError(Exception):
+    """A problem with one field; turned into a one-line StudyError by the loader.
+
+    ``loc`` is the path of the field in the study document (as in the TOML),
+    ``related`` lists dotted paths of other fields the problem depends on.
+    """
+
+    NO_VALUE = object()
+
+    def __init__(
+        self,
+        loc: tuple,
+        problem: str,
+        got: Any = NO_VALUE,
+        allowed: Optional[str] = None,
+        related: tuple[str, ...] = (),
+        field: Optional[str] = None,
+    ):
+        super().__init__(problem)
+        self.loc = tuple(loc)
+        self.problem = problem
+        self.got = got
+        self.allowed = allowed
+        self.related = related
+        self.field = field  # overrides the dotted loc in the message
+
+
+def dotted(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept path: ``key`` as written, ``path`` with list indices as ints."""
+
+    key: str
+    path: tuple
+    values: tuple
+    labels: tuple  # each value as written, as a string
+
+    @property
+    def field(self) -> str:
+        return f'sweep."{self.key}"'
+
+
+def as_written(value: Any) -> str:
+    """A TOML value as the user wrote it, as a string: '1%' -> '1%', 1448 -> '1448', true -> 'true'.
+
+    Tables and arrays come out as TOML inline values: {rate = "10Mbit"}.
+    """
+    if isinstance(value, str):
+        return value
+    return _toml_inline(value)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_inline(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_inline(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{k if _BARE_KEY.match(k) else json.dumps(k)} = {_toml_inline(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    return str(value)  # dates and times
+
+
+def _flatten(table: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in table.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            yield from _flatten(v, key)
+        else:
+            yield key, v
+
+
+def _unwrap(ann: Any) -> Any:
+    """Optional[X] -> X (and Annotated is already stripped by pydantic)."""
+    while typing.get_origin(ann) is typing.Union:
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        ann = args[0]
+    if typing.get_origin(ann) is typing.Annotated:
+        ann = typing.get_args(ann)[0]
+    return ann
+
+
+def _is_model(ann: Any) -> bool:
+    return isinstance(ann, type) and issubclass(ann, BaseModel)
+
+
+def _is_list(ann: Any) -> bool:
+    return typing.get_origin(ann) in (list, typing.List)
+
+
+def _fields(model: type[BaseModel], sweepable: bool = False) -> list[str]:
+    """Field names of a model; with ``sweepable``, without [sweep] itself."""
+    return [n for n in model.model_fields if not (sweepable and model is StudyFile and n == "sweep")]
+
+
+def check_path(key: str, doc: dict) -> tuple:
+    """Check a sweep key against the schema and the document; return its path."""
+    field = f'sweep."{key}"'
+    parts = key.split(".")
+    if any(p == "" for p in parts):
+        raise FieldError((), "not a dotted path", key, "paths like 'topology.bottleneck.loss' or 'flows.0.cca'",
+                         field=field)
+    ann: Any = StudyFile
+    node: Any = doc
+    path: list = []
+    for part in parts:
+        where = dotted(tuple(path)) or "the study"
+        if _is_model(ann):
+            names = _fields(ann, sweepable=True)
+            if part not in names:
+                raise FieldError((), f"unknown path: {where} has no field '{part}'", key, ", ".join(names),
+                                 field=field)
+            if path == ["study"] and part not in SWEEPABLE_STUDY_FIELDS:
+                raise FieldError((), f"study.{part} cannot be swept", key,
+                                 ", ".join(f"study.{f}" for f in SWEEPABLE_STUDY_FIELDS)
+                                 + ", and any topology, tcp or flows field", field=field)
+            ann = _unwrap(ann.model_fields[part].annotation)
+            node = node.get(part) if isinstance(node, dict) else None
+            path.append(part)
+        elif _is_list(ann):
+            if path == ["topology", "senders"] and not isinstance(node, list):
+                raise FieldError((), "topology.senders is a count here; to sweep one sender's link, write "
+                                 "senders as an array of tables", key, "topology.senders as a whole",
+                                 field=field)
+            n = len(node) if isinstance(node, list) else 0
+            if not part.isdigit():
+                raise FieldError((), f"{where} is an array: expected an index", key, _indices(where, n),
+                                 field=field)
+            idx = int(part)
+            if idx >= n:
+                raise FieldError((), f"index {idx} is out of range: {where} has {n} entr"
+                                 + ("y" if n == 1 else "ies"), key, _indices(where, n), field=field)
+            ann = _unwrap(typing.get_args(ann)[0])
+            node = node[idx]
+            path.append(idx)
+        else:
+            raise FieldError((), f"{where} is a value, not a table: it has no field '{part}'", key,
+                             f"'{where}' itself", field=field)
+    return tuple(path)
+
+
+def _indices(where: str, n: int) -> str:
+    if n == 0:
+        return f"{where} as a whole"
+    if n == 1:
+        return f"{where}.0"
+    return f"{where}.0 .. {where}.{n - 1}"
+
+
+def parse_sweep(raw: Any, doc: dict) -> list[Axis]:
+    """Validate the structure of [sweep] (not the values) and return its axes in file order."""
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        raise FieldError(("sweep",), "must be a table", raw, 'a table like [sweep] "flows.0.cca" = ["reno", "cubic"]')
+    axes: list[Axis] = []
+    seen: dict[tuple, str] = {}
+    for key, values in _flatten(raw):
+        path = check_path(key, doc)
+        field = f'sweep."{key}"'
+        for other, other_key in seen.items():
+            if path[: len(other)] == other or other[: len(path)] == path:
+                raise FieldError((), f"overlaps the swept path '{other_key}'", key,
+                                 "each field swept by one key", field=field)
+        seen[path] = key
+        if not isinstance(values, list):
+            raise FieldError((), "must be a list of values", values,
+                             "a list of values as they would be written in the file, e.g. ['1%', '2%']", field=field)
+        if not values:
+            raise FieldError((), "must not be empty", values, "a list with at least one value", field=field)
+        labels = [as_written(v) for v in values]
+        for i, lab in enumerate(labels):
+            if lab in labels[:i]:
+                raise FieldError((), "duplicate value", values[i], "each value once", field=field)
+        axes.append(Axis(key, path, tuple(values), tuple(labels)))
+    return axes
+
+
+def apply(doc: dict, axes: list[Axis], combo: tuple[int, ...]) -> dict:
+    """A copy of ``doc`` with each axis set to its value number ``combo[i]``."""
+    out = copy.deepcopy(doc)
+    for axis, i in zip(axes, combo):
+        node = out
+        for p, nxt in zip(axis.path[:-1], axis.path[1:]):
+            if isinstance(node, list):
+                node = node[p]
+                continue
+            if p not in node or not isinstance(node[p], (dict, list)):
+                node[p] = [] if isinstance(nxt, int) else {}
+            node = node[p]
+        node[axis.path[-1]] = copy.deepcopy(axis.values[i])
+    return out
+
+
+def owner(loc: tuple, axes: list[Axis]) -> Optional[Axis]:
+    """The axis whose path is ``loc`` or a prefix of it."""
+    for axis in axes:
+        if loc[: len(axis.path)] == axis.path:
+            return axis
+    return None

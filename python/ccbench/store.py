@@ -1,0 +1,531 @@
+"""The results store: one DuckDB file per results directory.
+
+Tables (units in column names; see DESIGN.md "The results schema"):
+
+    meta     (key, value)                      schema version
+    studies  (study, path, source_text, first_run_at, last_run_at)
+    runs     (study, run_id, config_id, run_index, params, config, backend, seed,
+              repetition, status, error, wall_time_s, tool_version, finished_at, stats)
+    flows    (run_id, flow_id, cca, sender, kind, group_name, start_us, stop_us,
+              bytes_delivered, goodput_bps, sent_segs, retrans_segs,
+              rtt_min_us, rtt_mean_us, rtt_p99_us)
+    samples  (run_id, flow_id, time_us, cwnd_bytes, srtt_us, delivered_bytes,
+              retrans_segs, inflight_bytes, pacing_rate_bps, delivery_rate_bps,
+              cca_state, bw_est_bps)
+    queue    (run_id, link, time_us, backlog_bytes, backlog_pkts, drops,
+              ecn_marks, lateness_us)
+    rpcs     (run_id, flow_id, request_bytes, response_bytes, start_us, latency_us)
+
+Each run is written in one transaction (its runs row and all its rows in the
+other tables), so a crash never leaves half a run. A run whose status is ok
+or suspect is *finished* and skipped by a resumed study; a failed run is
+recorded with its error and replaced when it is retried.
+
+Only one process writes a store (DuckDB locks the file); workers return
+results to the parent, which writes them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from ccbench import __version__
+from ccbench.backends import QUEUE_COLUMNS, RPC_COLUMNS, SAMPLE_COLUMNS, ResultError, RunResult
+from ccbench.errors import UsageError
+
+DB_FILENAME = "ccbench.duckdb"
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "suspect")
+FINISHED = ("ok", "suspect")
+DATA_TABLES = ("flows", "samples", "queue", "rpcs")
+ALL_TABLES = ("studies", "runs") + DATA_TABLES
+
+# (column, SQL type) per table; run_id first in every data table.
+COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "studies": (
+        ("study", "VARCHAR PRIMARY KEY"),
+        ("path", "VARCHAR"),
+        ("source_text", "VARCHAR"),
+        ("first_run_at", "TIMESTAMP"),
+        ("last_run_at", "TIMESTAMP"),
+    ),
+    "runs": (
+        ("study", "VARCHAR NOT NULL"),
+        ("run_id", "VARCHAR PRIMARY KEY"),
+        ("config_id", "VARCHAR NOT NULL"),
+        ("run_index", "INTEGER"),
+        ("params", "JSON"),
+        ("config", "JSON"),
+        ("backend", "VARCHAR NOT NULL"),
+        ("seed", "UBIGINT"),
+        ("repetition", "INTEGER"),
+        ("status", "VARCHAR NOT NULL CHECK (status IN ('ok', 'failed', 'suspect'))"),
+        ("error", "VARCHAR"),
+        ("wall_time_s", "DOUBLE"),
+        ("tool_version", "VARCHAR"),
+        ("finished_at", "TIMESTAMP"),
+        ("stats", "JSON"),
+    ),
+    "flows": (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("flow_id", "INTEGER NOT NULL"),
+        ("cca", "VARCHAR"),
+        ("sender", "INTEGER"),
+        ("kind", "VARCHAR"),
+        ("group_name", "VARCHAR"),
+        ("start_us", "BIGINT"),
+        ("stop_us", "BIGINT"),
+        ("bytes_delivered", "BIGINT"),
+        ("goodput_bps", "DOUBLE"),
+        ("sent_segs", "BIGINT"),
+        ("retrans_segs", "BIGINT"),
+        ("rtt_min_us", "DOUBLE"),
+        ("rtt_mean_us", "DOUBLE"),
+        ("rtt_p99_us", "DOUBLE"),
+    ),
+    "samples": (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("flow_id", "INTEGER"),
+        ("time_us", "BIGINT"),
+        ("cwnd_bytes", "BIGINT"),
+        ("srtt_us", "DOUBLE"),
+        ("delivered_bytes", "BIGINT"),
+        ("retrans_segs", "BIGINT"),
+        ("inflight_bytes", "BIGINT"),
+        ("pacing_rate_bps", "DOUBLE"),
+        ("delivery_rate_bps", "DOUBLE"),
+        ("cca_state", "VARCHAR"),
+        ("bw_est_bps", "DOUBLE"),
+    ),
+    "queue": (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("link", "VARCHAR"),
+        ("time_us", "BIGINT"),
+        ("backlog_bytes", "BIGINT"),
+        ("backlog_pkts", "BIGINT"),
+        ("drops", "BIGINT"),
+        ("ecn_marks", "BIGINT"),
+        ("lateness_us", "DOUBLE"),
+    ),
+    "rpcs": (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("flow_id", "INTEGER"),
+        ("request_bytes", "BIGINT"),
+        ("response_bytes", "BIGINT"),
+        ("start_us", "BIGINT"),
+        ("latency_us", "DOUBLE"),
+    ),
+}
+
+_ORDER = {
+    "studies": "study",
+    "runs": "study, run_index NULLS LAST, run_id",
+    "flows": "run_id, flow_id",
+    "samples": "run_id, flow_id, time_us",
+    "queue": "run_id, link, time_us",
+    "rpcs": "run_id, flow_id, start_us",
+}
+
+# The result's column tables must match the store's (checked at import).
+for _t, _cols in (("samples", SAMPLE_COLUMNS), ("queue", QUEUE_COLUMNS), ("rpcs", RPC_COLUMNS)):
+    assert [c for c, _ in _cols] == [c for c, _ in COLUMNS[_t][1:]], _t
+
+_JSON_COLUMNS = {"params", "config", "stats"}
+
+
+def _ddl() -> list[str]:
+    stmts = ["CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)"]
+    for table, cols in COLUMNS.items():
+        body = ", ".join(f"{c} {t}" for c, t in cols)
+        stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({body})")
+    return stmts
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def default_results_dir(study_name: str) -> Path:
+    return Path("results") / study_name
+
+
+def find_db(results: str | Path) -> Path:
+    """The database file of a results directory (or the file itself).
+
+    Raises UsageError when there is none.
+    """
+    p = Path(results)
+    if p.is_file():
+        return p
+    db = p / DB_FILENAME
+    if db.is_file():
+        return db
+    if not p.exists():
+        raise UsageError(f"{p}: no such results directory")
+    raise UsageError(f"{p}: not a results directory (no {DB_FILENAME} in it)")
+
+
+@dataclass
+class RunRecord:
+    """One row of the runs table, JSON columns decoded."""
+
+    study: str
+    run_id: str
+    config_id: str
+    run_index: int | None
+    params: dict
+    config: dict | None
+    backend: str
+    seed: int | None
+    repetition: int | None
+    status: str
+    error: str | None
+    wall_time_s: float | None
+    tool_version: str | None
+    finished_at: datetime | None
+    stats: dict | None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        if self.finished_at is not None:
+            d["finished_at"] = self.finished_at.isoformat(sep=" ", timespec="seconds")
+        return d
+
+
+class Store:
+    """A results store. Use as a context manager or call :meth:`close`.
+
+    ``Store(results_dir)`` creates the directory and database if needed;
+    ``Store.open_existing(path, read_only=True)`` opens one that must exist.
+    """
+
+    def __init__(self, results_dir: str | Path, *, read_only: bool = False, _db: Path | None = None):
+        if _db is None:
+            self.results_dir = Path(results_dir)
+            self.db_file = self.results_dir / DB_FILENAME
+            if not read_only:
+                try:
+                    self.results_dir.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise UsageError(f"{self.results_dir}: cannot create results directory ({e.strerror})") from None
+        else:
+            self.db_file = _db
+            self.results_dir = _db.parent
+        self.read_only = read_only
+        try:
+            self.con = duckdb.connect(str(self.db_file), read_only=read_only)
+        except duckdb.IOException as e:
+            msg = str(e)
+            if "lock" in msg.lower():
+                raise UsageError(
+                    f"{self.db_file}: in use by another ccbench process; wait for it to finish"
+                ) from None
+            raise UsageError(f"{self.db_file}: cannot open results database ({msg.splitlines()[0]})") from None
+        except duckdb.Error as e:
+            raise UsageError(f"{self.db_file}: not a ccbench results database ({str(e).splitlines()[0]})") from None
+        self._init_schema()
+
+    @classmethod
+    def open_existing(cls, results: str | Path, *, read_only: bool = True) -> "Store":
+        return cls(Path(results), read_only=read_only, _db=find_db(results))
+
+    def _init_schema(self) -> None:
+        if self.read_only:
+            tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            missing = [t for t in ("meta",) + ALL_TABLES if t not in tables]
+            if missing:
+                raise UsageError(f"{self.db_file}: not a ccbench results database (no table {missing[0]})")
+        else:
+            self.con.execute("BEGIN TRANSACTION")
+            for stmt in _ddl():
+                self.con.execute(stmt)
+            self.con.execute(
+                "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)]
+            )
+            self.con.execute("COMMIT")
+        rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        row = rows[0] if rows else None
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise UsageError(
+                f"{self.db_file}: written by a newer ccbench (schema {version}, this one reads {SCHEMA_VERSION})"
+            )
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None  # type: ignore[assignment]
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------
+
+    def record_study(self, name: str, source_text: str | None, path: str | Path | None) -> None:
+        """Insert or update a study (its source text is the latest one run)."""
+        now = _now()
+        self.con.execute(
+            """INSERT INTO studies (study, path, source_text, first_run_at, last_run_at)
+               VALUES (?, ?, ?, ?, NULL)
+               ON CONFLICT (study) DO UPDATE SET path = excluded.path, source_text = excluded.source_text""",
+            [name, None if path is None else str(path), source_text, now],
+        )
+
+    def write_run(
+        self,
+        *,
+        study: str,
+        runspec: Any,
+        backend: str,
+        status: str,
+        result: RunResult | None = None,
+        error: str | None = None,
+        wall_time_s: float | None = None,
+        run_index: int | None = None,
+    ) -> None:
+        """Write one run (replacing any earlier attempt) in one transaction.
+
+        ``status`` 'ok'/'suspect' needs ``result``; 'failed' needs ``error``.
+        Raises ResultError (nothing written) when the result does not fit the
+        schema or the run's flows.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        if status in FINISHED and result is None:
+            raise ValueError("a finished run needs its result")
+        run_id = runspec.run_id
+        tables: dict[str, pa.Table] = {}
+        stats = None
+        if result is not None and status in FINISHED:
+            tables = _result_tables(runspec, result)
+            stats = json.dumps(result.stats)
+        row = [
+            study,
+            run_id,
+            runspec.config_id,
+            run_index,
+            json.dumps(runspec.params),
+            json.dumps(runspec.config),
+            backend,
+            runspec.seed,
+            runspec.repetition,
+            status,
+            error,
+            wall_time_s,
+            __version__,
+            _now(),
+            stats,
+        ]
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for t in DATA_TABLES:
+                con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
+            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            con.execute(f"INSERT INTO runs VALUES ({', '.join('?' * len(row))})", row)
+            for t, arrow in tables.items():
+                if arrow.num_rows == 0:
+                    continue
+                cols = COLUMNS[t][1:]
+                select = ", ".join(f"CAST({c} AS {typ.split()[0]})" for c, typ in cols)
+                view = f"_ccbench_in_{t}"
+                con.register(view, arrow)
+                try:
+                    con.execute(f"INSERT INTO {t} SELECT ?, {select} FROM {view}", [run_id])
+                finally:
+                    con.unregister(view)
+            con.execute("UPDATE studies SET last_run_at = ? WHERE study = ?", [_now(), study])
+            con.execute("COMMIT")
+        except BaseException as e:
+            con.execute("ROLLBACK")
+            if isinstance(e, (duckdb.ConversionException, duckdb.InvalidInputException)):
+                raise ResultError(f"result does not fit the results schema: {str(e).splitlines()[0]}") from None
+            raise
+
+    # -- reading -----------------------------------------------------------
+
+    def finished_runs(self, study: str | None = None) -> set[str]:
+        """run_ids whose status is ok or suspect (a resumed study skips them)."""
+        q = "SELECT run_id FROM runs WHERE status IN ('ok', 'suspect')"
+        args: list = []
+        if study is not None:
+            q += " AND study = ?"
+            args.append(study)
+        return {r[0] for r in self.con.execute(q, args).fetchall()}
+
+    def other_backend_runs(self, run_ids: Iterable[str], backend: str) -> dict[str, str]:
+        """run_id → backend for the given runs stored from a different backend."""
+        rows = self.con.execute(
+            "SELECT run_id, backend FROM runs WHERE list_contains(?, run_id) AND backend <> ?",
+            [list(run_ids), backend],
+        ).fetchall()
+        return dict(rows)
+
+    def studies(self) -> list[dict[str, Any]]:
+        cur = self.con.execute(
+            """SELECT s.study, s.path, s.source_text, s.first_run_at, s.last_run_at,
+                      count(r.run_id) AS runs,
+                      count(r.run_id) FILTER (WHERE r.status = 'ok') AS ok,
+                      count(r.run_id) FILTER (WHERE r.status = 'suspect') AS suspect,
+                      count(r.run_id) FILTER (WHERE r.status = 'failed') AS failed
+               FROM studies s LEFT JOIN runs r ON r.study = s.study
+               GROUP BY ALL ORDER BY s.study"""
+        )
+        return _dicts(cur)
+
+    def runs(
+        self,
+        study: str | None = None,
+        run_ids: Iterable[str] | None = None,
+        *,
+        with_config: bool = False,
+    ) -> list[RunRecord]:
+        cols = [c for c, _ in COLUMNS["runs"]]
+        if not with_config:
+            cols = [c if c != "config" else "NULL AS config" for c in cols]
+        q = f"SELECT {', '.join(cols)} FROM runs WHERE 1 = 1"
+        args: list = []
+        if study is not None:
+            q += " AND study = ?"
+            args.append(study)
+        if run_ids is not None:
+            q += " AND list_contains(?, run_id)"
+            args.append(list(run_ids))
+        q += f" ORDER BY {_ORDER['runs']}"
+        out = []
+        for d in _dicts(self.con.execute(q, args)):
+            for c in _JSON_COLUMNS:
+                if d[c] is not None:
+                    d[c] = json.loads(d[c])
+            d["params"] = d["params"] or {}
+            out.append(RunRecord(**d))
+        return out
+
+    def flows(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        q = "SELECT * FROM flows"
+        args: list = []
+        if run_ids is not None:
+            q += " WHERE list_contains(?, run_id)"
+            args.append(list(run_ids))
+        q += f" ORDER BY {_ORDER['flows']}"
+        return _dicts(self.con.execute(q, args))
+
+    def resolve_run(self, prefix: str) -> str:
+        """The run_id starting with ``prefix``; UsageError if none or several."""
+        if not prefix:
+            raise UsageError("empty run id")
+        rows = self.con.execute(
+            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id LIMIT 6", [prefix]
+        ).fetchall()
+        if not rows:
+            raise UsageError(f"no run '{prefix}' in {self.results_dir}")
+        if len(rows) > 1:
+            shown = ", ".join(r[0] for r in rows[:5])
+            raise UsageError(f"run id prefix '{prefix}' is ambiguous (matches {shown}{', ...' if len(rows) > 5 else ''})")
+        return rows[0][0]
+
+    def count(self, table: str, run_id: str | None = None) -> int:
+        if table not in ALL_TABLES:
+            raise ValueError(table)
+        if run_id is None:
+            return self.con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+        return self.con.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id]).fetchall()[0][0]
+
+    def reader(self, table: str, batch_size: int = 65536) -> pa.RecordBatchReader:
+        """Stream a whole table as Arrow record batches (stable order)."""
+        if table not in ALL_TABLES:
+            raise ValueError(table)
+        return self.con.sql(f"SELECT * FROM {table} ORDER BY {_ORDER[table]}").to_arrow_reader(batch_size)
+
+    def export(self, out_dir: str | Path, fmt: str) -> list[Path]:
+        """Write every table to ``out_dir/<table>.<fmt>`` (parquet or csv)."""
+        if fmt not in ("parquet", "csv"):
+            raise UsageError(f"unknown export format '{fmt}' (allowed: parquet, csv)")
+        out = Path(out_dir)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"{out}: cannot create directory ({e.strerror})") from None
+        written = []
+        for table in ALL_TABLES:
+            path = out / f"{table}.{fmt}"
+            reader = self.reader(table)
+            tmp = path.with_name(path.name + ".part")
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                with pq.ParquetWriter(str(tmp), reader.schema) as w:
+                    for batch in reader:
+                        w.write_batch(batch)
+            else:
+                import pyarrow.csv as pcsv
+
+                with pcsv.CSVWriter(str(tmp), reader.schema) as w:
+                    for batch in reader:
+                        w.write_batch(batch)
+            tmp.replace(path)
+            written.append(path)
+        return written
+
+
+def _dicts(cur) -> list[dict[str, Any]]:
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def _column(table: str, name: str, values: Sequence) -> pa.Array:
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+        if name == "cca_state":  # mixed numbers/names: keep them all as text
+            return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+        raise ResultError(f"result: {table}.{name}: {e}") from None
+
+
+def _result_tables(runspec: Any, result: RunResult) -> dict[str, pa.Table]:
+    """Arrow tables (without run_id) for flows, samples, queue, rpcs."""
+    meta = {int(m["id"]): m for m in (runspec.flow_meta or [])}
+    got = {int(f["flow_id"]) for f in result.flows}
+    extra = sorted(got - set(meta))
+    missing = sorted(set(meta) - got)
+    if extra:
+        raise ResultError(f"result: flow_id {extra[0]} is not a flow of this run (flows: {sorted(meta)})")
+    if missing:
+        raise ResultError(f"result: no summary for flow {missing[0]}")
+    flow_cols: dict[str, list] = {c: [] for c, _ in COLUMNS["flows"][1:]}
+    for f in sorted(result.flows, key=lambda f: int(f["flow_id"])):
+        m = meta[int(f["flow_id"])]
+        start = f.get("active_start_us")
+        stop = f.get("active_stop_us")
+        row = {
+            "flow_id": int(f["flow_id"]),
+            "cca": m.get("cca"),
+            "sender": m.get("sender"),
+            "kind": m.get("kind"),
+            "group_name": m.get("group") or m.get("cca"),
+            "start_us": start if start is not None else m.get("start_us"),
+            "stop_us": stop if stop is not None else m.get("stop_us"),
+        }
+        for c in flow_cols:
+            flow_cols[c].append(row[c] if c in row else f.get(c))
+    out = {"flows": pa.table({c: _column("flows", c, v) for c, v in flow_cols.items()})}
+    for t, data in (("samples", result.samples), ("queue", result.queue), ("rpcs", result.rpcs)):
+        cols = [c for c, _ in COLUMNS[t][1:]]
+        n = len(data.get(cols[0], [])) if data else 0
+        if n == 0:
+            out[t] = pa.table({c: pa.array([], type=pa.null()) for c in cols})
+            continue
+        out[t] = pa.table({c: _column(t, c, data.get(c) or [None] * n) for c in cols})
+    return out

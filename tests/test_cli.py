@@ -1,0 +1,312 @@
+"""The ccbench command line, on fake results (no Rust core needed)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+
+from ccbench import backends
+from ccbench.cli import main
+from ccbench.spec import load_study
+from ccbench.store import DB_FILENAME, Store
+
+from fakes import FakeBackend, N_SAMPLES, calls
+
+REPO = Path(__file__).resolve().parents[1]
+
+STUDY = """\
+[study]
+name = "cli-test"
+repetitions = 2
+duration = "1s"
+
+[topology]
+senders = 2
+
+[topology.bottleneck]
+rate = "100Mbit"
+delay = "10ms"
+
+[[flows]]
+cca = "cubic"
+group = "cubic bulk"
+
+[[flows]]
+cca = "bbr"
+sender = 1
+group = "bbr bulk"
+
+[sweep]
+"topology.bottleneck.loss" = ["0%", "1%"]
+"""
+
+
+@pytest.fixture
+def study_file(tmp_path, monkeypatch):
+    """A 2 × 2-run study in an empty working directory."""
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "study.toml"
+    p.write_text(STUDY)
+    return p
+
+
+@pytest.fixture
+def fake_sim(tmp_path):
+    """The 'sim' backend replaced by a fake one for the duration of a test."""
+    backend = FakeBackend(tmp_path / "calls")
+    with backends.registered("sim", backend):
+        yield backend
+
+
+def one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("ccbench: error: "), err
+    return lines[0]
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    return subprocess.run([sys.executable, "-m", "ccbench", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def filled(study_file, fake_sim, capsys):
+    """results/cli-test filled by `ccbench run` with the fake backend."""
+    assert main(["run", str(study_file)]) == 0
+    capsys.readouterr()
+    return study_file.parent / "results" / "cli-test"
+
+
+# -- run ------------------------------------------------------------------
+
+
+def test_run_of_a_bad_study_is_one_line_and_creates_nothing(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(STUDY.replace('rate = "100Mbit"', 'rate = "100MB"'))
+    r = cli("run", "bad.toml", cwd=tmp_path)
+    assert r.returncode == 2
+    line = one_line_error(r.stderr)
+    assert "bad.toml" in line and "topology.bottleneck.rate" in line and "100MB" in line
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert not (tmp_path / "results").exists()
+
+    r = cli("run", "missing.toml", cwd=tmp_path)
+    assert r.returncode == 2 and "missing.toml" in one_line_error(r.stderr)
+    assert not (tmp_path / "results").exists()
+
+
+def test_run_with_an_unavailable_backend_creates_nothing(study_file, capsys):
+    assert main(["run", str(study_file), "--backend", "linux"]) == 2
+    assert "backend 'linux' is not available" in one_line_error(capsys.readouterr().err)
+    assert main(["run", str(study_file), "--backend", "nope"]) == 2
+    assert "nope" in one_line_error(capsys.readouterr().err)
+    assert not (study_file.parent / "results").exists()
+
+
+def test_usage_mistakes_are_one_line(study_file, capsys):
+    for argv in (["run", str(study_file), "--jobs", "-1"], ["run", str(study_file), "--jobs", "two"],
+                 ["run"], ["frobnicate"], [], ["ls", "nowhere"], ["summary", "nowhere"],
+                 ["show", "abc"], ["export", "nowhere", "--format", "xlsx"]):
+        assert main(argv) == 2, argv
+        one_line_error(capsys.readouterr().err)
+    assert not (study_file.parent / "results").exists()
+
+
+def test_run_writes_results_prints_summary_and_resumes(study_file, fake_sim, capsys):
+    study = load_study(study_file)
+    run_ids = [r.run_id for r in study.runs()]
+    assert main(["run", str(study_file)]) == 0
+    out = capsys.readouterr().out
+    res = Path("results") / "cli-test"
+    assert f"results: {res}" in out
+    assert "cli-test: summary" in out and "cubic bulk" in out and "bbr bulk" in out
+    assert "topology.bottleneck.loss" in out and "1%" in out
+    assert "[4/4]" in out  # plain progress lines when stdout is not a terminal
+    assert sorted(calls(fake_sim.log)) == sorted(run_ids)
+    with Store.open_existing(res) as store:
+        assert store.finished_runs() == set(run_ids)
+        st = store.studies()[0]
+        assert st["study"] == "cli-test" and st["source_text"] == STUDY
+        assert {r.backend for r in store.runs()} == {"fake"}
+
+    # again: everything is finished, nothing runs, the summary is printed again
+    assert main(["run", str(study_file), "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "4 of 4 runs already finished" in out and "cubic bulk" in out
+    assert len(calls(fake_sim.log)) == 4
+
+
+def test_run_in_parallel(study_file, fake_sim, capsys):
+    assert main(["run", str(study_file), "--jobs", "3", "--out", "par"]) == 0
+    with Store.open_existing("par") as store:
+        assert len(store.finished_runs()) == 4
+        assert store.count("samples") == 4 * 2 * N_SAMPLES
+
+
+def test_failed_runs_exit_1_and_are_retried(study_file, tmp_path, capsys):
+    bad = load_study(study_file).runs()[1].run_id
+    with backends.registered("sim", FakeBackend(tmp_path / "calls", fail={bad})):
+        assert main(["run", str(study_file)]) == 1
+    cap = capsys.readouterr()
+    assert "1 of 4 runs failed" in cap.err and f"boom in {bad}" in cap.out
+    assert main(["ls", "results/cli-test"]) == 0
+    out = capsys.readouterr().out
+    assert "failed" in out and f"RuntimeError: boom in {bad}" in out
+    with backends.registered("sim", FakeBackend(tmp_path / "calls")):
+        assert main(["run", str(study_file)]) == 0
+    assert calls(tmp_path / "calls").count(bad) == 2 and len(calls(tmp_path / "calls")) == 5
+
+
+def test_interrupted_run_exits_130_and_says_how_to_resume(study_file, tmp_path, capsys):
+    runs = load_study(study_file).runs()
+    with backends.registered("sim", FakeBackend(tmp_path / "calls", interrupt_run=runs[2].run_id)):
+        assert main(["run", str(study_file)]) == 130
+    err = capsys.readouterr().err
+    assert "2 of 4 runs are finished" in err
+    assert f"resume with: ccbench run {study_file} --out results/cli-test" in err
+    with backends.registered("sim", FakeBackend(tmp_path / "calls")):
+        assert main(["run", str(study_file)]) == 0
+    assert calls(tmp_path / "calls")[3:] == [runs[2].run_id, runs[3].run_id]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_on_a_real_process(study_file, tmp_path, jobs):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during `ccbench run`:
+    exit 130 without tracebacks, what finished is kept, a re-run resumes."""
+    import signal
+    import time
+
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import sys, time\n"
+        "sys.path.insert(0, %r)\n"
+        "from ccbench import backends\n"
+        "from ccbench.cli import main\n"
+        "from fakes import FakeBackend\n"
+        "class Slow(FakeBackend):\n"
+        "    def run(self, rs):\n"
+        "        r = super().run(rs)\n"
+        "        time.sleep(0.4)\n"
+        "        return r\n"
+        "backends.register('sim', Slow(%r), replace=True)\n"
+        "sys.exit(main(sys.argv[1:]))\n" % (str(Path(__file__).parent), str(tmp_path / "calls"))
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    p = subprocess.Popen([sys.executable, str(script), "run", str(study_file), "--jobs", jobs], cwd=tmp_path,
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    deadline = time.time() + 60
+    while len(calls(tmp_path / "calls")) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "resume with: ccbench run" in err and "Traceback" not in err
+    with Store.open_existing(tmp_path / "results" / "cli-test") as store:
+        done = store.finished_runs()
+        assert 1 <= len(done) < 4
+        assert store.count("runs") == len(done)  # the interrupted run is not recorded
+    n = len(calls(tmp_path / "calls"))
+    r = subprocess.run([sys.executable, str(script), "run", str(study_file)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert len(calls(tmp_path / "calls")) - n == 4 - len(done)
+
+
+# -- ls / show / summary / export ------------------------------------------
+
+
+def test_ls(filled, capsys):
+    assert main(["ls", str(filled)]) == 0
+    out = capsys.readouterr().out
+    with Store.open_existing(filled) as store:
+        runs = store.runs()
+    assert "cli-test: 4 runs (4 ok, 0 suspect, 0 failed)" in out
+    for r in runs:
+        assert r.run_id in out
+    assert "topology.bottleneck.loss=0%" in out and "topology.bottleneck.loss=1%" in out
+    # without an argument: the results directories under ./results
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out
+    assert "results/cli-test" in out and "cli-test" in out
+
+
+def test_show_table_csv_json(filled, capsys):
+    with Store.open_existing(filled) as store:
+        run = store.runs()[0]
+    prefix = run.run_id[:6]
+    assert main(["show", prefix, "--results", str(filled)]) == 0
+    out = capsys.readouterr().out
+    assert run.run_id in out and "cubic bulk" in out and "bbr bulk" in out
+    assert "topology.bottleneck.loss" in out and "8.00 Mbit/s" in out  # flow 0 of rep 0
+
+    # without --results: found under ./results
+    assert main(["show", prefix, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["flow_id"] for r in rows] == ["0", "1"]
+    assert rows[1]["group_name"] == "bbr bulk" and float(rows[1]["goodput_bps"]) == 16e6
+    assert {r["run_id"] for r in rows} == {run.run_id}
+
+    assert main(["show", run.run_id, "--results", str(filled), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["run"]["run_id"] == run.run_id and doc["run"]["params"] == run.params
+    assert doc["run"]["config"]["duration_ns"] == 1_000_000_000
+    assert [f["cca"] for f in doc["flows"]] == ["cubic", "bbr"]
+    assert doc["rows"] == {"samples": 2 * N_SAMPLES, "queue": 10, "rpcs": 3}
+
+
+def test_show_unknown_or_ambiguous_run(filled, capsys):
+    assert main(["show", "zzzz", "--results", str(filled)]) == 2
+    assert "no run 'zzzz'" in one_line_error(capsys.readouterr().err)
+    with Store.open_existing(filled) as store:
+        ids = [r.run_id for r in store.runs()]
+    # a prefix shared by several runs (the empty-ish one: first hex digit if shared, else "")
+    shared = next((i[:1] for i in ids if sum(j.startswith(i[:1]) for j in ids) > 1), None)
+    if shared:
+        assert main(["show", shared, "--results", str(filled)]) == 2
+        assert "ambiguous" in one_line_error(capsys.readouterr().err)
+
+
+def test_summary(filled, capsys):
+    assert main(["summary", str(filled)]) == 0
+    out = capsys.readouterr().out
+    assert "cli-test: summary" in out
+    assert "cubic bulk" in out and "bbr bulk" in out
+    # fake goodput: cubic 8 and 9 Mbit/s over the two reps → median 8.5, spread 8–9
+    assert "8.50 Mbit/s" in out and "8.00–9.00 Mbit/s" in out
+    assert "0.907" in out  # JFI median of 0.9 and 0.9135
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_export(filled, tmp_path, capsys, fmt):
+    out_dir = tmp_path / f"exp-{fmt}"
+    assert main(["export", str(filled), "--format", fmt, "--out", str(out_dir)]) == 0
+    printed = capsys.readouterr().out
+    expect = {"studies": 1, "runs": 4, "flows": 8, "samples": 4 * 2 * N_SAMPLES, "queue": 40, "rpcs": 12}
+    for table, n in expect.items():
+        path = out_dir / f"{table}.{fmt}"
+        assert str(path) in printed
+        t = pq.read_table(path) if fmt == "parquet" else pcsv.read_csv(path)
+        assert t.num_rows == n, table
+    runs = pq.read_table(out_dir / "runs.parquet") if fmt == "parquet" else pcsv.read_csv(out_dir / "runs.csv")
+    assert set(runs.column("status").to_pylist()) == {"ok"}
+    # default output directory: RESULTS/export
+    assert main(["export", str(filled), "--format", fmt]) == 0
+    assert (filled / "export" / f"samples.{fmt}").is_file()
+
+
+def test_doctor(capsys):
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "sim" in out and "linux" in out

@@ -1,0 +1,289 @@
+"""The results store and the local executor (resume, failures, interruption)."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+
+from ccbench import __version__
+from ccbench.backends import ResultError, RunResult
+from ccbench.errors import UsageError
+from ccbench.executor import Progress, execute
+from ccbench.store import DB_FILENAME, Store
+
+from fakes import FakeBackend, FakeStudy, N_SAMPLES, calls, fake_result_dict, make_runs
+
+
+def _write_ok(store, rs, study="fake-study", d=None):
+    store.record_study(study, "src", "/x.toml")
+    store.write_run(study=study, runspec=rs, backend="fake", status="ok",
+                    result=RunResult.from_dict(d or fake_result_dict(rs)), wall_time_s=0.5, run_index=0)
+
+
+def _count(db, sql, *args):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, list(args)).fetchall()
+    finally:
+        con.close()
+
+
+# -- store ---------------------------------------------------------------
+
+
+def test_store_round_trips_a_result(tmp_path):
+    rs = make_runs(reps=1)[0]
+    d = fake_result_dict(rs)
+    with Store(tmp_path / "res") as store:
+        _write_ok(store, rs, d=d)
+        run = store.runs(with_config=True)[0]
+        assert run.run_id == rs.run_id and run.config_id == rs.config_id
+        assert run.params == {"topology.bottleneck.loss": "0%"}
+        assert run.config == rs.config
+        assert run.seed == 2**63  # UBIGINT keeps a u64 seed
+        assert (run.status, run.backend, run.repetition) == ("ok", "fake", 0)
+        assert run.tool_version == __version__ and run.wall_time_s == 0.5
+        assert run.stats == {"events": 12345, "bottleneck_pkts": 999, "sim_time_us": 1_000_000}
+        assert run.finished_at is not None
+
+        flows = store.flows()
+        assert [f["flow_id"] for f in flows] == [0, 1]
+        f1 = flows[1]
+        assert (f1["cca"], f1["group_name"], f1["kind"], f1["sender"]) == ("bbr", "bbr", "bulk", 0)
+        assert f1["goodput_bps"] == 16e6 and f1["bytes_delivered"] == 2_000_000
+        assert (f1["sent_segs"], f1["retrans_segs"]) == (1000, 20)
+        assert (f1["rtt_min_us"], f1["rtt_mean_us"], f1["rtt_p99_us"]) == (20000.0, 25001.0, 31000.0)
+        assert (f1["start_us"], f1["stop_us"]) == (0, 1_000_000)
+
+        assert store.count("samples") == 2 * N_SAMPLES
+        assert store.count("queue") == 10 and store.count("rpcs") == 3
+        # every column survives, in order, with its values
+        samples = store.reader("samples").read_all().to_pydict()
+        order = sorted(range(2 * N_SAMPLES), key=lambda i: (d["samples"]["flow_id"][i], d["samples"]["time_us"][i]))
+        for col, values in d["samples"].items():
+            expect = [values[i] for i in order]
+            assert samples[col] == expect, col
+        queue = store.reader("queue").read_all().to_pydict()
+        assert queue["drops"] == d["queue"]["drops"] and queue["lateness_us"] == [None] * 10
+        assert store.reader("rpcs").read_all().to_pydict()["latency_us"] == [40000.0, 41000.0, 42000.0]
+
+        st = store.studies()
+        assert st[0]["study"] == "fake-study" and st[0]["source_text"] == "src" and st[0]["ok"] == 1
+        assert st[0]["first_run_at"] <= st[0]["last_run_at"]
+
+
+def test_committed_run_is_finished_after_reopening(tmp_path):
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path) as store:
+        _write_ok(store, rs)
+    with Store.open_existing(tmp_path) as store:
+        assert store.finished_runs() == {rs.run_id}
+        assert store.finished_runs("other-study") == set()
+
+
+def test_failed_run_is_not_finished_and_is_replaced_by_the_retry(tmp_path):
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path) as store:
+        store.record_study("fake-study", "src", None)
+        store.write_run(study="fake-study", runspec=rs, backend="fake", status="failed", error="RuntimeError: x")
+        assert store.finished_runs() == set()
+        assert store.runs()[0].error == "RuntimeError: x"
+        _write_ok(store, rs)
+        assert store.finished_runs() == {rs.run_id}
+        assert [(r.status, r.error) for r in store.runs()] == [("ok", None)]
+        # rewriting a finished run replaces its rows instead of duplicating them
+        _write_ok(store, rs)
+        assert store.count("runs") == 1 and store.count("flows") == 2
+        assert store.count("samples") == 2 * N_SAMPLES
+
+
+def test_a_result_that_does_not_fit_writes_nothing(tmp_path):
+    rs = make_runs(reps=1)[0]
+    d = fake_result_dict(rs)
+    d["samples"]["time_us"][-1] = "soon"  # cannot become BIGINT
+    with Store(tmp_path) as store:
+        with pytest.raises(ResultError):
+            _write_ok(store, rs, d=d)
+        for t in ("runs", "flows", "samples", "queue", "rpcs"):
+            assert store.count(t) == 0, t
+
+
+def test_result_validation_names_the_problem():
+    rs = make_runs(reps=1)[0]
+    d = fake_result_dict(rs)
+    d["samples"]["srtt_us"].pop()
+    with pytest.raises(ResultError, match=r"samples: column 'srtt_us' has 1999 values, other columns have 2000"):
+        RunResult.from_dict(d)
+    d = fake_result_dict(rs)
+    del d["flows"][0]["goodput_bps"]
+    with pytest.raises(ResultError, match=r"flows\[0\]: missing 'goodput_bps'"):
+        RunResult.from_dict(d)
+    d = fake_result_dict(rs)
+    del d["samples"]["bw_est_bps"]  # nullable: filled with nulls
+    assert RunResult.from_dict(d).samples["bw_est_bps"] == [None] * 2 * N_SAMPLES
+
+
+def test_open_existing_errors(tmp_path):
+    with pytest.raises(UsageError, match="no such results directory"):
+        Store.open_existing(tmp_path / "nope")
+    with pytest.raises(UsageError, match=f"no {DB_FILENAME} in it"):
+        Store.open_existing(tmp_path)
+
+
+# -- executor ------------------------------------------------------------
+
+
+class Recorder(Progress):
+    def __init__(self):
+        self.events = []
+
+    def start(self, total, done, todo):
+        self.events.append(("start", total, done, todo))
+
+    def run_finished(self, runspec, outcome):
+        self.events.append((runspec.run_id, outcome.status))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_execute_then_resume_skips_finished_runs(tmp_path, jobs):
+    runs = make_runs()
+    log = tmp_path / "calls"
+    out = tmp_path / "res"
+    rec = Recorder()
+    s = execute(FakeStudy(), runs, FakeBackend(log), out, jobs=jobs, progress=rec)
+    assert (s.total, s.skipped, s.ok, s.failed, s.interrupted) == (4, 0, 4, 0, False)
+    assert sorted(calls(log)) == sorted(r.run_id for r in runs)
+    assert rec.events[0] == ("start", 4, 0, 4) and len(rec.events) == 5
+
+    s = execute(FakeStudy(), runs, FakeBackend(log), out, jobs=jobs)
+    assert (s.skipped, s.ok, s.failed) == (4, 0, 0)
+    assert len(calls(log)) == 4  # nothing ran again
+    db = out / DB_FILENAME
+    assert _count(db, "SELECT count(*), count(DISTINCT run_id) FROM runs") == [(4, 4)]
+    assert _count(db, "SELECT count(*) FROM flows") == [(8,)]
+    assert _count(db, "SELECT count(*) FROM samples") == [(4 * 2 * N_SAMPLES,)]
+    rows = _count(db, "SELECT run_id, run_index, backend, tool_version, wall_time_s FROM runs ORDER BY run_index")
+    assert [r[0] for r in rows] == [r.run_id for r in runs]
+    assert all(r[2] == "fake" and r[3] == __version__ and r[4] >= 0 for r in rows)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_failing_run_is_recorded_and_retried_next_time(tmp_path, jobs):
+    runs = make_runs()
+    bad = runs[1].run_id
+    log = tmp_path / "calls"
+    out = tmp_path / "res"
+    s = execute(FakeStudy(), runs, FakeBackend(log, fail={bad}), out, jobs=jobs)
+    assert (s.ok, s.failed, s.failed_run_ids) == (3, 1, [bad])
+    with Store.open_existing(out) as store:
+        failed = [r for r in store.runs() if r.status == "failed"]
+        assert [r.run_id for r in failed] == [bad]
+        assert failed[0].error.startswith(f"RuntimeError: boom in {bad}")
+        assert "Traceback" in failed[0].error
+        assert store.count("flows", bad) == 0
+        assert bad not in store.finished_runs()
+
+    s = execute(FakeStudy(), runs, FakeBackend(log), out, jobs=jobs)
+    assert (s.skipped, s.ok, s.failed) == (3, 1, 0)
+    assert calls(log).count(bad) == 2 and len(calls(log)) == 5
+    assert _count(out / DB_FILENAME, "SELECT status, error, count(*) FROM runs GROUP BY ALL") == [("ok", None, 4)]
+
+
+def test_suspect_runs_count_as_finished_and_keep_their_note(tmp_path):
+    runs = make_runs(reps=1)
+    s = execute(FakeStudy(), runs, FakeBackend(suspect={runs[0].run_id}), tmp_path)
+    assert (s.ok, s.suspect) == (1, 1)
+    with Store.open_existing(tmp_path) as store:
+        assert store.finished_runs() == {r.run_id for r in runs}
+        r0 = store.runs(run_ids=[runs[0].run_id])[0]
+        assert (r0.status, r0.error) == ("suspect", "goodput above the bottleneck rate")
+
+
+def test_malformed_result_is_a_failed_run(tmp_path):
+    class Broken(FakeBackend):
+        def run(self, runspec):
+            d = fake_result_dict(runspec)
+            d["flows"].append(dict(d["flows"][0], flow_id=7))
+            return d  # a plain dict is accepted and validated too
+
+    runs = make_runs(reps=1)
+    s = execute(FakeStudy(), runs, Broken(), tmp_path)
+    assert s.failed == 2
+    with Store.open_existing(tmp_path) as store:
+        assert all("flow_id 7 is not a flow of this run" in r.error for r in store.runs())
+
+
+def test_interruption_keeps_committed_runs_and_resumes(tmp_path):
+    runs = make_runs()  # 4 runs
+    log = tmp_path / "calls"
+    out = tmp_path / "res"
+    s = execute(FakeStudy(), runs, FakeBackend(log, interrupt_run=runs[2].run_id), out)
+    assert s.interrupted and (s.ok, s.failed) == (2, 0)
+    assert calls(log) == [r.run_id for r in runs[:3]]  # run 4 never started
+    with Store.open_existing(out) as store:
+        assert store.finished_runs() == {runs[0].run_id, runs[1].run_id}
+        assert store.count("runs") == 2  # the interrupted run is not recorded as failed
+
+    s = execute(FakeStudy(), runs, FakeBackend(log), out)
+    assert not s.interrupted and (s.skipped, s.ok) == (2, 2)
+    assert calls(log)[3:] == [runs[2].run_id, runs[3].run_id]  # resumes with run 3
+    with Store.open_existing(out) as store:
+        assert store.finished_runs() == {r.run_id for r in runs}
+
+
+def test_interruption_in_a_worker_process_stops_the_pool(tmp_path):
+    runs = make_runs(losses=("0%", "1%", "2%"), reps=2)  # 6 runs
+    out = tmp_path / "res"
+    s = execute(FakeStudy(), runs, FakeBackend(interrupt_run=runs[2].run_id), out, jobs=2)
+    assert s.interrupted and s.failed == 0
+    with Store.open_existing(out) as store:
+        done = store.finished_runs()
+    assert runs[2].run_id not in done and {runs[0].run_id, runs[1].run_id} <= done
+    assert len(done) <= 4  # at most the runs started before the interruption
+
+    s = execute(FakeStudy(), runs, FakeBackend(), out, jobs=2)
+    assert not s.interrupted and s.skipped == len(done) and s.ok == 6 - len(done)
+
+
+def test_a_crashed_worker_fails_its_run_and_the_study_goes_on(tmp_path):
+    runs = make_runs(losses=("0%", "1%", "2%"), reps=1)
+    s = execute(FakeStudy(), runs, FakeBackend(crash_run=runs[0].run_id), tmp_path, jobs=2)
+    assert not s.interrupted
+    assert runs[0].run_id in s.failed_run_ids
+    assert s.ok + s.failed == 3 and s.ok >= 1  # the other in-flight run may be failed with it
+    with Store.open_existing(tmp_path) as store:
+        err = store.runs(run_ids=[runs[0].run_id])[0].error
+    assert "worker process died" in err
+
+
+def test_parallel_and_serial_store_the_same_rows(tmp_path):
+    runs = make_runs()
+    execute(FakeStudy(), runs, FakeBackend(), tmp_path / "a", jobs=1)
+    execute(FakeStudy(), runs, FakeBackend(), tmp_path / "b", jobs=3)
+    q = "SELECT * EXCLUDE (wall_time_s, finished_at) FROM runs ORDER BY run_id"
+    assert _count(tmp_path / "a" / DB_FILENAME, q) == _count(tmp_path / "b" / DB_FILENAME, q)
+    q = "SELECT * FROM samples ORDER BY run_id, flow_id, time_us"
+    assert _count(tmp_path / "a" / DB_FILENAME, q) == _count(tmp_path / "b" / DB_FILENAME, q)
+
+
+def test_results_of_another_backend_are_not_mixed_in(tmp_path):
+    runs = make_runs(reps=1)
+    execute(FakeStudy(), runs, FakeBackend(), tmp_path)
+
+    class Other(FakeBackend):
+        name = "other"
+
+    with pytest.raises(UsageError, match="already holds fake results of study 'fake-study'"):
+        execute(FakeStudy(), runs, Other(), tmp_path)
+    assert _count(tmp_path / DB_FILENAME, "SELECT DISTINCT backend FROM runs") == [("fake",)]
+
+
+def test_params_json_is_queryable(tmp_path):
+    execute(FakeStudy(), make_runs(), FakeBackend(), tmp_path)
+    rows = _count(tmp_path / DB_FILENAME,
+                  "SELECT params->>'$.\"topology.bottleneck.loss\"' AS loss, count(*) FROM runs GROUP BY 1 ORDER BY 1")
+    assert rows == [("0%", 2), ("1%", 2)]
+    cfg = _count(tmp_path / DB_FILENAME, "SELECT config FROM runs LIMIT 1")[0][0]
+    assert json.loads(cfg)["duration_ns"] == 1_000_000_000
