@@ -1,0 +1,40 @@
+# ccbench: the two commands are `make run` and `make test` (see README.md).
+# Each installs what is missing first, so both work on a fresh Debian machine.
+
+PYTHON ?= python3
+PIP    := $(PYTHON) -m pip
+STAMP  := .make-stamps
+
+.PHONY: run test install install-dev rust-test py-test bench clean
+
+run: install
+	$(PYTHON) -m ccbench run studies/quickstart.toml
+
+test: install-dev rust-test py-test
+
+rust-test: $(STAMP)/toolchain
+	cargo test --workspace --exclude ccbench-core
+
+py-test: install-dev
+	$(PYTHON) -m pytest -q
+
+# The toolchain: Rust (cargo) and a C linker; Debian's packages when absent.
+$(STAMP)/toolchain:
+	@mkdir -p $(STAMP)
+	@command -v cargo >/dev/null 2>&1 && command -v cc >/dev/null 2>&1 || { \
+	  echo "installing the Rust toolchain and a C compiler from Debian"; \
+	  apt-get update && apt-get install -y cargo rustc build-essential; }
+	@touch $@
+
+# The package itself: `pip install` builds the Rust core with maturin.
+install: $(STAMP)/toolchain
+	$(PIP) install --quiet --disable-pip-version-check -e .
+
+install-dev: $(STAMP)/toolchain
+	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
+
+bench: install
+	$(PYTHON) bench/sim_speed.py
+
+clean:
+	rm -rf $(STAMP) target build dist python/ccbench/*.so
