@@ -199,15 +199,16 @@ def test_ctrl_c_on_a_real_process(study_file, tmp_path, jobs):
         "        r = super().run(rs)\n"
         "        time.sleep(0.4)\n"
         "        return r\n"
-        "backends.register('sim', Slow(%r), replace=True)\n"
-        "sys.exit(main(sys.argv[1:]))\n" % (str(Path(__file__).parent), str(tmp_path / "calls"))
+        "if __name__ == '__main__':\n"
+        "    backends.register('sim', Slow(%r), replace=True)\n"
+        "    sys.exit(main(sys.argv[1:]))\n" % (str(Path(__file__).parent), str(tmp_path / "calls"))
     )
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     p = subprocess.Popen([sys.executable, str(script), "run", str(study_file), "--jobs", jobs], cwd=tmp_path,
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     deadline = time.time() + 60
-    while len(calls(tmp_path / "calls")) < 2 and time.time() < deadline:
+    while len(calls(tmp_path / "calls")) < int(jobs) + 1 and time.time() < deadline:  # ≥ 1 run finished
         time.sleep(0.05)
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=60)

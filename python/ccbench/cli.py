@@ -73,16 +73,6 @@ def fmt_rate(bps: float | None) -> str:
     return f"{_num3(bps / div)} {unit}"
 
 
-def fmt_rate_range(lo: float | None, hi: float | None) -> str:
-    """``8.00–9.00 Mbit/s`` (one unit when both share it)."""
-    if lo is None or hi is None:
-        return "–"
-    div, unit = _rate_unit(max(abs(lo), abs(hi)))
-    if _rate_unit(lo) == (div, unit):
-        return f"{_num3(lo / div)}–{_num3(hi / div)} {unit}"
-    return f"{fmt_rate(lo)} – {fmt_rate(hi)}"
-
-
 def fmt_ms(us: float | None) -> str:
     return "–" if us is None else f"{us / 1000:.2f} ms"
 
@@ -104,8 +94,31 @@ def _first_line(text: str | None) -> str:
 # -- summary ----------------------------------------------------------------
 
 
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """The shortest dotted suffix of each key that is still unique:
+    topology.bottleneck.loss → loss; flows.0.cca, flows.1.cca → 0.cca, 1.cca."""
+    out = {}
+    for k in keys:
+        parts = k.split(".")
+        for n in range(1, len(parts) + 1):
+            suffix = ".".join(parts[-n:])
+            if sum(1 for o in keys if o == suffix or o.endswith("." + suffix)) == 1:
+                out[k] = suffix
+                break
+        else:
+            out[k] = k
+    return out
+
+
 def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Table]:
-    """One rich table per study of the store (only ``run_ids`` if given)."""
+    """One rich table per study of the store (only ``run_ids`` if given).
+
+    Kept narrow enough for an 80-column terminal in the common case: units
+    go in the headers, swept parameters are named by their shortest unique
+    suffix (the full paths are in the caption).
+    """
+    from rich import box
+
     from ccbench.analysis import summarize
 
     runs = store.runs(run_ids=run_ids)
@@ -115,22 +128,41 @@ def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Tab
     for study in dict.fromkeys(r.study for r in rows):
         srows = [r for r in rows if r.study == study]
         keys: list[str] = list(dict.fromkeys(k for r in srows for k in r.params))
+        names = short_names(keys)
         several_backends = len({r.backend for r in srows}) > 1
-        t = Table(title=f"{escape(study)}: summary (median over repetitions)", title_justify="left")
-        t.add_column("config")
+        top = max((c.goodput_max_bps or 0.0 for r in srows for c in r.classes), default=0.0)
+        div, unit = _rate_unit(top) if top else (1e6, "Mbit/s")
+        renamed = [f"{names[k]} = {k}" for k in keys if names[k] != k]
+        t = Table(
+            title=f"{escape(study)}: median over repetitions",
+            title_justify="left",
+            caption=escape("; ".join(renamed)) if renamed else None,
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 1, 0, 0),
+            show_edge=False,
+        )
+        t.add_column("config", no_wrap=True)
         if several_backends:
             t.add_column("backend")
         for k in keys:
-            t.add_column(k)
+            t.add_column(escape(names[k]))
         t.add_column("class")
-        t.add_column("flows", justify="right")
-        t.add_column("goodput", justify="right")
-        t.add_column("min–max", justify="right")
-        t.add_column("JFI", justify="right")
-        t.add_column("retrans", justify="right")
-        t.add_column("RTT mean", justify="right")
-        t.add_column("RTT p99", justify="right")
+        t.add_column("n", justify="right")
+        t.add_column(f"goodput\n{unit}", justify="right", no_wrap=True)
+        t.add_column(f"min–max\n{unit}", justify="right", no_wrap=True)
+        t.add_column("JFI", justify="right", no_wrap=True)
+        t.add_column("retx\n%", justify="right", no_wrap=True)
+        t.add_column("RTT\nms", justify="right", no_wrap=True)
+        t.add_column("p99\nms", justify="right", no_wrap=True)
         t.add_column("reps", justify="right")
+
+        def g(x: float | None) -> str:
+            return "–" if x is None else _num3(x / div)
+
+        def ms(x: float | None) -> str:
+            return "–" if x is None else f"{x / 1000:.1f}"
+
         for r in srows:
             reps = str(r.reps)
             notes = []
@@ -144,17 +176,17 @@ def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Tab
             for i, c in enumerate(classes):
                 first = i == 0
                 t.add_row(
-                    r.config_id[:12] if first else "",
+                    r.config_id[:8] if first else "",
                     *([str(r.backend) if first else ""] if several_backends else []),
                     *[escape(str(r.params.get(k, "–"))) if first else "" for k in keys],
                     escape(c.group) if c else "–",
                     str(c.flows) if c else "",
-                    fmt_rate(c.goodput_bps) if c else "",
-                    fmt_rate_range(c.goodput_min_bps, c.goodput_max_bps) if c else "",
+                    g(c.goodput_bps) if c else "",
+                    f"{g(c.goodput_min_bps)}–{g(c.goodput_max_bps)}" if c and c.goodput_min_bps is not None else "",
                     fmt_num(r.jfi) if first else "",
-                    fmt_num(c.retrans_pct, "{:.2f} %") if c else "",
-                    fmt_ms(c.rtt_mean_us) if c else "",
-                    fmt_ms(c.rtt_p99_us) if c else "",
+                    fmt_num(c.retrans_pct, "{:.2f}") if c else "",
+                    ms(c.rtt_mean_us) if c else "",
+                    ms(c.rtt_p99_us) if c else "",
                     reps if first else "",
                     end_section=i == len(classes) - 1,
                 )
