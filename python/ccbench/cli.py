@@ -73,6 +73,12 @@ def fmt_rate(bps: float | None) -> str:
     return f"{_num3(bps / div)} {unit}"
 
 
+def fmt_time(us: float | None) -> str:
+    if us is None:
+        return "–"
+    return f"{us / 1e6:.3f} s" if abs(us) >= 1e6 else f"{us / 1000:.2f} ms"
+
+
 def fmt_ms(us: float | None) -> str:
     return "–" if us is None else f"{us / 1000:.2f} ms"
 
@@ -139,7 +145,7 @@ def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Tab
             caption=escape("; ".join(renamed)) if renamed else None,
             caption_justify="left",
             box=box.SIMPLE_HEAD,
-            padding=(0, 1, 0, 0),
+            padding=0,
             show_edge=False,
         )
         t.add_column("config", no_wrap=True)
@@ -401,7 +407,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             t.add_row(
                 str(f["flow_id"]), escape(str(f["group_name"])), escape(str(f["cca"])), str(f["kind"]),
                 str(f["sender"]),
-                fmt_ms(f["start_us"]), fmt_ms(f["stop_us"]),
+                fmt_time(f["start_us"]), fmt_time(f["stop_us"]),
                 "–" if f["bytes_delivered"] is None else f"{f['bytes_delivered']:,} B",
                 fmt_rate(f["goodput_bps"]), str(f["sent_segs"]), str(f["retrans_segs"]),
                 fmt_ms(f["rtt_min_us"]), fmt_ms(f["rtt_mean_us"]), fmt_ms(f["rtt_p99_us"]),

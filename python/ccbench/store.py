@@ -153,6 +153,11 @@ def _now() -> datetime:
 
 
 def default_results_dir(study_name: str) -> Path:
+    """``results/<study name>/`` (relative to the working directory)."""
+    if not study_name or study_name in (".", "..") or "/" in study_name or "\\" in study_name or "\0" in study_name:
+        raise UsageError(
+            f"study name {study_name!r} cannot be a directory name; give the results directory with --out"
+        )
     return Path("results") / study_name
 
 

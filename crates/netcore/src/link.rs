@@ -24,6 +24,9 @@ pub enum Offered {
     Queued,
     /// The transmitter was idle and started: call `tx_done` at this time.
     TxStarted(Nanos),
+    /// A pipe link (see [`Link::pipe`]) put the packet straight into the
+    /// propagation line; when the line was empty, call `arrive` at this time.
+    InLine(Option<Nanos>),
 }
 
 /// Times to schedule after `tx_done`.
@@ -40,7 +43,11 @@ pub struct Link<P: Pkt> {
     pub delay: Nanos,
     pub loss: f64,
     rng: Rng,
-    qdisc: Box<dyn Qdisc<P>>,
+    /// None for a pipe: an unbounded FIFO whose departure times are computed
+    /// on arrival, with no event per transmission.
+    qdisc: Option<Box<dyn Qdisc<P>>>,
+    /// Pipe: when the transmitter is next free.
+    free_at: Nanos,
     /// Packet being serialised.
     on_wire: Option<P>,
     /// Packets propagating, with their arrival times.
@@ -60,7 +67,27 @@ impl<P: Pkt> Link<P> {
             delay,
             loss,
             rng: seed,
-            qdisc,
+            qdisc: Some(qdisc),
+            free_at: 0,
+            on_wire: None,
+            line: VecDeque::with_capacity(1024),
+            random_losses: 0,
+            tx_pkts: 0,
+            tx_bytes: 0,
+        }
+    }
+
+    /// A link with an unbounded FIFO and no loss (a fast access link): the
+    /// same timing as `new` with an infinite FIFO, at half the events.
+    pub fn pipe(rate_bps: u64, delay: Nanos) -> Link<P> {
+        assert!(rate_bps > 0, "link rate must be positive");
+        Link {
+            rate_bps,
+            delay,
+            loss: 0.0,
+            rng: Rng::new(0),
+            qdisc: None,
+            free_at: 0,
             on_wire: None,
             line: VecDeque::with_capacity(1024),
             random_losses: 0,
@@ -74,7 +101,17 @@ impl<P: Pkt> Link<P> {
             self.random_losses += 1;
             return Offered::Lost;
         }
-        if self.qdisc.enqueue(p, now).is_err() {
+        let Some(qdisc) = self.qdisc.as_mut() else {
+            let done = self.free_at.max(now) + tx_time(p.wire_bytes(), self.rate_bps);
+            self.free_at = done;
+            self.tx_pkts += 1;
+            self.tx_bytes += p.wire_bytes() as u64;
+            let was_empty = self.line.is_empty();
+            let at = done + self.delay;
+            self.line.push_back((at, p));
+            return Offered::InLine(was_empty.then_some(at));
+        };
+        if qdisc.enqueue(p, now).is_err() {
             return Offered::Dropped;
         }
         if self.on_wire.is_some() {
@@ -88,7 +125,7 @@ impl<P: Pkt> Link<P> {
     }
 
     fn start_next(&mut self, now: Nanos) -> Option<Nanos> {
-        let p = self.qdisc.dequeue(now)?;
+        let p = self.qdisc.as_mut()?.dequeue(now)?;
         let done = now + tx_time(p.wire_bytes(), self.rate_bps);
         self.on_wire = Some(p);
         Some(done)
@@ -110,8 +147,9 @@ impl<P: Pkt> Link<P> {
         (p, self.line.front().map(|(t, _)| *t))
     }
 
-    pub fn qdisc(&self) -> &dyn Qdisc<P> {
-        self.qdisc.as_ref()
+    /// The queue discipline (None for a pipe).
+    pub fn qdisc(&self) -> Option<&dyn Qdisc<P>> {
+        self.qdisc.as_deref()
     }
 }
 
@@ -138,6 +176,46 @@ mod tests {
         assert_eq!(l.arrive(), (P(1500, 1), Some(1_240_000)));
         assert_eq!(l.arrive(), (P(1500, 2), None));
         assert_eq!(l.tx_bytes, 3000);
+    }
+
+    #[test]
+    fn pipe_matches_an_unbounded_fifo() {
+        let mut fifo = link(100_000_000, 1_000_000, 1 << 20);
+        let mut pipe: Link<P> = Link::pipe(100_000_000, 1_000_000);
+        // Offers at 0, 10 and 500 us; each 1500 B takes 120 us.
+        let mut fifo_arrivals = vec![];
+        let mut t_done = vec![];
+        for (i, t) in [0u64, 10_000, 500_000].iter().enumerate() {
+            // Drive the FIFO's transmitter up to this time.
+            while let Some(&d) = t_done.first() {
+                if d > *t {
+                    break;
+                }
+                t_done.remove(0);
+                let r = fifo.tx_done(d);
+                if let Some(n) = r.next_tx_done {
+                    t_done.push(n);
+                }
+            }
+            if let Offered::TxStarted(d) = fifo.offer(P(1500, i as u64), *t) {
+                t_done.push(d);
+            }
+            let _ = pipe.offer(P(1500, i as u64), *t);
+        }
+        while let Some(d) = t_done.first().copied() {
+            t_done.remove(0);
+            if let Some(n) = fifo.tx_done(d).next_tx_done {
+                t_done.push(n);
+            }
+        }
+        for _ in 0..3 {
+            fifo_arrivals.push(fifo.line.front().unwrap().0);
+            let a = pipe.line.front().unwrap().0;
+            assert_eq!(fifo_arrivals.last().copied(), Some(a));
+            fifo.arrive();
+            pipe.arrive();
+        }
+        assert_eq!(fifo_arrivals, vec![1_120_000, 1_240_000, 1_620_000]);
     }
 
     #[test]

@@ -19,9 +19,6 @@ use std::collections::BinaryHeap;
 
 const BOTTLENECK: usize = 0;
 const RETURN: usize = 1;
-/// Access-link queues are made large enough never to drop (Linux's TSQ keeps
-/// real host queues short; a drop there would be an artefact).
-const ACCESS_QUEUE_PKTS: u64 = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
@@ -197,11 +194,11 @@ impl World {
             None => make_link(&cfg.bottleneck, 0.0, Rng::derive(cfg.seed, 2)),
         };
         links.push(ret);
-        for back in [false, true] {
-            for (s, a) in cfg.senders.iter().enumerate() {
-                let q = Box::new(qdisc::Fifo::new(Limit::Packets(ACCESS_QUEUE_PKTS)));
-                let stream = 16 + s as u64 * 2 + back as u64;
-                links.push(Link::new(a.rate_bps, a.delay_ns, 0.0, Rng::derive(cfg.seed, stream), q));
+        // Access links, out then back, never drop (Linux's TSQ keeps real
+        // host queues short; a drop there would be an artefact): pipes.
+        for _direction in 0..2 {
+            for a in &cfg.senders {
+                links.push(Link::pipe(a.rate_bps, a.delay_ns));
             }
         }
         let mut w = World {
@@ -319,8 +316,10 @@ impl World {
 
     fn offer(&mut self, p: Packet) {
         let l = self.path_link(&p);
-        if let Offered::TxStarted(t) = self.links[l].offer(p, self.now) {
-            self.schedule(t, Ev::LinkTx(l as u16));
+        match self.links[l].offer(p, self.now) {
+            Offered::TxStarted(t) => self.schedule(t, Ev::LinkTx(l as u16)),
+            Offered::InLine(Some(t)) => self.schedule(t, Ev::LinkArrive(l as u16)),
+            _ => {}
         }
     }
 
@@ -499,7 +498,7 @@ impl World {
         }
         for (name, l) in [("bottleneck", BOTTLENECK), ("reverse", RETURN)] {
             let link = &self.links[l];
-            let q = link.qdisc();
+            let q = link.qdisc().expect("bottleneck and return links have a queue");
             let st = q.stats();
             let out = &mut self.res.queue;
             out.link.push(name);

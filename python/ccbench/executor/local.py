@@ -185,8 +185,9 @@ def execute(
     index = {r.run_id: i for i, r in enumerate(runs)}
     backend_name = getattr(backend, "name", type(backend).__name__)
     with Store(out_dir) as store:
-        # Run ids do not depend on the backend: results of another backend in
-        # the same directory would be skipped as finished or overwritten.
+        # ccbench.spec puts the backend into the run id, so sim and linux runs
+        # of one study can share a directory. A run id stored from another
+        # backend would be skipped as finished or overwritten: refuse.
         others = store.other_backend_runs(index, backend_name)
         if others:
             other = sorted(set(others.values()))[0]
