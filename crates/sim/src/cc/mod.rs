@@ -97,6 +97,11 @@ pub struct Conn {
     pub prior_cwnd: u32,
     /// ECN in use on this connection.
     pub ecn: bool,
+    /// First unacknowledged and next byte to send (`snd_una`, `snd_nxt`).
+    pub snd_una: u64,
+    pub snd_nxt: u64,
+    /// Time of the last data transmission in microseconds (`lsndtime`).
+    pub lsndtime_us: u64,
 }
 
 impl Conn {
@@ -128,6 +133,9 @@ impl Conn {
             max_packets_out: 0,
             prior_cwnd: 0,
             ecn: false,
+            snd_una: 0,
+            snd_nxt: 0,
+            lsndtime_us: 0,
         }
     }
 
@@ -175,6 +183,12 @@ impl Conn {
         self.cwnd = self.cwnd.min(self.cwnd_clamp);
     }
 }
+
+/// Flags passed to `in_ack_event` (Linux `CA_ACK_*`).
+pub const ACK_SLOWPATH: u32 = 1;
+pub const ACK_WIN_UPDATE: u32 = 2;
+/// The ACK carried the ECN echo (ECE).
+pub const ACK_ECE: u32 = 4;
 
 /// Per-ACK sample passed to `pkts_acked` (Linux `struct ack_sample`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -261,6 +275,11 @@ pub trait CongestionControl {
     /// Connection events (`cwnd_event`).
     fn cwnd_event(&mut self, _c: &mut Conn, _ev: CaEvent) {}
 
+    /// Called for every ACK before the loss state machine, with `ACK_*`
+    /// flags (`in_ack_event`). `c.delivered` / `c.delivered_ce` are already
+    /// updated for this ACK.
+    fn in_ack_event(&mut self, _c: &mut Conn, _flags: u32) {}
+
     /// Per-ACK accounting with the RTT sample (`pkts_acked`).
     fn pkts_acked(&mut self, _c: &mut Conn, _s: &AckSample) {}
 
@@ -278,6 +297,13 @@ pub trait CongestionControl {
     /// The CCA implements `cong_control` (Linux then skips slow start after
     /// idle and PRR for it).
     fn has_cong_control(&self) -> bool {
+        false
+    }
+
+    /// The CCA needs ECN on its connections (Linux `TCP_CONG_NEEDS_ECN`,
+    /// e.g. DCTCP); its receiver then echoes CE per segment (DCTCP's
+    /// accurate echo) instead of RFC 3168's echo-until-CWR.
+    fn needs_ecn(&self) -> bool {
         false
     }
 
