@@ -18,6 +18,11 @@ pub trait Pkt {
     fn wire_bytes(&self) -> u32;
     /// Identifies the flow (for per-flow queues and fairness).
     fn flow_key(&self) -> u64;
+    /// Traffic class chosen by the host (0 by default); multi-queue
+    /// disciplines such as the two-class switch may map classes to queues.
+    fn class(&self) -> u8 {
+        0
+    }
     /// ECN-capable transport (ECT(0)/ECT(1)).
     fn ect(&self) -> bool;
     /// Set the CE codepoint.

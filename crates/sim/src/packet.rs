@@ -31,6 +31,10 @@ pub struct Packet {
     pub ect: bool,
     pub ce: bool,
     pub ece: bool,
+    /// Congestion window reduced (RFC 3168), on data.
+    pub cwr: bool,
+    /// Traffic class of the flow (see `netcore::Pkt::class`).
+    pub class: u8,
 }
 
 impl Pkt for Packet {
@@ -39,6 +43,9 @@ impl Pkt for Packet {
     }
     fn flow_key(&self) -> u64 {
         self.conn as u64
+    }
+    fn class(&self) -> u8 {
+        self.class
     }
     fn ect(&self) -> bool {
         self.ect
