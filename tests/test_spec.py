@@ -76,7 +76,7 @@ def test_resolved_config_shape(tmp_path):
     assert cfg["tcp"] == {
         "mss": 1448, "header_bytes": 52, "init_cwnd": 10, "min_rto_ns": 200_000_000,
         "delayed_ack": "linux", "delack_ns": 40_000_000, "sack": True, "rmem_bytes": 6_291_456,
-        "wmem_bytes": 4_194_304, "ecn": False, "pacing": "auto",
+        "wmem_bytes": 4_194_304, "ecn": False, "pacing": "auto", "hz": None,
     }
     assert cfg["duration_ns"] == 10_000_000_000
     assert cfg["sample_interval_ns"] == 100_000_000

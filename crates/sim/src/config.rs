@@ -31,6 +31,10 @@ pub struct TcpConfig {
     pub wmem_bytes: u64,
     pub ecn: bool,
     pub pacing: Pacing,
+    /// Host timer frequency: timers (RTO, delayed ACK, reordering, pacing)
+    /// fire only on ticks of 1/hz. None = exact (Linux's high-resolution timers).
+    #[serde(default)]
+    pub hz: Option<u32>,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +105,15 @@ pub struct FlowConfig {
     pub response_bytes: Option<u64>,
     #[serde(default)]
     pub think_ns: Option<u64>,
+    /// Upper bound on cwnd in segments (what a TCP-BPF clamp does).
+    #[serde(default)]
+    pub cwnd_clamp: Option<u32>,
+    /// Cap on the pacing rate in bits/s (SO_MAX_PACING_RATE; turns pacing on).
+    #[serde(default)]
+    pub max_rate_bps: Option<u64>,
+    /// Traffic class for multi-queue disciplines (the two-class switch).
+    #[serde(default)]
+    pub queue_class: Option<u8>,
 }
 
 impl RunConfig {
@@ -112,6 +125,9 @@ impl RunConfig {
         }
         if self.sample_interval_ns == 0 {
             return Err("sample_interval_ns must be positive".into());
+        }
+        if self.tcp.hz == Some(0) {
+            return Err("tcp.hz must be positive".into());
         }
         if self.tcp.mss == 0 || self.tcp.init_cwnd == 0 {
             return Err("tcp.mss and tcp.init_cwnd must be positive".into());
@@ -148,6 +164,9 @@ impl RunConfig {
             }
             if crate::cc::by_name(&f.cca).is_none() {
                 return Err(format!("flow {}: unknown cca {:?} (known: {:?})", f.id, f.cca, crate::cc::ALGORITHMS));
+            }
+            if f.cwnd_clamp == Some(0) || f.max_rate_bps == Some(0) {
+                return Err(format!("flow {}: cwnd_clamp and max_rate_bps must be positive", f.id));
             }
             if f.kind == FlowKind::Rpc && f.request_bytes.unwrap_or(0) == 0 {
                 return Err(format!("flow {}: rpc needs request_bytes > 0", f.id));

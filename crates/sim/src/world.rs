@@ -8,11 +8,11 @@
 use crate::cc::{self, CcaReport};
 use crate::config::{FlowKind, LinkConfig, RunConfig};
 use crate::packet::Packet;
-use crate::tcp::{Out, Receiver, Sender, TimerKind};
+use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
 use netcore::link::{Link, Offered};
 use netcore::qdisc::{self, Limit};
 use netcore::rng::Rng;
-use netcore::{Nanos, NS_PER_US};
+use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use serde::Serialize;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -224,17 +224,26 @@ impl World {
             };
             let main = w.conns.len();
             let cca = mk(main as u32, true, 2 * fi as u64 + 1)?;
+            let opts = ConnOpts {
+                // ECN when the host enables it or the CCA requires it (DCTCP).
+                ecn: cfg.tcp.ecn || cca.needs_ecn(),
+                accurate_ecn: cca.needs_ecn(),
+                cwnd_clamp: f.cwnd_clamp,
+                max_pacing_rate: f.max_rate_bps.map(|b| b / 8),
+                tick_ns: cfg.tcp.hz.map_or(0, |hz| NS_PER_SEC / hz as u64),
+                class: f.queue_class.unwrap_or(0),
+            };
             w.conns.push(Connection {
-                sender: Sender::new(main as u32, true, host, &cfg.tcp, cca),
-                receiver: Receiver::new(main as u32, true, host, &cfg.tcp),
+                sender: Sender::new(main as u32, true, host, &cfg.tcp, cca, opts),
+                receiver: Receiver::new(main as u32, true, host, &cfg.tcp, opts),
                 flow: fi,
             });
             let resp = if f.kind == FlowKind::Rpc {
                 let id = w.conns.len();
                 let cca = mk(id as u32, false, 2 * fi as u64 + 2)?;
                 w.conns.push(Connection {
-                    sender: Sender::new(id as u32, false, host, &cfg.tcp, cca),
-                    receiver: Receiver::new(id as u32, false, host, &cfg.tcp),
+                    sender: Sender::new(id as u32, false, host, &cfg.tcp, cca, opts),
+                    receiver: Receiver::new(id as u32, false, host, &cfg.tcp, opts),
                     flow: fi,
                 });
                 Some(id)

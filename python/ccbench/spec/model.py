@@ -61,6 +61,16 @@ def _mss(value: Any) -> int:
 
 
 MSS_ALLOWED = "payload bytes per segment from 88 to 65495, e.g. 1448 or '8948B'"
+HZ_ALLOWED = "'exact' or a timer frequency in Hz from 1 to 100000, such as 100, 250 or 1000"
+
+
+def _hz(value: Any) -> Any:
+    """tcp.hz: 'exact' (high-resolution timers) or a whole number of Hz."""
+    if value == "exact":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100_000:
+        return value
+    raise PydanticCustomError("ccbench_unit", "{problem}", {"problem": "not a timer frequency", "allowed": HZ_ALLOWED})
 
 Rate = Annotated[int, _unit(units.parse_rate)]
 Time = Annotated[int, _unit(units.parse_time)]
@@ -158,6 +168,7 @@ class Tcp(Model):
     wmem: Size = F("4MiB", "a positive size such as '4MiB' (Linux default)")
     ecn: StrictBool = F(False, "true or false")
     pacing: Literal["auto", "on", "off"] = F("auto", "'auto', 'on' or 'off'")
+    hz: Annotated[Any, PlainValidator(_hz)] = F("exact", HZ_ALLOWED)
 
 
 class Flow(Model):
@@ -172,6 +183,19 @@ class Flow(Model):
     request: Optional[Size] = F(None, "a positive size such as '10KB' (rpc flows only)")
     response: Optional[Size] = F(None, "a positive size such as '100B' (rpc flows only)")
     think: Optional[Time] = F(None, units.TIME_ALLOWED + " (rpc flows only)")
+    cwnd_clamp: Optional[StrictInt] = F(None, "a whole number of segments >= 1 (a TCP-BPF style clamp)", ge=1)
+    max_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (caps the pacing rate, like SO_MAX_PACING_RATE)")
+
+
+class Analysis(Model):
+    """[analysis]: knobs of ccbench.analysis (not part of the run config; see
+    python/ccbench/analysis/settings.py for what each one does)."""
+
+    steady_after: Optional[Time] = F(
+        None, "a time such as '10s' (default: a quarter of the way from the last bulk flow's start to the end)")
+    collapse_fraction: float = F(0.1, "a fraction of the fair share, > 0 and <= 1, e.g. 0.1", gt=0, le=1)
+    collapse_min: Time = F("2s", "a positive time such as '2s'")
+    converge_jfi: float = F(0.9, "a Jain's index, > 0 and <= 1, e.g. 0.9", gt=0, le=1)
 
 
 class StudyFile(Model):
@@ -180,3 +204,4 @@ class StudyFile(Model):
     tcp: Tcp = F({}, "a table of TCP settings")
     flows: List[Flow] = F(..., "an array of tables [[flows]] with at least cca = '...'", min_length=1)
     sweep: Any = F(None, "a table of dotted paths to lists of values")
+    analysis: Analysis = F({}, "a table {steady_after, collapse_fraction, collapse_min, converge_jfi}")

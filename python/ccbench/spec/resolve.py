@@ -196,6 +196,10 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
             }
             if f.kind == "rpc":
                 flow.update(request_bytes=request, response_bytes=response, think_ns=think)
+            if f.cwnd_clamp is not None:
+                flow["cwnd_clamp"] = f.cwnd_clamp
+            if f.max_rate is not None:
+                flow["max_rate_bps"] = f.max_rate
             flows.append(flow)
             jitters.append(f.start_jitter)
             meta.append({"id": fid, "cca": f.cca, "sender": f.sender, "kind": f.kind, "group": group})
@@ -215,6 +219,7 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
             "wmem_bytes": tcp.wmem,
             "ecn": tcp.ecn,
             "pacing": tcp.pacing,
+            "hz": None if tcp.hz == "exact" else tcp.hz,
         },
         "senders": senders,
         "bottleneck": bottleneck,

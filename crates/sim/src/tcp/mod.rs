@@ -8,8 +8,35 @@ mod sender;
 pub use receiver::Receiver;
 pub use sender::{Sender, SenderStats};
 
+
 use crate::packet::Packet;
 use netcore::Nanos;
+
+/// Per-connection options beyond the host's `[tcp]` settings.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnOpts {
+    /// ECN negotiated: data is ECT and the sender reacts to ECE.
+    pub ecn: bool,
+    /// The receiver echoes CE per segment (DCTCP) instead of until CWR.
+    pub accurate_ecn: bool,
+    pub cwnd_clamp: Option<u32>,
+    /// Pacing-rate cap in bytes/s.
+    pub max_pacing_rate: Option<u64>,
+    /// Timer tick in ns (0 = exact).
+    pub tick_ns: u64,
+    pub class: u8,
+}
+
+impl ConnOpts {
+    /// Round a timer deadline up to the next tick.
+    pub fn timer_at(&self, at: Nanos) -> Nanos {
+        if self.tick_ns == 0 {
+            at
+        } else {
+            at.div_ceil(self.tick_ns) * self.tick_ns
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimerKind {

@@ -3,7 +3,7 @@
 //! ACKs like Linux (quick ACKs at the start, one ACK per two full segments,
 //! a timer for the rest), timestamp echo per RFC 7323, and ECN echo.
 
-use super::{Out, TimerKind};
+use super::{ConnOpts, Out, TimerKind};
 use crate::config::{DelayedAck, TcpConfig};
 use crate::packet::{Packet, MAX_SACK};
 use crate::timer::Timer;
@@ -25,6 +25,7 @@ pub struct Receiver {
     forward: bool,
     sender_host: u16,
     cfg: TcpConfig,
+    opts: ConnOpts,
     rcv_nxt: u64,
     /// rcv_nxt when the last ACK was sent (Linux rcv_wup).
     rcv_wup: u64,
@@ -32,25 +33,28 @@ pub struct Receiver {
     touch: u64,
     ts_recent: u64,
     quickacks: u32,
-    ce_pending: bool,
+    /// RFC 3168: echo ECE from a CE mark until the sender's CWR.
+    /// Accurate (DCTCP): the CE state of the latest segment.
+    ce_state: bool,
     pub delack_timer: Timer,
     pub acks_sent: u64,
 }
 
 impl Receiver {
-    pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig) -> Receiver {
+    pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig, opts: ConnOpts) -> Receiver {
         Receiver {
             conn_id,
             forward,
             sender_host,
             cfg: cfg.clone(),
+            opts,
             rcv_nxt: 0,
             rcv_wup: 0,
             ooo: Vec::new(),
             touch: 0,
             ts_recent: 0,
             quickacks: QUICKACKS,
-            ce_pending: false,
+            ce_state: false,
             delack_timer: Timer::default(),
             acks_sent: 0,
         }
@@ -72,8 +76,23 @@ impl Receiver {
 
     /// A data segment; returns how many new bytes became readable in order.
     pub fn on_data(&mut self, p: &Packet, now: Nanos, out: &mut Out) -> u64 {
-        if p.ce {
-            self.ce_pending = true;
+        let mut ce_changed = false;
+        if self.opts.ecn {
+            if self.opts.accurate_ecn {
+                if p.ce != self.ce_state {
+                    // DCTCP: first ACK what arrived under the old CE state,
+                    // so the sender sees exactly which bytes were marked.
+                    if self.rcv_nxt > self.rcv_wup {
+                        self.send_ack(now, out);
+                    }
+                    self.ce_state = p.ce;
+                    ce_changed = true;
+                }
+            } else if p.cwr {
+                self.ce_state = p.ce;
+            } else if p.ce {
+                self.ce_state = true;
+            }
         }
         // RFC 7323: keep the timestamp of the segment that the next ACK
         // acknowledges first, so delayed ACKs echo the oldest one.
@@ -103,13 +122,13 @@ impl Receiver {
             immediate = true; // duplicate
         }
         let unacked = self.rcv_nxt - self.rcv_wup;
-        if self.cfg.delayed_ack == DelayedAck::Off || self.quickacks > 0 || unacked > self.cfg.mss as u64 {
+        if ce_changed || self.cfg.delayed_ack == DelayedAck::Off || self.quickacks > 0 || unacked > self.cfg.mss as u64 {
             immediate = true;
         }
         if immediate {
             self.send_ack(now, out);
         } else if !self.delack_timer.is_armed() {
-            if let Some(t) = self.delack_timer.arm(now + self.cfg.delack_ns) {
+            if let Some(t) = self.delack_timer.arm(self.opts.timer_at(now + self.cfg.delack_ns)) {
                 out.timers.push((t, self.conn_id, TimerKind::DelAck));
             }
         }
@@ -163,6 +182,7 @@ impl Receiver {
             ack: self.rcv_nxt,
             ts_ecr: self.ts_recent,
             wire: self.cfg.header_bytes,
+            class: self.opts.class,
             ..Packet::default()
         }
     }
@@ -173,8 +193,7 @@ impl Receiver {
             self.quickacks -= 1;
         }
         let mut a = self.ack_packet(now);
-        a.ece = self.cfg.ecn && self.ce_pending;
-        self.ce_pending = false;
+        a.ece = self.opts.ecn && self.ce_state;
         if self.cfg.sack && !self.ooo.is_empty() {
             // The most recently changed blocks first (RFC 2018).
             let mut picked: [usize; MAX_SACK] = [usize::MAX; MAX_SACK];

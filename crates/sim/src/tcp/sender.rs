@@ -5,8 +5,8 @@
 //! draft-cheng-iccrg-delivery-rate-estimation. The congestion controller is
 //! called through the `tcp_congestion_ops`-shaped trait in `crate::cc`.
 
-use super::{Out, TimerKind};
-use crate::cc::{AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, INFINITE_SSTHRESH};
+use super::{ConnOpts, Out, TimerKind};
+use crate::cc::{AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH};
 use crate::config::{Pacing, TcpConfig};
 use crate::packet::Packet;
 use crate::stats::RttStats;
@@ -66,8 +66,11 @@ pub struct Sender {
     forward: bool,
     sender_host: u16,
     cfg: TcpConfig,
+    opts: ConnOpts,
     pacing: bool,
     state: State,
+    /// Set CWR on the next new data segment (RFC 3168).
+    cwr_pending: bool,
 
     snd_una: u64,
     snd_nxt: u64,
@@ -84,7 +87,12 @@ pub struct Sender {
     pub rto_timer: Timer,
     pub pace_timer: Timer,
     pub reo_timer: Timer,
+    /// Earliest departure of the next burst (Linux's `tcp_wstamp_ns`).
     pace_next_ns: Nanos,
+    /// The burst being sent: segments and wire bytes so far, and its goal.
+    burst_segs: u32,
+    burst_bytes: u64,
+    burst_goal: u32,
     syn_sent_ns: Nanos,
     last_send_ns: Nanos,
 
@@ -132,15 +140,24 @@ pub struct SenderStats {
 }
 
 impl Sender {
-    pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig, cca: Box<dyn CongestionControl>) -> Sender {
+    pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig, cca: Box<dyn CongestionControl>, opts: ConnOpts) -> Sender {
         let mut c = Conn::new(cfg.mss, cfg.init_cwnd);
         c.header_bytes = cfg.header_bytes;
-        c.ecn = cfg.ecn;
-        let pacing = match cfg.pacing {
-            Pacing::On => true,
-            Pacing::Off => false,
-            Pacing::Auto => cca.wants_pacing(),
-        };
+        c.ecn = opts.ecn;
+        if let Some(clamp) = opts.cwnd_clamp {
+            c.cwnd_clamp = clamp;
+            c.cwnd = c.cwnd.min(clamp);
+        }
+        if let Some(rate) = opts.max_pacing_rate {
+            c.max_pacing_rate = rate;
+        }
+        // A pacing cap turns pacing on, as SO_MAX_PACING_RATE does in Linux.
+        let pacing = opts.max_pacing_rate.is_some()
+            || match cfg.pacing {
+                Pacing::On => true,
+                Pacing::Off => false,
+                Pacing::Auto => cca.wants_pacing(),
+            };
         Sender {
             c,
             cca,
@@ -148,8 +165,10 @@ impl Sender {
             forward,
             sender_host,
             cfg: cfg.clone(),
+            opts,
             pacing,
             state: State::Idle,
+            cwr_pending: false,
             snd_una: 0,
             snd_nxt: 0,
             write_seq: 0,
@@ -163,6 +182,9 @@ impl Sender {
             pace_timer: Timer::default(),
             reo_timer: Timer::default(),
             pace_next_ns: 0,
+            burst_segs: 0,
+            burst_bytes: 0,
+            burst_goal: 1,
             syn_sent_ns: 0,
             last_send_ns: 0,
             high_seq: 0,
@@ -213,7 +235,7 @@ impl Sender {
         p.syn = true;
         p.wire = self.cfg.header_bytes + 8; // MSS, SACK-permitted, window scale
         out.pkts.push(p);
-        if let Some(t) = self.rto_timer.arm(now + self.rto_ns) {
+        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rto_ns)) {
             out.timers.push((t, self.conn_id, TimerKind::Rto));
         }
     }
@@ -280,7 +302,8 @@ impl Sender {
             forward: self.forward,
             sender_host: self.sender_host,
             ts_val: now,
-            ect: self.cfg.ecn,
+            ect: self.opts.ecn,
+            class: self.opts.class,
             ..Packet::default()
         }
     }
@@ -301,11 +324,14 @@ impl Sender {
         let mut cwnd_limited = false;
         let mut sent_any = false;
         loop {
-            if self.pacing && self.data_segs_out >= UNPACED_SEGS && self.pace_next_ns > now {
-                if let Some(t) = self.pace_timer.arm(self.pace_next_ns) {
-                    out.timers.push((t, self.conn_id, TimerKind::Pace));
+            if self.pacing && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
+                if self.pace_next_ns > now {
+                    if let Some(t) = self.pace_timer.arm(self.opts.timer_at(self.pace_next_ns)) {
+                        out.timers.push((t, self.conn_id, TimerKind::Pace));
+                    }
+                    break;
                 }
-                break;
+                self.burst_goal = self.tso_segs();
             }
             let in_flight = self.c.packets_in_flight();
             if let Some(i) = self.next_retransmit() {
@@ -347,16 +373,45 @@ impl Sender {
                 rate_done: false,
             });
             self.snd_nxt += len;
+            self.c.snd_nxt = self.snd_nxt;
             let i = self.rtxq.len() - 1;
             self.transmit(i, false, now, out);
             sent_any = true;
         }
+        if self.burst_segs > 0 {
+            self.end_burst(now);
+        }
         self.cwnd_validate(cwnd_limited);
         if sent_any && !self.rto_timer.is_armed() && self.c.packets_out > 0 {
-            if let Some(t) = self.rto_timer.arm(now + self.rto_ns) {
+            if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rto_ns)) {
                 out.timers.push((t, self.conn_id, TimerKind::Rto));
             }
         }
+    }
+
+    /// Segments per paced burst, as Linux's `tcp_tso_autosize`: about 1 ms
+    /// of data at the pacing rate (`sk_pacing_shift` = 10), at least 2
+    /// segments (1 below 1.2 Mbit/s, BBR's `min_tso_segs`), at most 64 KB.
+    fn tso_segs(&self) -> u32 {
+        let mss = self.cfg.mss as u64;
+        let bytes = self.c.pacing_rate >> 10;
+        let min = if self.c.pacing_rate < 1_200_000 / 8 { 1 } else { 2 };
+        ((bytes / mss) as u32).max(min).min((65_536 / mss) as u32)
+    }
+
+    /// Close a paced burst: the next may leave when this one has, at the
+    /// pacing rate. A late start earns credit that shortens the gap by at
+    /// most half (Linux `tcp_update_skb_after_send`).
+    fn end_burst(&mut self, now: Nanos) {
+        let prior = self.pace_next_ns;
+        self.pace_next_ns = self.pace_next_ns.max(now);
+        if self.c.pacing_rate > 0 {
+            let credit = self.pace_next_ns - prior;
+            let len_ns = (self.burst_bytes as u128 * NS_PER_SEC as u128 / self.c.pacing_rate as u128) as Nanos;
+            self.pace_next_ns += len_ns - (len_ns / 2).min(credit);
+        }
+        self.burst_segs = 0;
+        self.burst_bytes = 0;
     }
 
     /// `tcp_cwnd_validate`: remember whether the last window used all of cwnd.
@@ -456,14 +511,22 @@ impl Sender {
         self.stats.sent_segs += 1;
         self.data_segs_out += 1;
         self.last_send_ns = now;
+        self.c.lsndtime_us = now / NS_PER_US;
         let mut p = self.packet(now);
         p.seq = seq;
         p.len = len;
         p.wire = len + self.cfg.header_bytes;
+        if !retrans && self.cwr_pending {
+            p.cwr = true;
+            self.cwr_pending = false;
+        }
         out.pkts.push(p);
-        if self.pacing && self.c.pacing_rate > 0 && self.data_segs_out > UNPACED_SEGS {
-            let gap = p.wire as u128 * NS_PER_SEC as u128 / self.c.pacing_rate as u128;
-            self.pace_next_ns = self.pace_next_ns.max(now) + gap as Nanos;
+        if self.pacing && self.data_segs_out > UNPACED_SEGS {
+            self.burst_segs += 1;
+            self.burst_bytes += p.wire as u64;
+            if self.burst_segs >= self.burst_goal {
+                self.end_burst(now);
+            }
         }
     }
 
@@ -541,13 +604,21 @@ impl Sender {
         }
         rs.losses = (self.c.lost - prior_lost) as u32;
         rs.acked_sacked = (self.c.delivered - prior_delivered) as u32;
+        let ece = p.ece && self.opts.ecn;
+        if ece {
+            self.c.delivered_ce += rs.acked_sacked as u64;
+        }
+        self.cca.in_ack_event(&mut self.c, if ece { ACK_ECE } else { 0 });
 
         self.fastretrans_alert(prior_snd_una);
+        if ece && matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
+            self.enter_cwr();
+        }
 
         self.rate_gen(&mut rs, newest, now);
         let handled = self.cca.cong_control(&mut self.c, &rs);
         if !handled {
-            if self.c.ca_state == CaState::Recovery {
+            if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
                 self.cwnd_reduction(rs.acked_sacked, rs.losses > 0, self.snd_una > prior_snd_una);
             } else if self.c.is_cwnd_limited() && acked + rs.acked_sacked > 0 {
                 self.cca.cong_avoid(&mut self.c, rs.acked_sacked);
@@ -562,7 +633,7 @@ impl Sender {
         if self.c.packets_out == 0 {
             self.rto_timer.cancel();
         } else if self.snd_una > prior_snd_una {
-            if let Some(t) = self.rto_timer.arm(now + self.current_rto()) {
+            if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.current_rto())) {
                 out.timers.push((t, self.conn_id, TimerKind::Rto));
             }
         }
@@ -705,6 +776,7 @@ impl Sender {
         }
         if ack > self.snd_una {
             self.snd_una = ack;
+            self.c.snd_una = ack;
         }
         (acked, seq_rtt, retrans_acked)
     }
@@ -790,7 +862,7 @@ impl Sender {
         }
         match wait {
             Some(t) => {
-                if let Some(t) = self.reo_timer.arm(t) {
+                if let Some(t) = self.reo_timer.arm(self.opts.timer_at(t)) {
                     out.timers.push((t, self.conn_id, TimerKind::Reorder));
                 }
             }
@@ -817,8 +889,8 @@ impl Sender {
     fn fastretrans_alert(&mut self, prior_snd_una: u64) {
         let _ = prior_snd_una;
         match self.c.ca_state {
-            CaState::Recovery | CaState::Loss if self.snd_una >= self.high_seq => {
-                let was_recovery = self.c.ca_state == CaState::Recovery;
+            CaState::Recovery | CaState::Loss | CaState::Cwr if self.snd_una >= self.high_seq => {
+                let was_recovery = matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr);
                 if was_recovery && self.c.ssthresh < INFINITE_SSTHRESH {
                     // tcp_end_cwnd_reduction
                     self.c.cwnd = self.c.ssthresh.max(1);
@@ -831,9 +903,12 @@ impl Sender {
             }
             _ => {}
         }
-        if matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
+        if matches!(self.c.ca_state, CaState::Open | CaState::Disorder | CaState::Cwr) {
             if self.c.lost_out > 0 {
+                // Loss takes over from an ECN reduction in progress.
                 self.enter_recovery();
+            } else if self.c.ca_state == CaState::Cwr {
+                // Stay in CWR until the reduction completes.
             } else if self.c.sacked_out > 0 {
                 self.set_ca_state(CaState::Disorder);
             } else {
@@ -849,15 +924,36 @@ impl Sender {
         }
     }
 
-    /// `tcp_enter_recovery` + `tcp_init_cwnd_reduction`.
-    fn enter_recovery(&mut self) {
+    /// `tcp_init_cwnd_reduction`: the start of PRR towards a new ssthresh;
+    /// CWR is signalled to the receiver on the next new segment.
+    fn init_cwnd_reduction(&mut self) {
         self.high_seq = self.snd_nxt;
         self.c.prior_cwnd = self.c.cwnd;
         self.prr_delivered = 0;
         self.prr_out = 0;
         self.c.ssthresh = self.cca.ssthresh(&mut self.c);
         self.c.cwnd_cnt = 0;
+        if self.opts.ecn {
+            self.cwr_pending = true;
+        }
+    }
+
+    /// `tcp_enter_recovery`. A reduction for ECN already under way keeps its
+    /// ssthresh (one reduction per window).
+    fn enter_recovery(&mut self) {
+        if self.c.ca_state == CaState::Cwr {
+            self.high_seq = self.snd_nxt;
+        } else {
+            self.init_cwnd_reduction();
+        }
         self.set_ca_state(CaState::Recovery);
+    }
+
+    /// `tcp_enter_cwr`: an ECN echo reduces cwnd like a loss, without
+    /// retransmitting.
+    fn enter_cwr(&mut self) {
+        self.init_cwnd_reduction();
+        self.set_ca_state(CaState::Cwr);
     }
 
     /// Proportional rate reduction (RFC 6937, as Linux `tcp_cwnd_reduction`).
@@ -1041,7 +1137,7 @@ impl Sender {
         self.backoff += 1;
         self.pace_next_ns = now;
         self.send(now, out);
-        if let Some(t) = self.rto_timer.arm(now + self.current_rto()) {
+        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.current_rto())) {
             out.timers.push((t, self.conn_id, TimerKind::Rto));
         }
     }

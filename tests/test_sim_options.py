@@ -1,0 +1,64 @@
+"""Per-flow and per-host TCP options of the simulator: the cwnd clamp
+(experiment 2's TCP-BPF clamp), the pacing-rate cap, and timer granularity
+(experiment 3's "BBR needs accurate timers")."""
+
+from __future__ import annotations
+
+import pytest
+
+from simrun import run_text, series
+
+MSS = 1448
+
+
+def study(flow_extra: str = "", tcp_extra: str = "", rate: str = "100Mbit", duration: str = "10s", cca: str = "cubic") -> str:
+    return f"""
+[study]
+name = "opts"
+duration = "{duration}"
+[topology]
+senders = 1
+[topology.bottleneck]
+rate = "{rate}"
+delay = "10ms"
+buffer = "1bdp"
+[tcp]
+{tcp_extra}
+[[flows]]
+cca = "{cca}"
+{flow_extra}
+"""
+
+
+@pytest.mark.parametrize("cca", ["reno", "cubic", "bbr"])
+def test_cwnd_clamp_is_never_exceeded(cca):
+    ((_, res),) = run_text(study("cwnd_clamp = 100", cca=cca))
+    cwnd = series(res, 0, "cwnd_bytes")
+    assert max(cwnd) <= 100 * MSS
+    assert max(cwnd) == 100 * MSS  # the clamp binds on this path (BDP is 172 segments)
+    # A window of 100 segments per 20 ms RTT is the most it can deliver.
+    assert res["flows"][0]["goodput_bps"] <= 100 * MSS * 8 / 0.020 * 1.01
+
+
+def test_pacing_cap_limits_the_rate_on_the_wire():
+    ((_, res),) = run_text(study('max_rate = "30Mbit"'))
+    goodput = res["flows"][0]["goodput_bps"]
+    assert 0.9 * 30e6 * MSS / (MSS + 52) <= goodput <= 30e6
+    # With the cap the queue stays empty: RTT stays at the base RTT.
+    assert res["flows"][0]["rtt_p99_us"] < 21_000
+
+
+def test_coarse_timers_starve_a_paced_sender():
+    exact = run_text(study(rate="1Gbit", cca="bbr"))[0][1]["flows"][0]["goodput_bps"]
+    hz1000 = run_text(study(rate="1Gbit", cca="bbr", tcp_extra="hz = 1000"))[0][1]["flows"][0]["goodput_bps"]
+    hz100 = run_text(study(rate="1Gbit", cca="bbr", tcp_extra="hz = 100"))[0][1]["flows"][0]["goodput_bps"]
+    assert exact > 0.9e9 * MSS / (MSS + 52)
+    # 1 ms ticks match BBR's ~1 ms bursts; 10 ms ticks release one burst per tick.
+    assert hz1000 > 0.9 * exact
+    assert hz100 < 0.1 * exact
+
+
+def test_coarse_timers_do_not_matter_to_an_unpaced_ack_clocked_sender():
+    exact = run_text(study(cca="cubic"))[0][1]["flows"][0]["goodput_bps"]
+    hz100 = run_text(study(cca="cubic", tcp_extra="hz = 100"))[0][1]["flows"][0]["goodput_bps"]
+    assert abs(hz100 / exact - 1) < 0.05
