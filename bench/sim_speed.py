@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Simulator speed: fixed dumbbell scenarios on ccbench's simulator and, where
+Debian's ns-3 is installed, the same scenarios in ns-3, measured in the same
+run so the ratio is fair on a noisy machine.
+
+    python bench/sim_speed.py [--quick] [--no-ns3] [--reps N]
+
+Prints per scenario: ccbench's wall time (median of --reps runs, one core),
+simulated seconds per wall second, bottleneck packets per wall second,
+aggregate goodput and Jain's index; and for ns-3 the same plus the wall-time
+ratio and the goodput difference. Nothing here is a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ccbench import _core
+
+HERE = Path(__file__).resolve().parent
+NS3_BIN = HERE / "out" / "ns3-dumbbell"
+MSS = 1448
+# ns-3's point-to-point links add a 2-byte PPP header to each 1500-byte IP
+# packet; the simulator is given the same wire size so both see one link.
+WIRE_HEADER = 52 + 2
+
+
+def scenario(label, flows, cca, ns3_tcp, rate_bps, rtt_ms, duration_s):
+    return dict(label=label, flows=flows, cca=cca, ns3_tcp=ns3_tcp, rate_bps=rate_bps, rtt_ms=rtt_ms, duration_s=duration_s)
+
+
+def title(sc) -> str:
+    rate = f"{sc['rate_bps'] / 1e9:g} Gbit/s" if sc["rate_bps"] >= 1e9 else f"{sc['rate_bps'] / 1e6:g} Mbit/s"
+    return f"{sc['label']}: {sc['flows']} {sc['cca']}, {rate}, {sc['rtt_ms']} ms, 1 BDP, {sc['duration_s']} s"
+
+
+def sim_config(sc) -> dict:
+    bdp_pkts = round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+    return {
+        "seed": 1,
+        "duration_ns": int(sc["duration_s"] * 1e9),
+        "sample_interval_ns": 100_000_000,
+        "tcp": {
+            "mss": MSS, "header_bytes": WIRE_HEADER, "init_cwnd": 10, "min_rto_ns": 200_000_000,
+            "delayed_ack": "linux", "delack_ns": 40_000_000, "sack": True,
+            # Large buffers so neither side limits the CCA, as in the ns-3 program.
+            "rmem_bytes": 32 << 20, "wmem_bytes": 32 << 20, "ecn": False, "pacing": "auto", "hz": None,
+        },
+        "senders": [{"rate_bps": 10_000_000_000, "delay_ns": 0} for _ in range(sc["flows"])],
+        "bottleneck": {"rate_bps": int(sc["rate_bps"]), "delay_ns": int(sc["rtt_ms"] / 2 * 1e6), "loss": 0.0,
+                       "buffer_bytes": None, "buffer_pkts": bdp_pkts, "qdisc": "fifo"},
+        "reverse": None,
+        "flows": [{"id": i, "cca": sc["cca"], "sender": i, "kind": "bulk", "start_ns": 0, "stop_ns": None}
+                  for i in range(sc["flows"])],
+    }
+
+
+def jain(xs):
+    xs = list(xs)
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if any(xs) else 0.0
+
+
+def run_sim(sc, reps):
+    cfg = json.dumps(sim_config(sc))
+    walls, res = [], None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        res = json.loads(_core.simulate(cfg))
+        walls.append(time.perf_counter() - t0)
+    wall = statistics.median(walls)
+    gps = [f["goodput_bps"] for f in res["flows"]]
+    return dict(wall=wall, walls=walls, goodput=sum(gps), jain=jain(gps), pkts=res["stats"]["bottleneck_pkts"])
+
+
+def ns3_available() -> bool:
+    if NS3_BIN.exists():
+        return True
+    if shutil.which("pkg-config") is None:
+        return False
+    probe = subprocess.run(["pkg-config", "--exists", "ns3-core"], capture_output=True)
+    if probe.returncode != 0:
+        return False
+    build = subprocess.run(["bash", str(HERE / "ns3" / "build.sh")], capture_output=True, text=True)
+    if build.returncode != 0:
+        print(build.stderr, file=sys.stderr)
+    return NS3_BIN.exists()
+
+
+def run_ns3(sc):
+    bdp_pkts = round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+    args = [str(NS3_BIN), f"--flows={sc['flows']}", f"--rate={sc['rate_bps']}bps", f"--rtt={sc['rtt_ms']}ms",
+            "--accessDelay=0ms", f"--bufferPkts={bdp_pkts}", f"--duration={sc['duration_s']}s",
+            f"--tcp={sc['ns3_tcp']}", "--seed=1"]
+    t0 = time.perf_counter()
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    gps = [f["goodput_bps"] for f in res["flows"]]
+    return dict(wall=wall, goodput=sum(gps), jain=jain(gps), pkts=res.get("bottleneck_pkts", 0))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="short scenarios only (seconds, no ns-3)")
+    ap.add_argument("--no-ns3", action="store_true", help="skip ns-3 even where it is installed")
+    ap.add_argument("--reps", type=int, default=3, help="ccbench runs per scenario (median wall time)")
+    args = ap.parse_args()
+
+    newreno = "newreno" if "newreno" in _core.algorithms() else "reno"
+    scenarios = [
+        scenario("headline", 10, "cubic", "cubic", 1e9, 20, 30),
+        scenario("vs NewReno", 10, newreno, "newreno", 1e9, 20, 30),
+        scenario("single", 1, "cubic", "cubic", 1e8, 20, 30),
+        scenario("paced", 10, "bbr", None, 1e9, 20, 30),  # ns-3 3.37's BBR is broken
+    ]
+    if args.quick:
+        scenarios = [dict(sc, duration_s=3) for sc in scenarios]
+    use_ns3 = not args.quick and not args.no_ns3 and ns3_available()
+    print(f"ccbench { _core.__version__} on {os.cpu_count()} cores; ns-3: {'yes' if use_ns3 else 'not run'}")
+    print(f"{'scenario':<72} {'wall s':>7} {'sim-s/s':>8} {'Mpkt/s':>7} {'Mbit/s':>8} {'JFI':>5}")
+    for sc in scenarios:
+        r = run_sim(sc, args.reps)
+        print(f"{'ccbench  ' + title(sc):<72} {r['wall']:7.3f} {sc['duration_s'] / r['wall']:8.1f} "
+              f"{r['pkts'] / r['wall'] / 1e6:7.2f} {r['goodput'] / 1e6:8.1f} {r['jain']:5.3f}")
+        if use_ns3 and sc["ns3_tcp"]:
+            n = run_ns3(sc)
+            print(f"{'ns-3     ' + title(sc):<72} {n['wall']:7.3f} {sc['duration_s'] / n['wall']:8.1f} "
+                  f"{n['pkts'] / n['wall'] / 1e6:7.2f} {n['goodput'] / 1e6:8.1f} {n['jain']:5.3f}")
+            print(f"{'':<9}ratio: ccbench is {n['wall'] / r['wall']:.1f}x faster; "
+                  f"goodput differs by {100 * (r['goodput'] / n['goodput'] - 1):+.2f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
