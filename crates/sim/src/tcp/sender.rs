@@ -84,7 +84,13 @@ pub struct Sender {
     rttvar_ns: Nanos,
     rto_ns: Nanos,
     backoff: u32,
+    /// The retransmission timer; it also carries the tail loss probe.
     pub rto_timer: Timer,
+    /// When the RTO would fire, and whether the timer is set for a probe.
+    rto_deadline: Nanos,
+    probe_armed: bool,
+    /// A loss probe is outstanding up to this sequence (Linux `tlp_high_seq`).
+    tlp_high_seq: Option<u64>,
     pub pace_timer: Timer,
     pub reo_timer: Timer,
     /// Earliest departure of the next burst (Linux's `tcp_wstamp_ns`).
@@ -137,6 +143,7 @@ pub struct SenderStats {
     /// Latest valid delivery rate (bits/s), like `tcpi_delivery_rate`.
     pub delivery_rate_bps: f64,
     pub rto_count: u64,
+    pub tlp_count: u64,
 }
 
 impl Sender {
@@ -179,6 +186,9 @@ impl Sender {
             rto_ns: RTO_INIT,
             backoff: 0,
             rto_timer: Timer::default(),
+            rto_deadline: 0,
+            probe_armed: false,
+            tlp_high_seq: None,
             pace_timer: Timer::default(),
             reo_timer: Timer::default(),
             pace_next_ns: 0,
@@ -361,20 +371,7 @@ impl Sender {
             if self.c.packets_out == 0 && self.c.packets_in_flight() == 0 {
                 self.restart_after_idle(now);
             }
-            self.rtxq.push_back(Seg {
-                seq: self.snd_nxt,
-                len: len as u32,
-                flags: 0,
-                sent_ns: 0,
-                first_tx_ns: 0,
-                delivered_ns: 0,
-                delivered: 0,
-                delivered_ce: 0,
-                rate_done: false,
-            });
-            self.snd_nxt += len;
-            self.c.snd_nxt = self.snd_nxt;
-            let i = self.rtxq.len() - 1;
+            let i = self.queue_new_segment(len);
             self.transmit(i, false, now, out);
             sent_any = true;
         }
@@ -382,11 +379,30 @@ impl Sender {
             self.end_burst(now);
         }
         self.cwnd_validate(cwnd_limited);
-        if sent_any && !self.rto_timer.is_armed() && self.c.packets_out > 0 {
-            if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rto_ns)) {
-                out.timers.push((t, self.conn_id, TimerKind::Rto));
+        if sent_any && self.c.packets_out > 0 {
+            if !self.rto_timer.is_armed() {
+                self.rto_deadline = now + self.current_rto();
             }
+            self.set_xmit_timer(now, out);
         }
+    }
+
+    /// Take `len` new bytes from the application into the retransmit queue.
+    fn queue_new_segment(&mut self, len: u64) -> usize {
+        self.rtxq.push_back(Seg {
+            seq: self.snd_nxt,
+            len: len as u32,
+            flags: 0,
+            sent_ns: 0,
+            first_tx_ns: 0,
+            delivered_ns: 0,
+            delivered: 0,
+            delivered_ce: 0,
+            rate_done: false,
+        });
+        self.snd_nxt += len;
+        self.c.snd_nxt = self.snd_nxt;
+        self.rtxq.len() - 1
     }
 
     /// Segments per paced burst, as Linux's `tcp_tso_autosize`: about 1 ms
@@ -453,9 +469,7 @@ impl Sender {
 
     /// Index of the first segment marked lost and not yet retransmitted.
     fn next_retransmit(&mut self) -> Option<usize> {
-        // Every retransmission in flight is of a lost segment, so this
-        // counts the lost segments still waiting for one.
-        if self.c.lost_out <= self.c.retrans_out {
+        if self.c.lost_out == 0 {
             return None;
         }
         let mut i = self.index_of(self.retx_hint.max(self.snd_una));
@@ -630,12 +644,15 @@ impl Sender {
             self.c.pacing_rate = self.c.max_pacing_rate;
         }
 
+        if self.tlp_high_seq.is_some_and(|h| self.snd_una >= h) {
+            self.tlp_high_seq = None;
+        }
         if self.c.packets_out == 0 {
             self.rto_timer.cancel();
+            self.probe_armed = false;
         } else if self.snd_una > prior_snd_una {
-            if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.current_rto())) {
-                out.timers.push((t, self.conn_id, TimerKind::Rto));
-            }
+            self.rto_deadline = now + self.current_rto();
+            self.set_xmit_timer(now, out);
         }
         self.stats.bytes_acked = self.snd_una;
         self.send(now, out);
@@ -1077,6 +1094,7 @@ impl Sender {
             return;
         }
         match kind {
+            TimerKind::Rto if self.probe_armed => self.send_loss_probe(now, out),
             TimerKind::Rto => self.on_rto(now, out),
             TimerKind::Pace => self.send(now, out),
             TimerKind::Reorder => {
@@ -1135,10 +1153,58 @@ impl Sender {
         self.high_seq = self.snd_nxt;
         self.set_ca_state(CaState::Loss);
         self.backoff += 1;
+        self.tlp_high_seq = None;
         self.pace_next_ns = now;
         self.send(now, out);
-        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.current_rto())) {
+        self.rto_deadline = now + self.current_rto();
+        self.set_xmit_timer(now, out);
+    }
+
+    /// Arm the retransmission timer for the RTO deadline, or earlier for a
+    /// tail loss probe (RFC 8985 §7, Linux `tcp_schedule_loss_probe`): in
+    /// the Open state with SACK, when no new data could go out now, after
+    /// 2·srtt (plus the minimum RTO when one segment is out, for a delayed
+    /// ACK; else 2 ms), never later than the RTO.
+    fn set_xmit_timer(&mut self, now: Nanos, out: &mut Out) {
+        let mut at = self.rto_deadline;
+        self.probe_armed = false;
+        let could_send_new = self.c.packets_in_flight() < self.c.cwnd && self.has_data();
+        if self.cfg.sack
+            && self.c.ca_state == CaState::Open
+            && self.tlp_high_seq.is_none()
+            && self.srtt_ns > 0
+            && !could_send_new
+        {
+            let extra = if self.c.packets_out == 1 { self.cfg.min_rto_ns } else { 2_000_000 };
+            let pto = now + 2 * self.srtt_ns + extra;
+            if pto < at {
+                at = pto;
+                self.probe_armed = true;
+            }
+        }
+        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(at)) {
             out.timers.push((t, self.conn_id, TimerKind::Rto));
         }
+    }
+
+    /// The probe: one new segment if there is one (cwnd notwithstanding),
+    /// else the last segment again, so that a lost tail is reported by SACK
+    /// and repaired by fast recovery instead of waiting for the RTO.
+    fn send_loss_probe(&mut self, now: Nanos, out: &mut Out) {
+        self.probe_armed = false;
+        self.stats.tlp_count += 1;
+        let len = if self.unlimited { self.cfg.mss as u64 } else { (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64) };
+        let outstanding = self.snd_nxt + len - self.snd_una;
+        if len > 0 && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes {
+            let i = self.queue_new_segment(len);
+            self.transmit(i, false, now, out);
+        } else if let Some(last) = self.rtxq.len().checked_sub(1) {
+            if self.rtxq[last].flags & (SACKED | RETRANS) == 0 {
+                self.transmit(last, true, now, out);
+            }
+        }
+        self.tlp_high_seq = Some(self.snd_nxt);
+        self.rto_deadline = now + self.current_rto();
+        self.set_xmit_timer(now, out);
     }
 }
