@@ -32,6 +32,9 @@ install: $(STAMP)/toolchain
 
 install-dev: $(STAMP)/toolchain
 	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium (the HTML report test renders the report in it)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 bench: install
 	$(PYTHON) bench/sim_speed.py

@@ -1,11 +1,15 @@
 """The ccbench command line.
 
-    ccbench run STUDY [--backend sim|linux] [--out DIR] [--jobs N]
+    ccbench run STUDY [--backend sim|linux] [--out DIR] [--jobs N] [--profile NAME | --quick]
     ccbench ls [RESULTS]
     ccbench show RUN [--results DIR] [--format table|csv|json]
+    ccbench show RESULTS [--format table|csv|json]   (statistics per configuration, flagged runs)
+    ccbench report RESULTS [--out report.html]
+    ccbench plot RESULTS --metric goodput --x loss [--group cca] [--format png|svg|pdf]
+    ccbench compare A B [--format table|csv|json]
     ccbench summary RESULTS
     ccbench export RESULTS --format parquet|csv [--out DIR]
-    ccbench doctor
+    ccbench doctor [--cleanup]
 
 Exit status: 0 success, 1 some runs failed, 2 a usage or study error (one
 line on stderr, no traceback), 130 interrupted.
@@ -216,12 +220,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ccbench.store import Store, default_results_dir
 
     # Everything that can be wrong is checked before the results directory exists.
-    study = load_study(args.study, backend=args.backend)
+    profile = "quick" if args.quick else args.profile
+    if args.quick and args.profile not in (None, "quick"):
+        raise UsageError(f"--quick is --profile quick; it cannot be combined with --profile {args.profile}")
+    study = load_study(args.study, backend=args.backend, profile=profile)
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
     jobs = _jobs(args.jobs)
-    out = Path(args.out) if args.out else default_results_dir(study.name)
+    out = Path(args.out) if args.out else default_results_dir(study.results_name)
 
     out_c, err_c = _stdout(), _stderr()
     summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c))
@@ -229,6 +236,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
         if args.backend:
             resume += ["--backend", args.backend]
+        if profile:
+            resume += ["--profile", profile]
         if args.jobs != 1:
             resume += ["--jobs", str(args.jobs)]
         done = summary.skipped + summary.ok + summary.suspect
@@ -356,6 +365,10 @@ def _find_run(prefix: str, results: str | None):
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from ccbench import cli_analysis
+
+    if cli_analysis.is_results(args.run):
+        return cli_analysis.show_results(args)
     store, run_id = _find_run(args.run, args.results)
     with store:
         run = store.runs(run_ids=[run_id], with_config=True)[0]
@@ -443,6 +456,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     c = _stdout()
+    if args.cleanup:
+        return _doctor_cleanup(c)
     c.print(f"ccbench {__version__}, Python {sys.version.split()[0]}")
     t = Table(title="backends", title_justify="left")
     t.add_column("backend")
@@ -452,6 +467,38 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             problem = problem.removeprefix(f"backend '{name}' is not available: ")
         t.add_row(name, "[green]available[/]" if problem is None else f"[red]unavailable[/]: {escape(problem)}")
     c.print(t)
+    if sys.platform.startswith("linux"):
+        from ccbench.backends.linux.probe import probe
+
+        t = Table(title="this machine, for the linux backend", title_justify="left")
+        t.add_column("check")
+        t.add_column("")
+        t.add_column("details")
+        mark = {True: "[green]ok[/]", False: "[red]no[/]", None: "–"}
+        for ch in probe():
+            t.add_row(ch.name, mark[ch.ok], escape(ch.detail))
+        c.print(t)
+    return EXIT_OK
+
+
+def _doctor_cleanup(c: Console) -> int:
+    from ccbench.backends.linux import cleanup
+
+    if os.geteuid() != 0:
+        raise UsageError("doctor --cleanup needs root (it deletes network namespaces and stops processes): "
+                         "run it as root, e.g. sudo ccbench doctor --cleanup")
+    in_progress = [r for r in cleanup.find(include_live=True) if r.owner is not None]
+    removed, problems = cleanup.cleanup()
+    if not removed:
+        c.print("nothing left behind by ccbench runs")
+    for r in removed:
+        c.print(f"removed run ccb{r.token}: {escape(r.describe())}", soft_wrap=True)
+    for r in in_progress:
+        c.print(f"left alone run ccb{r.token}: in progress (pid {r.owner})", soft_wrap=True)
+    if problems:
+        for p in problems:
+            _stderr().print(f"ccbench: error: {escape(p)}", soft_wrap=True)
+        return EXIT_FAILED_RUNS
     return EXIT_OK
 
 
@@ -466,16 +513,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="DIR", help="results directory (default: results/<study name>/)")
     r.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="runs at the same time in worker processes (default 1; 0 = one per CPU)")
+    r.add_argument("--profile", metavar="NAME",
+                   help="apply the study's [profiles.NAME] (results default to results/<study name>-NAME/)")
+    r.add_argument("--quick", action="store_true", help="the same as --profile quick")
     r.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("ls", help="list studies and runs in a results directory")
     ls.add_argument("results", metavar="RESULTS", nargs="?", help="results directory (default: list ./results/*)")
     ls.set_defaults(func=cmd_ls)
 
-    sh = sub.add_parser("show", help="one run's parameters and flows")
-    sh.add_argument("run", metavar="RUN", help="a run id or a unique prefix of one")
+    sh = sub.add_parser("show", help="one run's parameters and flows, or a results directory's statistics")
+    sh.add_argument("run", metavar="RUN", help="a run id or a unique prefix of one, or a results directory")
     sh.add_argument("--results", metavar="DIR", help="results directory (default: search ./results/*)")
     sh.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    from ccbench import cli_analysis
+
+    cli_analysis.add_analysis_options(sh)
     sh.set_defaults(func=cmd_show)
 
     sm = sub.add_parser("summary", help="the summary table of a results directory")
@@ -489,7 +542,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(func=cmd_export)
 
     dr = sub.add_parser("doctor", help="check what this machine can run")
+    dr.add_argument("--cleanup", action="store_true",
+                    help="remove what killed linux-backend runs left behind (namespaces, links, processes)")
     dr.set_defaults(func=cmd_doctor)
+
+    cli_analysis.add_commands(sub)
     return p
 
 
@@ -504,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
-            return _error("missing command (one of: run, ls, show, summary, export, doctor; see ccbench --help)")
+            return _error("missing command (one of: run, ls, show, summary, export, report, plot, compare, doctor; see ccbench --help)")
         return args.func(args)
     except (StudyError, UsageError) as e:
         return _error(str(e))

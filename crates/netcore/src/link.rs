@@ -61,32 +61,23 @@ pub struct Link<P: Pkt> {
 
 impl<P: Pkt> Link<P> {
     pub fn new(rate_bps: u64, delay: Nanos, loss: f64, seed: Rng, qdisc: Box<dyn Qdisc<P>>) -> Link<P> {
-        assert!(rate_bps > 0, "link rate must be positive");
-        Link {
-            rate_bps,
-            delay,
-            loss,
-            rng: seed,
-            qdisc: Some(qdisc),
-            free_at: 0,
-            on_wire: None,
-            line: VecDeque::with_capacity(1024),
-            random_losses: 0,
-            tx_pkts: 0,
-            tx_bytes: 0,
-        }
+        Link::build(rate_bps, delay, loss, seed, Some(qdisc))
     }
 
     /// A link with an unbounded FIFO and no loss (a fast access link): the
     /// same timing as `new` with an infinite FIFO, at half the events.
     pub fn pipe(rate_bps: u64, delay: Nanos) -> Link<P> {
+        Link::build(rate_bps, delay, 0.0, Rng::new(0), None)
+    }
+
+    fn build(rate_bps: u64, delay: Nanos, loss: f64, rng: Rng, qdisc: Option<Box<dyn Qdisc<P>>>) -> Link<P> {
         assert!(rate_bps > 0, "link rate must be positive");
         Link {
             rate_bps,
             delay,
-            loss: 0.0,
-            rng: Rng::new(0),
-            qdisc: None,
+            loss,
+            rng,
+            qdisc,
             free_at: 0,
             on_wire: None,
             line: VecDeque::with_capacity(1024),

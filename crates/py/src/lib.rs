@@ -1,7 +1,7 @@
 //! Python bindings: `ccbench._core`. JSON in, JSON out, so the boundary
 //! stays one small, versionable contract (docs/interfaces.md).
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 /// Run one simulation. Takes the resolved run config as JSON and returns the
@@ -24,11 +24,39 @@ fn qdiscs() -> Vec<&'static str> {
     netcore::qdisc::QDISCS.to_vec()
 }
 
+/// Run the link emulator of the linux backend in this process (in the
+/// router namespace) until its stop time, SIGINT or SIGTERM; returns the
+/// summary as JSON (docs/interfaces.md §4). Releases the GIL while it runs.
+#[pyfunction]
+fn emu_run(py: Python<'_>, config_json: &str) -> PyResult<String> {
+    let input = config_json.to_owned();
+    py.allow_threads(move || emu::run_json(&input)).map_err(PyRuntimeError::new_err)
+}
+
+/// Run the load generator's server (receiver namespace) until its stop
+/// time; per-flow bytes received as JSON (docs/interfaces.md §4).
+#[pyfunction]
+fn load_server(py: Python<'_>, config_json: &str) -> PyResult<String> {
+    let input = config_json.to_owned();
+    py.allow_threads(move || load::server::run_json(&input)).map_err(PyRuntimeError::new_err)
+}
+
+/// Run every flow of one sender host and sample their TCP_INFO; per-flow
+/// summaries and RPC rows as JSON (docs/interfaces.md §4).
+#[pyfunction]
+fn load_client(py: Python<'_>, config_json: &str) -> PyResult<String> {
+    let input = config_json.to_owned();
+    py.allow_threads(move || load::client::run_json(&input)).map_err(PyRuntimeError::new_err)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
+    m.add_function(wrap_pyfunction!(emu_run, m)?)?;
+    m.add_function(wrap_pyfunction!(load_server, m)?)?;
+    m.add_function(wrap_pyfunction!(load_client, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The resolved run config (docs/interfaces.md §1): every unit already
 //! converted to integers in bits/s, nanoseconds and bytes.
 
+use netcore::qdisc::{Limit, Port, QdiscConfig};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, Clone)]
@@ -74,12 +75,32 @@ pub struct LinkConfig {
     pub buffer_bytes: Option<u64>,
     #[serde(default)]
     pub buffer_pkts: Option<u64>,
-    #[serde(default = "fifo")]
-    pub qdisc: String,
+    /// The queue discipline and its parameters (docs/interfaces.md §1):
+    /// `{"kind": "fq_codel", "target_ns": ...}`, or just its name.
+    #[serde(default, deserialize_with = "qdisc_or_name")]
+    pub qdisc: QdiscConfig,
 }
 
-fn fifo() -> String {
-    "fifo".into()
+/// A discipline as a table with `kind`, or a bare name meaning its defaults.
+fn qdisc_or_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<QdiscConfig, D::Error> {
+    use serde::de::Error;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(name) => QdiscConfig::by_name(&name)
+            .ok_or_else(|| D::Error::custom(format!("unknown qdisc {name:?} (known: {:?})", netcore::qdisc::QDISCS))),
+        v => QdiscConfig::deserialize(v).map_err(D::Error::custom),
+    }
+}
+
+impl LinkConfig {
+    /// The port the discipline serves (buffer from buffer_bytes / buffer_pkts).
+    pub fn port(&self, seed: u64) -> Port {
+        let limit = match (self.buffer_bytes, self.buffer_pkts) {
+            (Some(b), _) => Limit::Bytes(b),
+            (None, Some(p)) => Limit::Packets(p),
+            (None, None) => Limit::Packets(u64::MAX),
+        };
+        Port { rate_bps: self.rate_bps, limit, seed }
+    }
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,9 +170,7 @@ impl RunConfig {
             if l.buffer_bytes.is_some() == l.buffer_pkts.is_some() {
                 return Err(format!("{name}: exactly one of buffer_bytes / buffer_pkts"));
             }
-            if !netcore::qdisc::QDISCS.contains(&l.qdisc.as_str()) {
-                return Err(format!("{name}.qdisc {:?} unknown (known: {:?})", l.qdisc, netcore::qdisc::QDISCS));
-            }
+            l.qdisc.check(&l.port(0)).map_err(|e| format!("{name}.qdisc: {e}"))?;
         }
         for s in &self.senders {
             if s.rate_bps == 0 {
@@ -173,5 +192,37 @@ impl RunConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod qdisc_tests {
+    use super::*;
+    use netcore::qdisc::CodelParams;
+
+    fn link(qdisc: &str) -> Result<LinkConfig, serde_json::Error> {
+        serde_json::from_str(&format!(r#"{{"rate_bps": 1000000, "delay_ns": 0, "buffer_pkts": 100{qdisc}}}"#))
+    }
+
+    #[test]
+    fn qdisc_as_table_name_or_absent() {
+        assert_eq!(link("").unwrap().qdisc, QdiscConfig::default());
+        assert_eq!(link(r#", "qdisc": "codel""#).unwrap().qdisc, QdiscConfig::Codel(CodelParams::default()));
+        let l = link(r#", "qdisc": {"kind": "codel", "target_ns": 2000000, "ecn": true}"#).unwrap();
+        assert_eq!(
+            l.qdisc,
+            QdiscConfig::Codel(CodelParams { target_ns: 2_000_000, ecn: true, ..CodelParams::default() })
+        );
+        let e = link(r#", "qdisc": "sfq""#).unwrap_err().to_string();
+        assert!(e.contains("unknown qdisc \"sfq\""), "{e}");
+        let e = link(r#", "qdisc": {"kind": "codel", "targt_ns": 1}"#).unwrap_err().to_string();
+        assert!(e.contains("targt_ns"), "{e}");
+    }
+
+    #[test]
+    fn qdisc_parameters_are_checked() {
+        let l = link(r#", "qdisc": {"kind": "red", "min_bytes": 9000, "max_bytes": 3000}"#).unwrap();
+        let e = l.qdisc.check(&l.port(0)).unwrap_err();
+        assert!(e.contains("min_bytes"), "{e}");
     }
 }

@@ -146,6 +146,9 @@ pub struct RunStats {
     pub events: u64,
     pub bottleneck_pkts: u64,
     pub sim_time_us: u64,
+    /// Retransmission timeouts and tail loss probes over all connections.
+    pub rto_count: u64,
+    pub tlp_count: u64,
 }
 
 struct World {
@@ -172,7 +175,11 @@ fn limit_of(l: &LinkConfig) -> Limit {
 }
 
 fn make_link(l: &LinkConfig, loss: f64, rng: Rng) -> Link<Packet> {
-    let q = qdisc::build(&l.qdisc, limit_of(l)).expect("qdisc checked by RunConfig::check");
+    // The discipline draws (RED) and perturbs its flow hash (fq_codel) from
+    // a seed of the link's own stream; the link's loss draws are unchanged.
+    let seed = rng.clone().next_u64();
+    let port = qdisc::Port { rate_bps: l.rate_bps, limit: limit_of(l), seed };
+    let q = qdisc::build(&l.qdisc, &port);
     Link::new(l.rate_bps, l.delay_ns, loss, rng, q)
 }
 
@@ -546,6 +553,8 @@ impl World {
             });
         }
         self.res.stats.bottleneck_pkts = self.links[BOTTLENECK].tx_pkts;
+        self.res.stats.rto_count = self.conns.iter().map(|c| c.sender.stats.rto_count).sum();
+        self.res.stats.tlp_count = self.conns.iter().map(|c| c.sender.stats.tlp_count).sum();
         self.res.stats.sim_time_us = self.now / NS_PER_US;
         self.res
     }

@@ -1,6 +1,8 @@
 """Analysis of stored results: metrics and statistics over repetitions.
 
-Pure functions over rows read from the store (lists of dicts); no I/O here.
+Pure functions over rows read from the store (summary.py: lists of dicts;
+metrics, anomalies, stats, sweeps, compare: RunData); reading the store is
+in data.load_runs and study.analyze_store only. See docs/analysis.md.
 """
 
 from ccbench.analysis.summary import ClassSummary, ConfigSummary, jain_index, summarize

@@ -213,7 +213,9 @@ def _sim_factory():
 
 
 def _linux_factory():
-    return _Unavailable("linux", "not implemented yet")
+    from ccbench.backends.linux.backend import LinuxBackend
+
+    return LinuxBackend()
 
 
 _Entry = Union[Callable[[], Any], Any]

@@ -19,9 +19,9 @@ from pydantic import BaseModel, ValidationError
 
 from ccbench.errors import StudyError
 
-from . import resolve
+from . import cases, overrides, profiles, resolve
 from .model import BACKENDS, StudyFile
-from .sweep import Axis, FieldError, _fields, _is_list, _is_model, _unwrap, apply, dotted, owner, parse_sweep
+from .sweep import FieldError, _fields, _is_list, _is_model, _unwrap, dotted, parse_sweep
 
 try:
     import tomllib
@@ -56,7 +56,7 @@ class Study:
     """A validated study file; :meth:`runs` gives its runs in a stable order."""
 
     def __init__(self, *, path: Path, source_text: str, document: dict, model: StudyFile, backend: str,
-                 axes: list[Axis], runs: list[RunSpec]):
+                 axes: list, runs: list[RunSpec], profile: Optional[str] = None, profiles: tuple = ()):
         self.path = path
         self.source_text = source_text
         self.document = document
@@ -66,7 +66,14 @@ class Study:
         self.repetitions: int = model.study.repetitions
         self.seed: int = model.study.seed
         self.sweep: dict[str, list[str]] = {a.key: list(a.labels) for a in axes}
+        self.profile: Optional[str] = profile  # the profile applied, if any
+        self.profiles: tuple[str, ...] = tuple(profiles)  # every profile the file defines
         self._runs = runs
+
+    @property
+    def results_name(self) -> str:
+        """Name of the default results directory: the study name, plus ``-<profile>``."""
+        return self.name if self.profile is None else f"{self.name}-{self.profile}"
 
     def runs(self) -> list[RunSpec]:
         """Sweep product (file order, last key fastest) × repetitions (innermost)."""
@@ -83,6 +90,7 @@ class Study:
             "name": self.name,
             "description": self.description,
             "backend": self.backend,
+            "profile": self.profile,
             "path": str(self.path),
             "repetitions": self.repetitions,
             "seed": self.seed,
@@ -99,8 +107,9 @@ class Study:
 # ------------------------------------------------------------------ loading
 
 
-def load_study(path: Union[str, Path], *, backend: Optional[str] = None) -> Study:
-    """Read and validate a study file.  ``backend`` overrides [study] backend.
+def load_study(path: Union[str, Path], *, backend: Optional[str] = None, profile: Optional[str] = None) -> Study:
+    """Read and validate a study file.  ``backend`` overrides [study] backend;
+    ``profile`` applies one of the file's [profiles] (ccbench.spec.profiles).
 
     Raises StudyError with a one-line message.
     """
@@ -119,41 +128,65 @@ def load_study(path: Union[str, Path], *, backend: Optional[str] = None) -> Stud
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise StudyError(f"{shown}: line {line}: not valid UTF-8 text") from None
-    return parse_study(text, filename=shown, path=p, backend=backend)
+    return parse_study(text, filename=shown, path=p, backend=backend, profile=profile)
 
 
 def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = None,
-                backend: Optional[str] = None) -> Study:
-    """Validate study text (the contents of a study file)."""
+                backend: Optional[str] = None, profile: Optional[str] = None) -> Study:
+    """Validate study text (the contents of a study file), with ``profile`` applied if given."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise StudyError(_toml_message(filename, e)) from None
 
-    raw_sweep = doc.get("sweep")
-    base = {k: v for k, v in doc.items() if k != "sweep"}
+    original = doc
+    prof: Optional[profiles.Profile] = None
+    renamed: dict[str, str] = {}
     try:
-        axes = parse_sweep(raw_sweep, base)
+        doc, raw_profiles = profiles.take(doc)
+        base = {k: v for k, v in doc.items() if k != "sweep"}
+        items, raw_cases, case_pos = cases.split_sweep(doc.get("sweep"))
+        names = cases.case_names(raw_cases)
+        parsed = {n: profiles.parse(n, t, base, names) for n, t in raw_profiles.items()}
+        if profile is not None and profile not in parsed:
+            raise StudyError(f"{filename}: --profile: the study has no profile '{profile}' "
+                             f"(allowed: {', '.join(parsed) or 'none: it has no [profiles] tables'})")
+        prof = parsed.get(profile) if profile is not None else None
+        if prof is not None:
+            base = overrides.apply(base, prof.overrides)
+            items, renamed = profiles.apply_sweep(items, prof)
+            raw_cases = cases.select(raw_cases, {a: c for a, (c, _) in prof.cases.items()})
+        plain = profiles.rename_axes(parse_sweep(dict(items), base), renamed)
+        case_axes = cases.parse(raw_cases, base, plain, prof.case_sets if prof is not None else None)
+        axes = plain[:case_pos] + case_axes + plain[case_pos:]
+        if prof is not None:
+            profiles.check_conflicts(prof, axes)
     except FieldError as e:
-        raise StudyError(_fmt(filename, e.field or dotted(e.loc), e.problem, e.got, e.allowed)) from None
+        fieldname = e.field or dotted(e.loc)
+        for key, shown in renamed.items():
+            if fieldname == f'sweep."{key}"':
+                fieldname = shown
+        raise StudyError(_fmt(filename, fieldname, e.problem, e.got, e.allowed)) from None
 
     if backend is not None and backend not in BACKENDS:
         raise StudyError(f"--backend: unknown backend (got {backend!r}; allowed: {', '.join(BACKENDS)})")
 
+    fixed = prof.overrides if prof is not None else []
     runs: list[RunSpec] = []
     seen_ids: dict[str, dict] = {}
     first_model: Optional[StudyFile] = None
     for combo in itertools.product(*(range(len(a.values)) for a in axes)):
-        cdoc = apply(base, axes, combo)
+        cdoc = cases.apply_all(base, axes, combo)
+        where = _Where(cases.owners(axes, combo) + [(o.path, o.field) for o in fixed], axes, combo)
         try:
             model = StudyFile.model_validate(cdoc)
         except ValidationError as ve:
-            raise StudyError(_pydantic_message(filename, ve, cdoc, axes, combo)) from None
+            raise StudyError(_pydantic_message(filename, ve, cdoc, where)) from None
         be = backend or model.study.backend
         try:
             config, jitters, meta = resolve.check_and_resolve(model, be)
         except FieldError as e:
-            raise StudyError(_field_message(filename, e, cdoc, axes, combo)) from None
+            raise StudyError(_field_message(filename, e, cdoc, where)) from None
         if first_model is None:
             first_model = model
         params = {a.key: a.labels[i] for a, i in zip(axes, combo)}
@@ -172,8 +205,18 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
             runs.append(RunSpec(run_id, config_id, params, rep, seed, final, flow_meta))
 
     assert first_model is not None
-    return Study(path=path or Path(filename), source_text=text, document=doc, model=first_model,
-                 backend=backend or first_model.study.backend, axes=axes, runs=runs)
+    return Study(path=path or Path(filename), source_text=text, document=original,
+                 model=first_model, backend=backend or first_model.study.backend, axes=axes, runs=runs,
+                 profile=profile, profiles=tuple(parsed))
+
+
+@dataclass
+class _Where:
+    """What set the fields of one sweep combination: for naming them in messages."""
+
+    owners: list  # (path, field name) of every field a sweep key, case or profile set
+    axes: list
+    combo: tuple
 
 
 # ------------------------------------------------------------------ messages
@@ -229,26 +272,26 @@ def _lookup(doc: Any, loc: tuple) -> Any:
 
 
 def _attribute(filename: str, loc: tuple, problem: str, got: Any, allowed: Optional[str],
-               related: tuple, doc: dict, axes: list[Axis], combo: tuple) -> str:
-    """Name the sweep key if the field is swept; else the field, plus the sweep values it depends on."""
-    axis = owner(loc, axes)
-    if axis is not None:
-        rest = dotted(loc[len(axis.path):])
-        name = axis.field + (f".{rest}" if rest else "")
+               related: tuple, where: "_Where") -> str:
+    """Name the sweep key, case or profile key that set the field; else the field, plus the
+    sweep values it depends on."""
+    name = overrides.owner_field(loc, where.owners)
+    if name is not None:
         return _fmt(filename, name, problem, got, allowed)
     deps = []
-    for a, i in zip(axes, combo):
-        if any(a.key == r or a.key.startswith(r + ".") or r.startswith(a.key + ".") for r in related):
+    for a, i in zip(where.axes, where.combo):
+        if any(k == r or k.startswith(r + ".") or r.startswith(k + ".")
+               for r in related for k in cases.set_paths(a, i)):
             deps.append(f"{a.key} = {a.labels[i]!r}")
     if deps:
         problem = f"{problem} [with sweep {', '.join(deps)}]"
     return _fmt(filename, dotted(loc), problem, got, allowed)
 
 
-def _field_message(filename: str, e: FieldError, doc: dict, axes: list[Axis], combo: tuple) -> str:
+def _field_message(filename: str, e: FieldError, doc: dict, where: "_Where") -> str:
     raw = _lookup(doc, e.loc)
     got = raw if raw is not FieldError.NO_VALUE else e.got
-    return _attribute(filename, e.loc, e.problem, got, e.allowed, e.related, doc, axes, combo)
+    return _attribute(filename, e.loc, e.problem, got, e.allowed, e.related, where)
 
 
 _PROBLEMS = {
@@ -289,7 +332,7 @@ def _field_info(loc: tuple) -> tuple[Optional[type[BaseModel]], Any]:
     return parent, info
 
 
-def _pydantic_message(filename: str, ve: ValidationError, doc: dict, axes: list[Axis], combo: tuple) -> str:
+def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Where") -> str:
     err = ve.errors()[0]
     loc = tuple(err["loc"])
     typ = err["type"]
@@ -316,4 +359,4 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, axes: list[
         problem = _PROBLEMS.get(typ) or err.get("msg", "invalid value")
     if typ == "literal_error" and ctx.get("expected"):
         allowed = ctx["expected"].replace(" or ", ", ")
-    return _attribute(filename, loc, problem, got, allowed, (), doc, axes, combo)
+    return _attribute(filename, loc, problem, got, allowed, (), where)

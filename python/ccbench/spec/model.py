@@ -17,15 +17,27 @@ from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
 from . import units
+from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
 # The congestion control algorithms each backend knows.  This is the one place
 # to extend: the linux backend may add what the kernel offers.
 CCAS: dict[str, tuple[str, ...]] = {
-    "sim": ("reno", "cubic", "bbr"),
-    "linux": ("reno", "cubic", "bbr"),
+    "sim": ("reno", "newreno", "cubic", "bbr", "bbr3", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "nv"),
+    "linux": ("reno", "cubic", "bbr", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "nv"),
 }
 BACKENDS: tuple[str, ...] = tuple(CCAS)
-QDISCS: tuple[str, ...] = ("fifo",)
+
+
+def ccas_for(backend: str) -> tuple[str, ...]:
+    """The algorithms ``backend`` can run here: for linux, what this kernel
+    offers (see :mod:`ccbench.spec.kernel`; ``CCAS["linux"]`` off Linux)."""
+    if backend == "linux":
+        from . import kernel
+
+        return kernel.available() or CCAS["linux"]
+    return CCAS[backend]
+
+
 
 # Fixed TCP constants of the resolved config (not settable in a study file).
 HEADER_BYTES = 52  # IPv4 20 + TCP 20 + timestamp option 12
@@ -135,8 +147,9 @@ class Bottleneck(Model):
     rate: Rate = F(..., units.RATE_ALLOWED)
     delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED)
-    buffer: BufferT = F("1bdp", units.BUFFER_ALLOWED)
-    qdisc: Literal[QDISCS] = F("fifo", "one of " + ", ".join(repr(q) for q in QDISCS))  # type: ignore[valid-type]
+    buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED + " (default 1bdp; with codel, fq_codel, fq: "
+                                  "Linux's limit, 1000pkt, 10240pkt, 10000pkt)")
+    qdisc: Annotated[Qdisc, BeforeValidator(shorthand)] = F("fifo", QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT)")
 
 
@@ -183,6 +196,7 @@ class Flow(Model):
     request: Optional[Size] = F(None, "a positive size such as '10KB' (rpc flows only)")
     response: Optional[Size] = F(None, "a positive size such as '100B' (rpc flows only)")
     think: Optional[Time] = F(None, units.TIME_ALLOWED + " (rpc flows only)")
+    queue_class: StrictInt = F(0, "0 or 1: the queue these flows use at a twoclass bottleneck", ge=0, le=1)
     cwnd_clamp: Optional[StrictInt] = F(None, "a whole number of segments >= 1 (a TCP-BPF style clamp)", ge=1)
     max_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (caps the pacing rate, like SO_MAX_PACING_RATE)")
 

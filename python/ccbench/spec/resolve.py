@@ -31,8 +31,8 @@ from fractions import Fraction
 from math import floor
 from typing import Any, Optional
 
-from . import units
-from .model import CCAS, DELACK_NS, HEADER_BYTES, StudyFile
+from . import qdisc, units
+from .model import CCAS, DELACK_NS, HEADER_BYTES, StudyFile, ccas_for
 from .sweep import FieldError, dotted
 
 
@@ -98,6 +98,10 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                              units.format_time(v) if name == "min_rto" else units.format_size(v),
                              "a positive " + ("time" if name == "min_rto" else "size"))
 
+    if backend == "linux" and tcp.pacing != "auto":
+        raise FieldError(("tcp", "pacing"), "not supported by the linux backend: Linux paces when the algorithm "
+                         "asks (e.g. bbr) or under the fq qdisc, which is not used here", tcp.pacing, "'auto'")
+
     # -- topology
     senders = []
     for s in topo.senders:
@@ -118,14 +122,19 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
         rtt = max(2 * s["delay_ns"] for s in senders) + bn.delay + rev_delay
     rtt_related = ("topology.bottleneck.delay", "topology.bottleneck.bdp_rtt", "topology.access",
                    "topology.senders", "topology.reverse")
+    bn_buffer = bn.buffer if bn.buffer is not None else qdisc.default_buffer(bn.qdisc.kind)
+    bn_related = rtt_related + ("topology.bottleneck.rate",)
     bottleneck = {
         "rate_bps": bn.rate,
         "delay_ns": bn.delay,
         "loss": bn.loss,
-        **_buffer(bn.buffer, bn.rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"),
-                  rtt_related + ("topology.bottleneck.rate",)),
-        "qdisc": bn.qdisc,
+        **_buffer(bn_buffer, bn.rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"),
+                  bn_related + ("topology.bottleneck.qdisc",)),
     }
+    bottleneck["qdisc"] = qdisc.resolve(bn.qdisc, qdisc.Ctx(
+        ("topology", "bottleneck", "qdisc"), bn.rate, rtt, tcp.mss,
+        {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")},
+        lambda b, loc: _buffer(b, bn.rate, rtt, tcp.mss, loc, bn_related), FieldError))
     reverse: Optional[dict] = None
     if rev is not None:
         if rev.buffer is not None:
@@ -133,20 +142,23 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                            rtt_related + ("topology.reverse.rate",))
         else:
             rbuf = {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")}
-            if bn.buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
-                rbuf = _buffer(bn.buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
+            if bn_buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
+                rbuf = _buffer(bn_buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
         reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **rbuf}
 
     # -- flows
-    allowed_ccas = CCAS[backend]
+    allowed_ccas = ccas_for(backend)
     flows: list[dict] = []
     jitters: list[int] = []
     meta: list[dict] = []
     for i, f in enumerate(m.flows):
         loc = ("flows", i)
         if f.cca not in allowed_ccas:
-            raise FieldError(loc + ("cca",), f"unknown congestion control for backend '{backend}'", f.cca,
-                             ", ".join(allowed_ccas))
+            problem = f"unknown congestion control for backend '{backend}'"
+            if backend == "linux":
+                problem = ("this kernel has no such congestion control"
+                           + (" (it is a sim-only algorithm: use backend 'sim')" if f.cca in CCAS["sim"] else ""))
+            raise FieldError(loc + ("cca",), problem, f.cca, ", ".join(allowed_ccas))
         if f.sender >= len(senders):
             raise FieldError(loc + ("sender",), f"no such sender: the topology has {len(senders)} sender"
                              + ("" if len(senders) == 1 else "s"), f.sender,
@@ -200,6 +212,8 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                 flow["cwnd_clamp"] = f.cwnd_clamp
             if f.max_rate is not None:
                 flow["max_rate_bps"] = f.max_rate
+            if f.queue_class:
+                flow["queue_class"] = f.queue_class
             flows.append(flow)
             jitters.append(f.start_jitter)
             meta.append({"id": fid, "cca": f.cca, "sender": f.sender, "kind": f.kind, "group": group})

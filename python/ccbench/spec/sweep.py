@@ -140,6 +140,10 @@ def check_path(key: str, doc: dict) -> tuple:
     for part in parts:
         where = dotted(tuple(path)) or "the study"
         if _is_model(ann):
+            if isinstance(node, str) and path:
+                raise FieldError((), f"{where} is written as a name ('{node}'); to sweep one of its parameters, "
+                                 "write it as a table", key, f"[{where}] with kind = '{node}' and the parameter",
+                                 field=field)
             names = _fields(ann, sweepable=True)
             if part not in names:
                 raise FieldError((), f"unknown path: {where} has no field '{part}'", key, ", ".join(names),

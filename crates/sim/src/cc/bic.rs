@@ -48,7 +48,14 @@ pub struct Bic {
 
 impl Default for Bic {
     fn default() -> Self {
-        Bic { cnt: 0, last_max_cwnd: 0, last_cwnd: 0, last_time: 0, epoch_start: None, delayed_ack: 2 << ACK_RATIO_SHIFT }
+        Bic {
+            cnt: 0,
+            last_max_cwnd: 0,
+            last_cwnd: 0,
+            last_time: 0,
+            epoch_start: None,
+            delayed_ack: 2 << ACK_RATIO_SHIFT,
+        }
     }
 }
 
@@ -162,13 +169,18 @@ impl CongestionControl for Bic {
     fn pkts_acked(&mut self, c: &mut Conn, s: &AckSample) {
         // ratio = 15/16 ratio + 1/16 sample, in ×16 fixed point.
         if c.ca_state == CaState::Open {
-            self.delayed_ack = (self.delayed_ack + s.pkts_acked).wrapping_sub(self.delayed_ack >> ACK_RATIO_SHIFT);
+            self.delayed_ack =
+                (self.delayed_ack + s.pkts_acked).wrapping_sub(self.delayed_ack >> ACK_RATIO_SHIFT);
         }
     }
 
     fn report(&self, c: &Conn) -> CcaReport {
         CcaReport {
-            state: if c.in_slow_start() { "slow_start" } else { "cong_avoid" },
+            state: if c.in_slow_start() {
+                "slow_start"
+            } else {
+                "cong_avoid"
+            },
             bw_est_bps: None,
         }
     }
@@ -186,7 +198,14 @@ mod tests {
             c.packets_out = c.cwnd;
             c.max_packets_out = c.cwnd;
             c.is_cwnd_limited_flag = true;
-            b.pkts_acked(c, &AckSample { pkts_acked: 1, rtt_us: rtt_us as i64, in_flight: w });
+            b.pkts_acked(
+                c,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: rtt_us as i64,
+                    in_flight: w,
+                },
+            );
             b.cong_avoid(c, 1);
         }
     }
@@ -197,7 +216,14 @@ mod tests {
         b.init(&mut c);
         // Settle the ACK ratio at one segment per ACK.
         for _ in 0..200 {
-            b.pkts_acked(&mut c, &AckSample { pkts_acked: 1, rtt_us: 10_000, in_flight: w });
+            b.pkts_acked(
+                &mut c,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: 10_000,
+                    in_flight: w,
+                },
+            );
         }
         c.ssthresh = b.ssthresh(&mut c);
         c.cwnd = c.ssthresh;
@@ -215,42 +241,66 @@ mod tests {
         assert_eq!(b.ssthresh(&mut c), 6);
     }
 
-    #[test]
-    fn binary_search_towards_w_max() {
-        let (mut b, mut c) = after_loss_at(1000);
-        let mut prev = c.cwnd;
-        let mut steps = Vec::new();
-        for _ in 0..40 {
-            one_rtt(&mut b, &mut c, 100_000);
-            steps.push(c.cwnd - prev);
-            prev = c.cwnd;
-            if c.cwnd >= 999 {
-                break;
-            }
-        }
-        // Far from W_max the step is capped at max_increment (16/RTT) ...
-        assert!(steps[0] >= 15 && steps[0] <= 17, "{steps:?}");
-        // ... then each RTT covers about a quarter of the remaining
-        // distance, so the steps shrink geometrically ...
-        let near: Vec<u32> = steps.iter().copied().filter(|&s| s < 15).collect();
-        assert!(near.len() >= 3, "{steps:?}");
-        for w in near.windows(2) {
-            assert!(w[1] <= w[0], "steps must shrink near W_max: {steps:?}");
-        }
-        // ... and cwnd approaches W_max without overshooting it much.
-        assert!(c.cwnd <= 1002 && c.cwnd >= 990, "cwnd {}", c.cwnd);
+    /// The counter `update` picks, for a given ACK ratio (×16).
+    fn cnt_at(w_max: u32, cwnd: u32, ratio16: u32) -> u32 {
+        let mut b = Bic {
+            last_max_cwnd: w_max,
+            delayed_ack: ratio16,
+            ..Bic::default()
+        };
+        b.update(cwnd, 1000);
+        b.cnt()
     }
 
     #[test]
-    fn step_is_a_quarter_of_the_distance() {
+    fn counter_follows_the_binary_search() {
+        // One ACK per segment (ratio 1.0 = 16/16): cnt = ACKs per +1.
+        // Far below W_max: capped at max_increment = 16 per RTT.
+        assert_eq!(cnt_at(1000, 800, 16), 800 / 16);
+        // Within 64 of W_max: a quarter of the distance per RTT.
+        assert_eq!(cnt_at(1000, 960, 16), 960 / 10);
+        assert_eq!(cnt_at(1000, 980, 16), 980 / 5);
+        // Within 4: creep (1/5 segment per RTT).
+        assert_eq!(cnt_at(1000, 998, 16), 998 * 20 / 4);
+        // Just past W_max: slow, then accelerating, then linear at 16.
+        assert_eq!(cnt_at(1000, 1002, 16), 1002 * 20 / 4);
+        assert_eq!(cnt_at(1000, 1010, 16), 1010 * 3 / 10);
+        assert_eq!(cnt_at(1000, 1040, 16), 1040 * 3 / 40);
+        assert_eq!(cnt_at(1000, 1100, 16), 1100 / 16);
+        // Reno below low_window; 5 %/RTT cap before any loss.
+        assert_eq!(cnt_at(1000, 14, 16), 14);
+        assert_eq!(cnt_at(0, 800, 16), 20);
+        // Two segments per ACK halve the counter.
+        assert_eq!(cnt_at(1000, 960, 32), 960 / 10 / 2);
+    }
+
+    #[test]
+    fn binary_search_towards_w_max() {
         let (mut b, mut c) = after_loss_at(1000);
-        // Place cwnd 40 below W_max: dist = 10 → cnt = cwnd/10 → +10 per RTT.
-        c.cwnd = 960;
-        c.ssthresh = 900;
-        let before = c.cwnd;
-        one_rtt(&mut b, &mut c, 100_000);
-        let step = c.cwnd - before;
-        assert!((9..=11).contains(&step), "step {step}");
+        // Linux's integer EWMA of the ACK ratio sticks at 31/16 with one
+        // segment per ACK, so the linear cap is max_increment·31/16 per RTT.
+        assert_eq!(b.delayed_ack, 31);
+        let cap = MAX_INCREMENT as f64 * 31.0 / 16.0;
+        let mut prev = c.cwnd;
+        let mut steps = Vec::new();
+        for _ in 0..30 {
+            one_rtt(&mut b, &mut c, 100_000);
+            steps.push(c.cwnd - prev);
+            prev = c.cwnd;
+        }
+        // Far from W_max: linear at the cap.
+        for s in &steps[..3] {
+            assert!((*s as f64 - cap).abs() <= 2.0, "{steps:?}");
+        }
+        // Then the steps shrink as the distance halves ...
+        let first_small = steps.iter().position(|&s| (s as f64) < cap - 2.0).unwrap();
+        let near = &steps[first_small..first_small + 4];
+        for w in near.windows(2) {
+            assert!(w[1] < w[0], "steps must shrink near W_max: {steps:?}");
+        }
+        // ... and cwnd settles just around W_max (creeping, not jumping).
+        assert!((995..=1003).contains(&c.cwnd), "cwnd {} {steps:?}", c.cwnd);
+        assert!(steps[20..].iter().all(|&s| s <= 1), "{steps:?}");
     }
 
     #[test]
@@ -265,7 +315,10 @@ mod tests {
         let before = c.cwnd;
         one_rtt(&mut b, &mut c, 100_000);
         let step = c.cwnd - before;
-        assert!((15..=17).contains(&step), "far past W_max: linear at 16/RTT, got {step}");
+        assert!(
+            (30..=33).contains(&step),
+            "far past W_max: linear at 16·31/16 per RTT, got {step}"
+        );
     }
 
     #[test]
@@ -278,25 +331,39 @@ mod tests {
 
     /// Linux quirk kept: the counter is divided by the ACK ratio, which
     /// compensated for delayed ACKs when cong_avoid counted ACKs; since
-    /// tcp_cong_avoid_ai counts acked segments, two-segment ACKs make BIC
-    /// grow twice as fast per RTT.
+    /// tcp_cong_avoid_ai counts acked segments, the per-RTT growth is the
+    /// same whether each ACK covers one segment or two.
     #[test]
-    fn delayed_ack_ratio_scales_growth_like_linux() {
+    fn delayed_acks_give_the_same_growth_per_rtt() {
+        let (mut b, mut c) = after_loss_at(1000);
+        c.cwnd = 600;
+        c.ssthresh = 500;
+        let before = c.cwnd;
+        one_rtt(&mut b, &mut c, 100_000);
+        let single = c.cwnd - before;
         let (mut b, mut c) = after_loss_at(1000);
         for _ in 0..300 {
-            b.pkts_acked(&mut c, &AckSample { pkts_acked: 2, rtt_us: 10_000, in_flight: 1000 });
+            b.pkts_acked(
+                &mut c,
+                &AckSample {
+                    pkts_acked: 2,
+                    rtt_us: 10_000,
+                    in_flight: 1000,
+                },
+            );
         }
-        c.cwnd = 960;
-        c.ssthresh = 900;
+        assert_eq!(b.delayed_ack, 32);
+        c.cwnd = 600;
+        c.ssthresh = 500;
         let before = c.cwnd;
         let w = c.cwnd;
         for _ in 0..w / 2 {
-            c.now_us += 100;
+            c.now_us += 200;
             c.is_cwnd_limited_flag = true;
             b.cong_avoid(&mut c, 2);
         }
-        let step = c.cwnd - before;
-        assert!((18..=22).contains(&step), "step {step}");
+        let double = c.cwnd - before;
+        assert!(single.abs_diff(double) <= 2, "{single} vs {double}");
     }
 
     #[test]

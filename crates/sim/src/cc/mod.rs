@@ -19,8 +19,19 @@
 //! pacing rate in bytes per second.
 
 pub mod bbr;
+pub mod bbr3;
+pub mod bic;
 pub mod cubic;
+pub mod dctcp;
+pub mod highspeed;
+pub mod htcp;
+pub mod illinois;
+pub mod newreno;
+pub mod nv;
 pub mod reno;
+pub mod util;
+pub mod vegas;
+pub mod westwood;
 
 /// Linux's `TCP_INFINITE_SSTHRESH`.
 pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
@@ -195,7 +206,8 @@ pub const ACK_ECE: u32 = 4;
 pub struct AckSample {
     /// Segments newly cumulatively acked by this ACK.
     pub pkts_acked: u32,
-    /// RTT of this ACK in microseconds, or -1 when it gave none.
+    /// RTT of the most recently sent segment this ACK delivered (Linux
+    /// `ca_rtt_us`), in microseconds; -1 when it was retransmitted or none.
     pub rtt_us: i64,
     /// Packets in flight before this ACK.
     pub in_flight: u32,
@@ -318,24 +330,54 @@ pub trait CongestionControl {
     }
 }
 
-/// Names of the algorithms the simulator implements.
-pub const ALGORITHMS: &[&str] = &["reno", "cubic", "bbr"];
+/// Names of the algorithms the simulator implements. Linux's names where
+/// Linux has the algorithm; "newreno" is the RFC 6582 model (Linux's "reno"
+/// is its own NewReno variant) and "bbr3" is Google's BBRv3 (whose Linux
+/// module is also called "bbr"; here "bbr" is mainline's v1).
+pub const ALGORITHMS: &[&str] = &[
+    "reno",
+    "newreno",
+    "cubic",
+    "bbr",
+    "bbr3",
+    "vegas",
+    "bic",
+    "highspeed",
+    "htcp",
+    "illinois",
+    "westwood",
+    "dctcp",
+    "nv",
+];
 
-/// Build a CCA by name (the names Linux uses: "reno", "cubic", "bbr").
+/// Build a CCA by name (see [`ALGORITHMS`]).
 pub fn by_name(name: &str) -> Option<Box<dyn CongestionControl>> {
     match name {
         "reno" => Some(Box::new(reno::Reno::default())),
+        "newreno" => Some(Box::new(newreno::NewReno::default())),
         "cubic" => Some(Box::new(cubic::Cubic::default())),
         "bbr" => Some(Box::new(bbr::Bbr::default())),
+        "bbr3" => Some(Box::new(bbr3::Bbr3::default())),
+        "vegas" => Some(Box::new(vegas::Vegas::default())),
+        "bic" => Some(Box::new(bic::Bic::default())),
+        "highspeed" => Some(Box::new(highspeed::HighSpeed::default())),
+        "htcp" => Some(Box::new(htcp::Htcp::default())),
+        "illinois" => Some(Box::new(illinois::Illinois::default())),
+        "westwood" => Some(Box::new(westwood::Westwood::default())),
+        "dctcp" => Some(Box::new(dctcp::Dctcp::default())),
+        "nv" => Some(Box::new(nv::Nv::default())),
         _ => None,
     }
 }
 
 /// Build a CCA for one connection; `seed` feeds algorithms with random
-/// choices (BBR's initial ProbeBW phase) so runs stay deterministic.
+/// choices (BBR's initial ProbeBW phase, BBRv3's probe wait, NV's min-RTT
+/// period) so runs stay deterministic.
 pub fn build(name: &str, seed: u64) -> Option<Box<dyn CongestionControl>> {
     match name {
         "bbr" => Some(Box::new(bbr::Bbr::with_seed(seed))),
+        "bbr3" => Some(Box::new(bbr3::Bbr3::with_seed(seed))),
+        "nv" => Some(Box::new(nv::Nv::with_seed(seed))),
         _ => by_name(name),
     }
 }

@@ -65,7 +65,11 @@ impl CongestionControl for NewReno {
 
     fn report(&self, c: &Conn) -> CcaReport {
         CcaReport {
-            state: if c.in_slow_start() { "slow_start" } else { "cong_avoid" },
+            state: if c.in_slow_start() {
+                "slow_start"
+            } else {
+                "cong_avoid"
+            },
             bw_est_bps: None,
         }
     }

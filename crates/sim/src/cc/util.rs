@@ -65,7 +65,7 @@ impl Rng {
 
     /// Uniform in [0, n); 0 when n is 0.
     pub fn below(&mut self, n: u32) -> u32 {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as u32
+        (((self.next_u64() >> 32) * n as u64) >> 32) as u32
     }
 }
 
@@ -94,6 +94,16 @@ mod tests {
     }
 
     #[test]
+    fn every_registered_name_builds_itself() {
+        for &name in crate::cc::ALGORITHMS {
+            let a = crate::cc::by_name(name).unwrap_or_else(|| panic!("{name} not buildable"));
+            assert_eq!(a.name(), name);
+            assert_eq!(crate::cc::build(name, 42).unwrap().name(), name);
+        }
+        assert!(crate::cc::by_name("bbr2").is_none());
+    }
+
+    #[test]
     fn rng_is_deterministic_and_roughly_uniform() {
         let mut a = Rng::new(7);
         let mut b = Rng::new(7);
@@ -103,7 +113,10 @@ mod tests {
             assert_eq!(x, b.below(4));
             counts[x as usize] += 1;
         }
-        assert!(counts.iter().all(|&n| (850..1150).contains(&n)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&n| (850..1150).contains(&n)),
+            "{counts:?}"
+        );
         assert_ne!(Rng::new(1).next_u64(), Rng::new(2).next_u64());
         assert_eq!(Rng::new(3).below(0), 0);
     }

@@ -45,7 +45,13 @@ pub struct Vegas {
 
 impl Default for Vegas {
     fn default() -> Self {
-        Vegas { beg_snd_nxt: 0, doing_vegas_now: true, cnt_rtt: 0, min_rtt: 0x7fff_ffff, base_rtt: 0x7fff_ffff }
+        Vegas {
+            beg_snd_nxt: 0,
+            doing_vegas_now: true,
+            cnt_rtt: 0,
+            min_rtt: 0x7fff_ffff,
+            base_rtt: 0x7fff_ffff,
+        }
     }
 }
 
@@ -176,14 +182,19 @@ mod tests {
 
     const MSS: u64 = 1448;
 
-    /// A single Vegas flow through a FIFO bottleneck: each round trip the
-    /// whole window is acked, one ACK per segment, every ACK seeing
-    /// RTT = base + queued / rate with queued = cwnd − BDP (if positive).
+    /// A single Vegas flow through a FIFO bottleneck of `bdp` segments per
+    /// base RTT: every segment leaves the queue one serialisation time after
+    /// the previous one (or on arrival, if the queue is empty) and is acked
+    /// `base` later; the sender refills cwnd on every ACK.
     struct Pipe {
         v: Vegas,
         c: Conn,
         base_us: u64,
-        bdp: u32,
+        pkt_us: f64,
+        /// (send time, ACK arrival time) of segments in flight, in order.
+        flight: std::collections::VecDeque<(f64, f64)>,
+        last_departure: f64,
+        now: f64,
     }
 
     impl Pipe {
@@ -191,32 +202,55 @@ mod tests {
             let mut c = Conn::new(MSS as u32, 10);
             let mut v = Vegas::default();
             v.init(&mut c);
-            Pipe { v, c, base_us, bdp }
+            let mut p = Pipe {
+                v,
+                c,
+                base_us,
+                pkt_us: base_us as f64 / bdp as f64,
+                flight: Default::default(),
+                last_departure: 0.0,
+                now: 0.0,
+            };
+            p.fill();
+            p
         }
 
-        fn rtt_us(&self) -> u64 {
-            let queued = self.c.cwnd.saturating_sub(self.bdp) as u64;
-            // The link serves bdp segments per base RTT.
-            self.base_us + queued * self.base_us / self.bdp as u64
-        }
-
-        fn round(&mut self) -> u64 {
-            let rtt = self.rtt_us();
-            let w = self.c.cwnd;
-            self.c.snd_nxt = self.c.snd_una + w as u64 * MSS;
-            for _ in 0..w {
-                self.c.now_us += rtt / w as u64;
-                self.c.snd_una += MSS;
-                self.c.packets_out = self.c.cwnd;
-                self.c.max_packets_out = self.c.cwnd;
-                self.c.is_cwnd_limited_flag = true;
-                let s = AckSample { pkts_acked: 1, rtt_us: rtt as i64, in_flight: w };
-                self.v.pkts_acked(&mut self.c, &s);
-                self.v.cong_avoid(&mut self.c, 1);
-                // Keep the next window's sends ahead of the ACKs.
-                self.c.snd_nxt = self.c.snd_nxt.max(self.c.snd_una + self.c.cwnd as u64 * MSS);
+        fn fill(&mut self) {
+            while (self.flight.len() as u32) < self.c.cwnd {
+                // Propagation is all on the return path; the queue is first.
+                let depart = self.now.max(self.last_departure) + self.pkt_us;
+                self.last_departure = depart;
+                self.flight
+                    .push_back((self.now, depart + self.base_us as f64 - self.pkt_us));
+                self.c.snd_nxt += MSS;
             }
+            self.c.packets_out = self.flight.len() as u32;
+            self.c.max_packets_out = self.c.packets_out;
+            self.c.is_cwnd_limited_flag = true;
+        }
+
+        /// Process one ACK; returns its RTT sample (µs).
+        fn ack(&mut self) -> u64 {
+            let (sent, at) = self.flight.pop_front().unwrap();
+            self.now = at;
+            self.c.now_us = at as u64;
+            let rtt = (at - sent) as u64;
+            self.c.snd_una += MSS;
+            self.c.packets_out = self.flight.len() as u32;
+            let s = AckSample {
+                pkts_acked: 1,
+                rtt_us: rtt as i64,
+                in_flight: self.c.packets_out + 1,
+            };
+            self.v.pkts_acked(&mut self.c, &s);
+            self.v.cong_avoid(&mut self.c, 1);
+            self.fill();
             rtt
+        }
+
+        /// About one RTT of ACKs; returns the smallest RTT seen.
+        fn round(&mut self) -> u64 {
+            (0..self.c.cwnd.max(1)).map(|_| self.ack()).min().unwrap()
         }
     }
 
@@ -224,10 +258,12 @@ mod tests {
     fn keeps_between_alpha_and_beta_packets_queued() {
         for (base_us, bdp) in [(20_000, 100), (10_000, 40), (50_000, 400)] {
             let mut p = Pipe::new(base_us, bdp);
-            for _ in 0..300 {
+            for _ in 0..4 * bdp {
                 p.round();
             }
-            // Settled: diff = cwnd·(1 − base/rtt) stays in [α, β].
+            assert!(!p.c.in_slow_start());
+            // Settled: diff = cwnd·(1 − base/rtt) stays within [α, β]
+            // (±1 for the integer arithmetic and the per-RTT step).
             for _ in 0..50 {
                 let rtt = p.round() as f64;
                 let diff = p.c.cwnd as f64 * (1.0 - (base_us as f64 + 1.0) / (rtt + 1.0));
@@ -237,14 +273,16 @@ mod tests {
                     p.c.cwnd
                 );
                 let queued = p.c.cwnd as i64 - bdp as i64;
-                assert!((1..=5).contains(&queued), "bdp {bdp}: {queued} queued");
+                assert!(
+                    (ALPHA as i64 - 1..=BETA as i64 + 1).contains(&queued),
+                    "bdp {bdp}: {queued} queued"
+                );
             }
-            assert!(!p.c.in_slow_start());
         }
     }
 
     #[test]
-    fn leaves_slow_start_at_the_actual_rate() {
+    fn leaves_slow_start_when_a_queue_builds() {
         let mut p = Pipe::new(20_000, 100);
         let mut rounds = 0;
         while p.c.in_slow_start() {
@@ -252,8 +290,11 @@ mod tests {
             rounds += 1;
             assert!(rounds < 20);
         }
-        // Exits once more than γ segments queue, with cwnd ≈ BDP + a few.
-        assert!((100..=140).contains(&p.c.cwnd), "cwnd {}", p.c.cwnd);
+        // The minimum RTT of a slow-start round lags the queue by a round,
+        // so Vegas notices the queue a round or two after the pipe fills,
+        // and then sets cwnd from the actual rate rather than doubling on.
+        assert!((100..=4 * 100).contains(&p.c.cwnd), "cwnd {}", p.c.cwnd);
+        assert!(p.c.ssthresh <= p.c.cwnd);
     }
 
     #[test]
@@ -265,7 +306,14 @@ mod tests {
         c.snd_nxt = 20 * MSS;
         // Two samples only, then the round ends: Reno AI, not a Vegas step.
         for _ in 0..2 {
-            v.pkts_acked(&mut c, &AckSample { pkts_acked: 1, rtt_us: 30_000, in_flight: 20 });
+            v.pkts_acked(
+                &mut c,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: 30_000,
+                    in_flight: 20,
+                },
+            );
         }
         c.snd_una = 21 * MSS;
         c.cwnd_cnt = 19;
@@ -293,7 +341,14 @@ mod tests {
         let mut c = Conn::new(1448, 20);
         v.init(&mut c);
         for r in [30_000, 20_000, 25_000, -1] {
-            v.pkts_acked(&mut c, &AckSample { pkts_acked: 1, rtt_us: r, in_flight: 20 });
+            v.pkts_acked(
+                &mut c,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: r,
+                    in_flight: 20,
+                },
+            );
         }
         assert_eq!(v.base_rtt_us(), 20_001);
     }

@@ -519,7 +519,8 @@ impl Sender {
         } else {
             self.c.packets_out += 1;
         }
-        if self.c.ca_state == CaState::Recovery {
+        // PRR counts what is sent during any cwnd reduction (loss or ECN).
+        if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
             self.prr_out += 1;
         }
         self.stats.sent_segs += 1;
@@ -601,12 +602,14 @@ impl Sender {
             self.backoff = 0;
             self.update_rto();
         }
-        if acked > 0 {
-            let s = AckSample {
-                pkts_acked: acked,
-                rtt_us: rtt_ns.map(|r| (r / NS_PER_US) as i64).unwrap_or(-1),
-                in_flight: prior_in_flight,
+        if self.c.delivered > prior_delivered {
+            // Linux passes the CCA `ca_rtt_us`: the RTT of the most recently
+            // sent segment this ACK delivered, if it was never retransmitted.
+            let ca_rtt_us = match newest {
+                Some((sent, _, false)) => (now.saturating_sub(sent) / NS_PER_US) as i64,
+                _ => -1,
             };
+            let s = AckSample { pkts_acked: acked, rtt_us: ca_rtt_us, in_flight: prior_in_flight };
             self.cca.pkts_acked(&mut self.c, &s);
         }
 
@@ -908,7 +911,8 @@ impl Sender {
         match self.c.ca_state {
             CaState::Recovery | CaState::Loss | CaState::Cwr if self.snd_una >= self.high_seq => {
                 let was_recovery = matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr);
-                if was_recovery && self.c.ssthresh < INFINITE_SSTHRESH {
+                // tcp_end_cwnd_reduction leaves cwnd to a CCA with cong_control.
+                if was_recovery && self.c.ssthresh < INFINITE_SSTHRESH && !self.uses_cong_control() {
                     // tcp_end_cwnd_reduction
                     self.c.cwnd = self.c.ssthresh.max(1);
                     self.c.cwnd_cnt = 0;

@@ -1,36 +1,10 @@
-//! Queue disciplines. Each one is a `Qdisc` over any packet type that
-//! implements [`Pkt`]; `now` is passed in so the same code runs under the
-//! simulator's virtual clock and the emulator's real one.
+//! Droptail FIFO (Linux bfifo / pfifo): the port's buffer in bytes or
+//! packets; a packet that does not fit is dropped at the tail.
 
+use super::{Limit, Qdisc, QdiscStats};
 use crate::{Nanos, Pkt};
 use std::collections::VecDeque;
 
-/// Counters every discipline keeps; they feed the `queue` table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QdiscStats {
-    pub enqueued: u64,
-    pub dropped: u64,
-    pub ecn_marked: u64,
-}
-
-pub trait Qdisc<P: Pkt> {
-    /// Offer a packet. `Err(p)` gives the packet back when it is dropped.
-    fn enqueue(&mut self, p: P, now: Nanos) -> Result<(), P>;
-    /// Next packet to transmit, if any.
-    fn dequeue(&mut self, now: Nanos) -> Option<P>;
-    fn backlog_bytes(&self) -> u64;
-    fn backlog_pkts(&self) -> u64;
-    fn stats(&self) -> QdiscStats;
-}
-
-/// The size limit of a queue: in bytes or in packets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Limit {
-    Bytes(u64),
-    Packets(u64),
-}
-
-/// Droptail FIFO (Linux bfifo / pfifo).
 pub struct Fifo<P> {
     q: VecDeque<P>,
     limit: Limit,
@@ -47,11 +21,7 @@ impl<P: Pkt> Fifo<P> {
 impl<P: Pkt> Qdisc<P> for Fifo<P> {
     fn enqueue(&mut self, p: P, _now: Nanos) -> Result<(), P> {
         let size = p.wire_bytes() as u64;
-        let fits = match self.limit {
-            Limit::Bytes(b) => self.bytes + size <= b,
-            Limit::Packets(n) => (self.q.len() as u64) < n,
-        };
-        if !fits {
+        if !self.limit.admits(self.bytes, self.q.len() as u64, size) {
             self.stats.dropped += 1;
             return Err(p);
         }
@@ -80,35 +50,10 @@ impl<P: Pkt> Qdisc<P> for Fifo<P> {
     }
 }
 
-/// Names accepted by [`build`].
-pub const QDISCS: &[&str] = &["fifo"];
-
-/// Build a discipline by its study-file name.
-pub fn build<P: Pkt + 'static>(name: &str, limit: Limit) -> Option<Box<dyn Qdisc<P>>> {
-    match name {
-        "fifo" => Some(Box::new(Fifo::new(limit))),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct P(pub u32, pub u64);
-    impl Pkt for P {
-        fn wire_bytes(&self) -> u32 {
-            self.0
-        }
-        fn flow_key(&self) -> u64 {
-            self.1
-        }
-        fn ect(&self) -> bool {
-            false
-        }
-        fn mark_ce(&mut self) {}
-    }
+    use crate::qdisc::tests::P;
 
     #[test]
     fn fifo_packet_limit_drops_tail_and_keeps_order() {

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""How fast can the linux backend's link emulator go on this machine?
+
+For each CCA and bottleneck rate: a hand-built dumbbell (tests/emu_topo.py,
+names ``ccbt...``), 20 ms RTT (1 ms access links, 9 ms bottleneck each
+way), one BDP of buffer, one bulk flow through the emulator for a few
+seconds. Prints per run: goodput against the ceiling (rate × 1448/1500),
+lateness of delivery (p50/p99/max over the run), packets more than the
+tolerance late, TUN drops, and the emulator's CPU in the steady state (total,
+of it spinning, and the rest: work; 0.95 is the kernel's cap for a
+real-time thread, so ~0.95 means saturated). Then, per CCA, the highest rate at which this and
+every lower rate kept p99 lateness ≤ 0.5 ms with no TUN drops, and the CPU
+at 100 Mbit/s and 1 Gbit/s.
+
+Needs root. Not a test: the figures depend on the machine and on whatever
+else runs on it (check `uptime` first).
+
+    python bench/emu_speed.py                        # cubic and bbr, 100M .. 2G
+    python bench/emu_speed.py --ccas cubic --rates 100M,1G --duration 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from emu_topo import Dumbbell, monotonic_ns, root_problem  # noqa: E402
+
+MS = 1_000_000
+P99_MAX_US = 500.0
+
+
+def parse_rate(s: str) -> int:
+    s = s.strip().upper()
+    mult = {"K": 1e3, "M": 1e6, "G": 1e9}.get(s[-1:], 1)
+    return int(float(s.rstrip("KMG")) * mult)
+
+
+def one_run(cca: str, rate: int, duration_s: float, flows: int, extra: dict, threaded_napi: bool) -> dict:
+    dur = int(duration_s * 1e9)
+    with tempfile.TemporaryDirectory(prefix="ccbt-bench-") as tmp, Dumbbell(1, threaded_napi=threaded_napi) as db:
+        tmp = Path(tmp)
+        t0 = monotonic_ns() + 1_500 * MS
+        bdp_pkts = max(rate * 20 // 1000 // 8 // 1500, 10)
+        server = db.start_core(db.receiver, "load_server", {
+            "listen": f"{db.receiver_ip}:5201", "stop_at_monotonic_ns": t0 + dur + 200 * MS})
+        emu = db.start_core(db.router, "emu_run", db.emu_config(
+            rate_bps=rate, delay_ns=9 * MS, access_delay_ns=1 * MS, buffer_pkts=bdp_pkts, t0=t0,
+            stop_at=t0 + dur + 300 * MS, stats_path=str(tmp / "stats.jsonl"), **extra))
+        db.wait_attached()
+        db.wait_listening(5201)
+        client = db.start_core(db.senders[0], "load_client", {
+            "server": f"{db.receiver_ip}:5201", "t0_monotonic_ns": t0, "stop_at_monotonic_ns": t0 + dur,
+            "sample_interval_ns": 100 * MS, "samples_path": str(tmp / "samples.jsonl"),
+            "flows": [{"id": i, "cca": cca, "kind": "bulk", "start_ns": 0} for i in range(flows)]})
+        out = db.result(client, 30 + duration_s)
+        db.result(server, 30)
+        s = db.result(emu, 30)
+        lines = [json.loads(x) for x in (tmp / "stats.jsonl").read_text().splitlines()]
+    # CPU in the steady state: the intervals from 0.5 s to the end of the traffic.
+    steady = [x for x in lines if not x.get("final") and 500_000 < x["time_us"] <= dur // 1000]
+    cpu = sum(x["cpu_busy_fraction"] for x in steady) / max(len(steady), 1)
+    spin = sum(x["spin_fraction"] for x in steady) / max(len(steady), 1)
+    acked = sum(f["bytes_acked"] for f in out["flows"])
+    goodput = acked * 8 / duration_s
+    lat = s["lateness_us"]
+    return {
+        "cca": cca, "rate_bps": rate, "goodput_bps": goodput, "util": goodput / (rate * 1448 / 1500),
+        "p50_us": lat["p50"], "p99_us": lat["p99"], "max_us": lat["max"], "late_pkts": s["late_pkts"],
+        "pkts": s["pkts"], "tun_drops": s["tun_tx_dropped"] + s["tun_rx_dropped"],
+        "cpu": cpu, "spin": spin,
+        "retrans": sum(f["retrans_segs"] for f in out["flows"]), "rt_priority": s.get("rt_priority"),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ccas", default="cubic,bbr")
+    ap.add_argument("--rates", default="100M,200M,400M,600M,800M,1G,1.2G,1.5G,2G")
+    ap.add_argument("--duration", type=float, default=4.0, help="seconds of traffic per run")
+    ap.add_argument("--flows", type=int, default=1)
+    ap.add_argument("--spin-ns", type=int, default=None, help="emulator busy-wait before deadlines")
+    ap.add_argument("--rt-priority", type=int, default=None, help="emulator SCHED_FIFO priority (0: off)")
+    ap.add_argument("--threaded-napi", action="store_true",
+                    help="hosts receive with threaded NAPI (their TCP work leaves the emulator's thread)")
+    ap.add_argument("--json", help="also write the runs here")
+    a = ap.parse_args()
+    problem = root_problem()
+    if problem:
+        print(f"emu_speed: {problem}", file=sys.stderr)
+        return 2
+    extra = {}
+    if a.spin_ns is not None:
+        extra["spin_ns"] = a.spin_ns
+    if a.rt_priority is not None:
+        extra["rt_priority"] = a.rt_priority or None
+    rates = [parse_rate(r) for r in a.rates.split(",")]
+    print(f"load average before: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; kernel {os.uname().release}")
+    print(f"{'cca':6} {'rate':>7} {'util':>6} {'p50us':>7} {'p99us':>8} {'maxus':>8} {'late':>6} "
+          f"{'drops':>5} {'cpu':>5} {'spin':>5} {'work':>5} {'retx':>5}")
+    runs = []
+    for cca in a.ccas.split(","):
+        for rate in rates:
+            r = one_run(cca, rate, a.duration, a.flows, extra, a.threaded_napi)
+            runs.append(r)
+            print(f"{cca:6} {rate / 1e6:6.0f}M {r['util']:6.3f} {r['p50_us'] or 0:7.1f} {r['p99_us'] or 0:8.1f} "
+                  f"{r['max_us'] or 0:8.0f} {r['late_pkts']:6d} {r['tun_drops']:5d} {r['cpu']:5.2f} "
+                  f"{r['spin']:5.2f} {r['cpu'] - r['spin']:5.2f} {r['retrans']:5d}", flush=True)
+            time.sleep(0.5)
+    print()
+    for cca in a.ccas.split(","):
+        ok = None
+        for r in sorted((r for r in runs if r["cca"] == cca), key=lambda r: r["rate_bps"]):
+            if (r["p99_us"] or 0) <= P99_MAX_US and r["tun_drops"] == 0:
+                ok = r["rate_bps"]
+            else:
+                break
+        best = f"{ok / 1e6:.0f} Mbit/s" if ok else "none of the rates tried"
+        print(f"{cca}: highest rate with p99 lateness <= {P99_MAX_US:.0f} us and no TUN drops: {best}")
+        for rate in (100_000_000, 1_000_000_000):
+            m = [r for r in runs if r["cca"] == cca and r["rate_bps"] == rate]
+            if m:
+                print(f"{cca}: CPU at {rate / 1e6:.0f} Mbit/s: {m[0]['cpu']:.2f} "
+                      f"(of it spinning {m[0]['spin']:.2f}, work {m[0]['cpu'] - m[0]['spin']:.2f})")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(runs, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

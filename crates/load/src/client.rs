@@ -1,0 +1,318 @@
+//! The load client: every flow of one sender host, each in its own thread
+//! with its own socket and congestion control, and a sampler (the calling
+//! thread) that reads TCP_INFO of every socket at the sample interval.
+
+use crate::proto::{Header, Kind, HEADER_LEN};
+use crate::sys::{self, Halt, Stop};
+use crate::tcp_info::{self, TcpInfo};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::SocketAddrV4;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    pub server: SocketAddrV4,
+    pub t0_monotonic_ns: u64,
+    pub stop_at_monotonic_ns: u64,
+    pub sample_interval_ns: u64,
+    pub flows: Vec<FlowConfig>,
+    pub samples_path: String,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    pub id: u32,
+    pub cca: String,
+    pub kind: Kind,
+    pub start_ns: u64,
+    #[serde(default)]
+    pub stop_ns: Option<u64>,
+    #[serde(default)]
+    pub request_bytes: Option<u64>,
+    #[serde(default)]
+    pub response_bytes: Option<u64>,
+    #[serde(default)]
+    pub think_ns: Option<u64>,
+    #[serde(default)]
+    pub mss: Option<u32>,
+}
+
+/// `tcpi_bytes_acked` counts the SYN's sequence number and our header too;
+/// the application's bytes are what is left.
+const ACKED_OVERHEAD: u64 = HEADER_LEN as u64 + 1;
+
+/// Bytes a bulk sender hands the socket per call.
+const BULK_CHUNK: usize = 256 * 1024;
+
+struct FlowOutcome {
+    sock: Option<OwnedFd>,
+    /// (start ns since t0, latency ns) per completed request.
+    rpcs: Vec<(u64, u64)>,
+    error: Option<String>,
+}
+
+struct Shared {
+    cfg: ClientConfig,
+    stop: Stop,
+    /// Each flow's socket once connected (-1 before). Sockets are closed
+    /// only by the calling thread after every flow thread has ended, so the
+    /// sampler never reads a reused descriptor.
+    fds: Vec<AtomicI32>,
+}
+
+fn fail(shared: &Shared, msg: String) -> Option<String> {
+    shared.stop.abort.store(true, Ordering::SeqCst);
+    Some(msg)
+}
+
+fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
+    let f = &shared.cfg.flows[i];
+    let t0 = shared.cfg.t0_monotonic_ns;
+    let end = shared.cfg.stop_at_monotonic_ns;
+    let stop_at = f.stop_ns.map_or(end, |s| (t0 + s).min(end));
+    let mut out = FlowOutcome { sock: None, rpcs: Vec::new(), error: None };
+    if !sys::sleep_until(t0 + f.start_ns, &shared.stop) || t0 + f.start_ns >= stop_at {
+        return out;
+    }
+    let sock = match sys::tcp_socket() {
+        Ok(s) => s,
+        Err(e) => {
+            out.error = fail(shared, format!("flow {}: socket: {e}", f.id));
+            return out;
+        }
+    };
+    let fd = sock.as_raw_fd();
+    out.sock = Some(sock);
+    if let Err(e) = sys::set_cca(fd, &f.cca) {
+        out.error = fail(shared, format!("flow {}: {}", f.id, sys::cca_error(&f.cca, &e)));
+        return out;
+    }
+    if let Some(mss) = f.mss {
+        if let Err(e) = sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, mss as i32) {
+            out.error = fail(shared, format!("flow {}: TCP_MAXSEG {mss}: {e}", f.id));
+            return out;
+        }
+    }
+    if f.kind == Kind::Rpc {
+        // Requests and responses go out whole, without waiting for ACKs of
+        // their last partial segment (Nagle).
+        let _ = sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+    }
+    let header = Header {
+        flow_id: f.id,
+        kind: f.kind,
+        cca: f.cca.clone(),
+        request_bytes: f.request_bytes.unwrap_or(0),
+        response_bytes: f.response_bytes.unwrap_or(0).max(1),
+    };
+    let hdr = match header.encode() {
+        Ok(h) => h,
+        Err(e) => {
+            out.error = fail(shared, e);
+            return out;
+        }
+    };
+    match sys::connect(fd, shared.cfg.server, end, &shared.stop) {
+        Ok(()) => {}
+        Err(Halt::Stopped) => return out,
+        Err(e) => {
+            out.error = fail(shared, format!("flow {}: connect to {}: {e:?}", f.id, shared.cfg.server));
+            return out;
+        }
+    }
+    shared.fds[i].store(fd, Ordering::SeqCst);
+    let r = sys::write_n(fd, HEADER_LEN as u64, &hdr, end, &shared.stop).and_then(|_| match f.kind {
+        Kind::Bulk => bulk(fd, stop_at, &shared.stop),
+        Kind::Rpc => rpc(fd, &header, f.think_ns.unwrap_or(0), t0, stop_at, end, &shared.stop, &mut out.rpcs),
+    });
+    match r {
+        Ok(()) | Err(Halt::Stopped) => {}
+        Err(Halt::Eof) => out.error = fail(shared, format!("flow {}: the server closed the connection", f.id)),
+        Err(Halt::Io(e)) => out.error = fail(shared, format!("flow {}: {e}", f.id)),
+    }
+    out
+}
+
+/// Write as fast as the socket takes until `stop_at`.
+fn bulk(fd: RawFd, stop_at: u64, stop: &Stop) -> Result<(), Halt> {
+    let buf = vec![0u8; BULK_CHUNK];
+    loop {
+        if sys::write_some(fd, &buf)? == 0 {
+            sys::wait_fd(fd, libc::POLLOUT, stop_at, stop)?;
+        } else if sys::monotonic_ns() >= stop_at || stop.requested() {
+            return Ok(());
+        }
+    }
+}
+
+/// Closed loop: a request, its whole response, think, repeat. No new
+/// request after `stop_at`; one under way may finish until `end`.
+#[allow(clippy::too_many_arguments)]
+fn rpc(fd: RawFd, h: &Header, think: u64, t0: u64, stop_at: u64, end: u64, stop: &Stop, rpcs: &mut Vec<(u64, u64)>) -> Result<(), Halt> {
+    let zeros = vec![0u8; 64 * 1024];
+    let mut scratch = vec![0u8; 64 * 1024];
+    loop {
+        let start = sys::monotonic_ns();
+        if start >= stop_at || stop.requested() {
+            return Ok(());
+        }
+        sys::write_n(fd, h.request_bytes, &zeros, end, stop)?;
+        sys::read_n(fd, h.response_bytes, &mut scratch, end, stop, &mut |_| {})?;
+        let done = sys::monotonic_ns();
+        rpcs.push((start.saturating_sub(t0), done - start));
+        if think > 0 && !sys::sleep_until(done + think, stop) {
+            return Ok(());
+        }
+    }
+}
+
+/// Per-flow accumulation of the sampled values.
+#[derive(Default)]
+struct FlowStats {
+    rtts_us: Vec<u32>,
+}
+
+fn sample_row(id: u32, time_us: u64, i: &TcpInfo, bw: Option<f64>) -> Value {
+    json!({
+        "flow_id": id,
+        "time_us": time_us,
+        "cwnd_bytes": i.cwnd_bytes(),
+        "srtt_us": i.rtt,
+        "delivered_bytes": i.bytes_acked.saturating_sub(ACKED_OVERHEAD),
+        "retrans_segs": i.total_retrans,
+        "inflight_bytes": i.inflight_bytes(),
+        "pacing_rate_bps": i.pacing_rate_bps(),
+        "delivery_rate_bps": i.delivery_rate as f64 * 8.0,
+        "cca_state": tcp_info::ca_state_name(i.ca_state),
+        "bw_est_bps": bw,
+    })
+}
+
+fn is_bbr(cca: &str) -> bool {
+    cca.starts_with("bbr")
+}
+
+/// Run every flow of one sender host (docs/interfaces.md §4).
+pub fn run(cfg: ClientConfig) -> Result<Value, String> {
+    if cfg.sample_interval_ns == 0 {
+        return Err("sample_interval_ns must be positive".into());
+    }
+    for f in &cfg.flows {
+        sys::check_cca(&f.cca).map_err(|e| format!("flow {}: {e}", f.id))?;
+        if f.kind == Kind::Rpc && f.request_bytes.unwrap_or(0) == 0 {
+            return Err(format!("flow {}: rpc needs request_bytes > 0", f.id));
+        }
+    }
+    let mut samples =
+        std::io::BufWriter::new(std::fs::File::create(&cfg.samples_path).map_err(|e| format!("cannot create {}: {e}", cfg.samples_path))?);
+    let n = cfg.flows.len();
+    let shared = Arc::new(Shared { cfg, stop: Stop::new(), fds: (0..n).map(|_| AtomicI32::new(-1)).collect() });
+    let guard = crate::signals::SignalGuard::install();
+    sys::tight_timer_slack(); // inherited by the flow threads
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let s = shared.clone();
+            std::thread::Builder::new().name(format!("flow-{}", s.cfg.flows[i].id)).spawn(move || run_flow(&s, i))
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot start a flow thread: {e}"))?;
+
+    // The sampler.
+    let cfg = &shared.cfg;
+    let (t0, end, every) = (cfg.t0_monotonic_ns, cfg.stop_at_monotonic_ns, cfg.sample_interval_ns);
+    let mut stats: Vec<FlowStats> = (0..n).map(|_| FlowStats::default()).collect();
+    let mut rows = 0u64;
+    let mut k = 1u64;
+    let mut line = Vec::with_capacity(512);
+    loop {
+        let at = t0 + k * every;
+        if at > end || !sys::sleep_until(at, &shared.stop) {
+            break;
+        }
+        for (fi, f) in cfg.flows.iter().enumerate() {
+            let fd = shared.fds[fi].load(Ordering::SeqCst);
+            if fd < 0 {
+                continue;
+            }
+            let Ok(info) = tcp_info::tcp_info(fd) else { continue };
+            let bw = if is_bbr(&f.cca) { tcp_info::bbr_bw_bps(fd) } else { None };
+            if info.rtt > 0 {
+                stats[fi].rtts_us.push(info.rtt);
+            }
+            line.clear();
+            serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, bw)).expect("json");
+            line.push(b'\n');
+            samples.write_all(&line).map_err(|e| format!("writing {}: {e}", cfg.samples_path))?;
+            rows += 1;
+        }
+        k += 1;
+    }
+    let outcomes: Vec<FlowOutcome> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| FlowOutcome { sock: None, rpcs: vec![], error: Some("a flow thread panicked".into()) }))
+        .collect();
+    drop(guard);
+    samples.flush().map_err(|e| format!("writing {}: {e}", cfg.samples_path))?;
+    if let Some(e) = outcomes.iter().find_map(|o| o.error.clone()) {
+        return Err(e);
+    }
+
+    let now = sys::monotonic_ns();
+    let run_end_us = end.min(now).saturating_sub(t0) / 1000;
+    let mut flows = Vec::with_capacity(n);
+    let mut rpc_cols: [Vec<Value>; 5] = Default::default();
+    for (fi, (f, o)) in cfg.flows.iter().zip(&outcomes).enumerate() {
+        let info = o.sock.as_ref().and_then(|s| tcp_info::tcp_info(s.as_raw_fd()).ok()).filter(|_| shared.fds[fi].load(Ordering::SeqCst) >= 0);
+        let rtts = &mut stats[fi].rtts_us;
+        rtts.sort_unstable();
+        let mean = (!rtts.is_empty()).then(|| rtts.iter().map(|&v| v as f64).sum::<f64>() / rtts.len() as f64);
+        let p99 = (!rtts.is_empty()).then(|| rtts[((rtts.len() as f64 * 0.99).ceil() as usize).clamp(1, rtts.len()) - 1] as f64);
+        let min = info.filter(|i| i.min_rtt > 0 && i.min_rtt != u32::MAX).map(|i| i.min_rtt as f64).or(rtts.first().map(|&v| v as f64));
+        let stop_us = f.stop_ns.map_or(run_end_us, |s| (s / 1000).min(run_end_us));
+        let i = info.unwrap_or_default();
+        flows.push(json!({
+            "flow_id": f.id,
+            "cca": f.cca,
+            "kind": f.kind.name(),
+            "connected": info.is_some(),
+            "bytes_acked": i.bytes_acked.saturating_sub(ACKED_OVERHEAD),
+            "sent_segs": i.data_segs_out,
+            "retrans_segs": i.total_retrans,
+            "rtt_min_us": min,
+            "rtt_mean_us": mean,
+            "rtt_p99_us": p99,
+            "busy_us": i.busy_time,
+            "rwnd_limited_us": i.rwnd_limited,
+            "sndbuf_limited_us": i.sndbuf_limited,
+            "active_start_us": f.start_ns / 1000,
+            "active_stop_us": stop_us,
+        }));
+        for &(start, lat) in &o.rpcs {
+            rpc_cols[0].push(json!(f.id));
+            rpc_cols[1].push(json!(f.request_bytes.unwrap_or(0)));
+            rpc_cols[2].push(json!(f.response_bytes.unwrap_or(0).max(1)));
+            rpc_cols[3].push(json!(start / 1000));
+            rpc_cols[4].push(json!(lat as f64 / 1000.0));
+        }
+    }
+    let [fid, req, rsp, start, lat] = rpc_cols;
+    // Sockets close here, after the last TCP_INFO.
+    drop(outcomes);
+    Ok(json!({
+        "flows": flows,
+        "rpcs": {"flow_id": fid, "request_bytes": req, "response_bytes": rsp, "start_us": start, "latency_us": lat},
+        "sample_rows": rows,
+        "stopped_by_signal": crate::signals::stop_requested(),
+    }))
+}
+
+pub fn run_json(input: &str) -> Result<String, String> {
+    let cfg: ClientConfig = serde_json::from_str(input).map_err(|e| format!("invalid load client config: {e}"))?;
+    run(cfg).map(|v| v.to_string())
+}

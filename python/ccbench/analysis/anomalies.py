@@ -1,0 +1,188 @@
+"""Anomalies of one run: collapse, starvation, no steady state.
+
+Definitions (C = bottleneck rate in bits/s; intervals are the sample
+intervals of the run, (t_{k-1}, t_k] with t_k = k · sample interval):
+
+collapse
+  A bulk flow's goodput in an interval (from its cumulative delivered bytes)
+  is below ``collapse_fraction`` × its fair share C / n_k (n_k = flows of any
+  kind active for the whole interval) while the link is busy (the aggregate
+  goodput of all flows in the interval ≥ ``busy_fraction`` × C), and this
+  holds for consecutive intervals adding up to at least ``collapse_min``.
+  That is the BBR collapse of netdev 2.2: one flow stays near nothing while
+  the others fill the link. Each maximal stretch is one :class:`Anomaly`.
+starvation
+  A bulk flow whose goodput over its whole active time is below
+  ``starve_fraction`` × the mean of C / n_k over the intervals it was active;
+  an RPC flow active for at least ``collapse_min`` that completed no RPC.
+not steady
+  The steady-state window is shorter than two sample intervals (the run
+  ended before it), or a bulk flow active over the whole window has a
+  goodput in the window's second half that differs from its first half by
+  more than ``steady_tolerance`` × the larger of the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ccbench.analysis.data import RunData
+from ccbench.analysis.settings import AnalysisSettings
+
+KINDS = ("collapse", "starvation", "not steady")
+
+
+@dataclass
+class Anomaly:
+    kind: str  # one of KINDS
+    run_id: str
+    flow_id: Optional[int]
+    start_us: Optional[float]
+    end_us: Optional[float]
+    reason: str  # one line, for people
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _mbit(bps: float) -> str:
+    return f"{bps / 1e6:.3g} Mbit/s"
+
+
+def interval_grid(run: RunData) -> np.ndarray:
+    """Interval boundaries t_0 = 0 < t_1 < ... (µs): multiples of the sample
+    interval up to the run's duration, or every sample time seen."""
+    if run.sample_interval_us and run.duration_us:
+        n = int(run.duration_us // run.sample_interval_us)
+        return np.arange(n + 1, dtype=float) * run.sample_interval_us
+    ts = sorted({0.0} | {float(t) for s in run.series.values() for t in s.time_us})
+    return np.asarray(ts, dtype=float)
+
+
+def _interval_table(run: RunData):
+    """grid, per-flow per-interval rates (bits/s) and activity."""
+    from ccbench.analysis.metrics import cumulative_at, flow_stop
+
+    grid = interval_grid(run)
+    dt = np.diff(grid)
+    rates, active = {}, {}
+    for f in run.flows:
+        fid = int(f["flow_id"])
+        start = float(f.get("start_us") or 0)
+        d = cumulative_at(run.series.get(fid), start, grid)
+        rates[fid] = np.diff(d) * 8e6 / np.where(dt > 0, dt, np.nan)
+        active[fid] = (start <= grid[:-1]) & (flow_stop(run, f) >= grid[1:])
+    return grid, rates, active
+
+
+def collapses(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
+    cap = run.bottleneck_bps
+    if not cap or not run.flows:
+        return []
+    grid, rates, active = _interval_table(run)
+    if len(grid) < 2:
+        return []
+    agg = np.nansum(np.vstack([rates[i] for i in rates]), axis=0)
+    n_active = np.sum(np.vstack([active[i] for i in active]), axis=0)
+    busy = agg >= settings.busy_fraction * cap
+    out = []
+    for f in run.flows:
+        if (f.get("kind") or "bulk") != "bulk":
+            continue
+        fid = int(f["flow_id"])
+        fair = cap / np.maximum(n_active, 1)
+        low = active[fid] & busy & (rates[fid] < settings.collapse_fraction * fair)
+        k = 0
+        n = len(low)
+        while k < n:
+            if not low[k]:
+                k += 1
+                continue
+            j = k
+            while j < n and low[j]:
+                j += 1
+            t0, t1 = grid[k], grid[j]
+            if t1 - t0 >= settings.collapse_min_us:
+                share = float(np.nanmean(rates[fid][k:j] / fair[k:j]))
+                out.append(Anomaly(
+                    "collapse", run.run_id, fid, float(t0), float(t1),
+                    f"flow {fid} ({f.get('group_name')}) at {100 * share:.1f}% of its fair share for "
+                    f"{(t1 - t0) / 1e6:.1f} s ({t0 / 1e6:.1f}–{t1 / 1e6:.1f} s) while the link was busy "
+                    f"(threshold {100 * settings.collapse_fraction:g}% for {settings.collapse_min_us / 1e6:g} s)",
+                ))
+            k = j
+    return out
+
+
+def starvation(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
+    from ccbench.analysis.metrics import flow_stop
+
+    cap = run.bottleneck_bps
+    out = []
+    grid = active = None
+    for f in run.flows:
+        fid = int(f["flow_id"])
+        start, stop = float(f.get("start_us") or 0), flow_stop(run, f)
+        if stop <= start:
+            continue
+        if (f.get("kind") or "bulk") == "rpc":
+            if stop - start >= settings.collapse_min_us and len(run.rpcs.get(fid, {}).get("latency_us", [])) == 0:
+                out.append(Anomaly("starvation", run.run_id, fid, start, stop,
+                                   f"flow {fid} ({f.get('group_name')}) completed no RPC in "
+                                   f"{(stop - start) / 1e6:.1f} s"))
+            continue
+        if not cap:
+            continue
+        if grid is None:
+            grid, _, active = _interval_table(run)
+            n_active = np.sum(np.vstack([active[i] for i in active]), axis=0) if active else None
+        if n_active is None or not active[fid].any():
+            continue
+        fair = float(np.mean(cap / np.maximum(n_active[active[fid]], 1)))
+        gp = f.get("goodput_bps")
+        if gp is not None and gp < settings.starve_fraction * fair:
+            out.append(Anomaly("starvation", run.run_id, fid, start, stop,
+                               f"flow {fid} ({f.get('group_name')}) got {_mbit(gp)}, below "
+                               f"{100 * settings.starve_fraction:g}% of its fair share ({_mbit(fair)})"))
+    return out
+
+
+def not_steady(run: RunData, settings: AnalysisSettings, window: tuple[float, float]) -> list[Anomaly]:
+    from ccbench.analysis.metrics import flow_stop, goodput_between
+
+    t0, t1 = window
+    interval = run.sample_interval_us or 0
+    if t1 - t0 < max(2 * interval, 1):
+        return [Anomaly("not steady", run.run_id, None, t0, t1,
+                        f"the steady-state window ({t0 / 1e6:.1f} s to the end at {t1 / 1e6:.1f} s) is empty")]
+    mid = (t0 + t1) / 2
+    if interval:  # halves on sample times, so no interpolation is involved
+        mid = t0 + round((mid - t0) / interval) * interval
+    out = []
+    for f in run.flows:
+        if (f.get("kind") or "bulk") != "bulk":
+            continue
+        start = float(f.get("start_us") or 0)
+        if start > t0 or flow_stop(run, f) < t1:
+            continue
+        s = run.series.get(int(f["flow_id"]))
+        g1, g2 = goodput_between(s, start, t0, mid), goodput_between(s, start, mid, t1)
+        if g1 is None or g2 is None:
+            continue
+        top = max(g1, g2)
+        if top > 0 and abs(g2 - g1) > settings.steady_tolerance * top:
+            out.append(Anomaly("not steady", run.run_id, int(f["flow_id"]), t0, t1,
+                               f"flow {f['flow_id']} ({f.get('group_name')}) went from {_mbit(g1)} to {_mbit(g2)} "
+                               f"between the halves of the steady-state window ({t0 / 1e6:.1f}–{t1 / 1e6:.1f} s)"))
+    return out
+
+
+def detect(run: RunData, settings: AnalysisSettings, metrics: Any = None) -> list[Anomaly]:
+    """Every anomaly of a run (collapse, starvation, not steady)."""
+    from ccbench.analysis.metrics import steady_window
+
+    window = metrics.window if metrics is not None else steady_window(run, settings)
+    return collapses(run, settings) + starvation(run, settings) + not_steady(run, settings, window)

@@ -1,0 +1,126 @@
+"""Two results sets side by side (sim vs linux, before vs after a change).
+
+Configurations are matched by config_id (the resolved config, the same on
+every backend and in every study) when the two sets share any; otherwise by
+the swept parameters as written (e.g. the same study run with a different
+loss setting), and `match` forces one or the other.
+
+For every metric both sides have (see RunMetrics.values: per class goodput,
+retransmissions, RTT, RPC tails; JFI, utilisation ...), a row gives the
+median over repetitions on each side, the difference B − A (of the medians,
+and relative to |A|), the spread on each side (max − min over repetitions),
+and whether the difference *exceeds the spread*:
+
+    |median_B − median_A| > spread_A + spread_B
+    and |median_B − median_A| > tolerance × max(|median_A|, |median_B|)
+
+i.e. the shift is larger than the run-to-run variation seen on both sides
+together, and not negligibly small (tolerance 1 % by default, for
+deterministic sets with no spread). The sum of the ranges, rather than the
+larger one, is deliberate: with a few repetitions and a few dozen metrics per
+configuration, two sets of repetitions of the *same* configuration are
+otherwise flagged now and then by chance (seen with 4 vs 4 runs of a 4 s
+study); a real effect such as 3 % random loss on Reno clears it by far.
+With a single repetition on both sides the spread is unknown: such rows are
+marked by `few_reps`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ccbench.analysis.study import Analysis, ConfigResult
+
+COMPARED = ("goodput_mean_bps", "goodput_sum_bps", "retrans_pct", "rtt_mean_us", "rtt_p99_us",
+            "queue_delay_mean_us", "rpc_p50_us", "rpc_p99_us", "rpc_p999_us", "jfi", "utilisation")
+
+
+@dataclass
+class CompareRow:
+    metric: str
+    a_median: Optional[float]
+    b_median: Optional[float]
+    diff: Optional[float]
+    rel_diff: Optional[float]
+    a_spread: Optional[float]
+    b_spread: Optional[float]
+    a_n: int
+    b_n: int
+    exceeds: bool
+    few_reps: bool
+
+
+@dataclass
+class ComparedConfig:
+    label: str
+    a: ConfigResult
+    b: ConfigResult
+    rows: list[CompareRow] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> list[CompareRow]:
+        return [r for r in self.rows if r.exceeds]
+
+
+@dataclass
+class Comparison:
+    match: str  # "config_id" | "params"
+    pairs: list[ComparedConfig]
+    only_a: list[ConfigResult]
+    only_b: list[ConfigResult]
+
+    def as_dict(self) -> dict:
+        return {
+            "match": self.match,
+            "configs": [{"label": p.label, "a_config_id": p.a.config_id, "b_config_id": p.b.config_id,
+                         "params": p.a.params, "rows": [r.__dict__ for r in p.rows]} for p in self.pairs],
+            "only_a": [c.label() for c in self.only_a],
+            "only_b": [c.label() for c in self.only_b],
+        }
+
+
+def _metric_ok(key: str) -> bool:
+    return key.split("[")[0] in COMPARED
+
+
+def compare_configs(a: ConfigResult, b: ConfigResult, tolerance: float = 0.01) -> list[CompareRow]:
+    rows = []
+    for key in [k for k in a.stats if k in b.stats and _metric_ok(k)]:
+        sa, sb = a.stats[key], b.stats[key]
+        if sa.n == 0 or sb.n == 0:
+            continue
+        diff = sb.median - sa.median
+        rel = diff / abs(sa.median) if sa.median else None
+        spread = (sa.range or 0.0) + (sb.range or 0.0)
+        exceeds = abs(diff) > spread and abs(diff) > tolerance * max(abs(sa.median), abs(sb.median))
+        rows.append(CompareRow(key, sa.median, sb.median, diff, rel, sa.range, sb.range, sa.n, sb.n, exceeds,
+                               sa.n < 2 and sb.n < 2))
+    return rows
+
+
+def _pkey(c: ConfigResult) -> str:
+    return json.dumps(c.params, sort_keys=True)
+
+
+def compare(a: Analysis, b: Analysis, match: str = "auto", tolerance: float = 0.01) -> Comparison:
+    if match not in ("auto", "config_id", "params"):
+        raise ValueError(match)
+    if match == "auto":
+        shared = {c.config_id for c in a.configs} & {c.config_id for c in b.configs}
+        match = "config_id" if shared else "params"
+    key = (lambda c: c.config_id) if match == "config_id" else _pkey
+    bmap: dict[str, ConfigResult] = {}
+    for c in b.configs:
+        bmap.setdefault(key(c), c)
+    pairs, only_a, used = [], [], set()
+    for c in a.configs:
+        other = bmap.get(key(c))
+        if other is None:
+            only_a.append(c)
+            continue
+        used.add(key(c))
+        pairs.append(ComparedConfig(c.label(), c, other, compare_configs(c, other, tolerance)))
+    only_b = [c for c in b.configs if key(c) not in used]
+    return Comparison(match, pairs, only_a, only_b)

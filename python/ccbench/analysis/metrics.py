@@ -1,0 +1,406 @@
+"""Metrics of one run, per flow, per flow class and per run.
+
+Every function here is pure (RunData in, numbers out). Definitions, in the
+units of the column names (bits/s, bytes, µs):
+
+Per flow (:class:`FlowMetrics`)
+  goodput_bps        bytes delivered in order to the receiving application × 8
+                     / active time (flow start to min(stop, end of run)); as
+                     reported by the backend (flows table).
+  goodput_steady_bps the same over the steady-state window ∩ the flow's active
+                     time, from the cumulative delivered-bytes samples
+                     (linearly interpolated between samples, 0 at the start).
+  bytes              bytes delivered.
+  retrans_segs, sent_segs; retrans_pct = 100 · retrans_segs / sent_segs.
+  rtt_min/mean/p99   over every RTT sample the sender took (backend summary).
+  rtt_p50_us         median of the sampled smoothed RTT (srtt) while active.
+  queue_delay_mean_us = rtt_mean − rtt_min;  queue_delay_p99_us = rtt_p99 − rtt_min
+                     (RTT above the flow's own minimum: the queueing it saw).
+
+Per class (:class:`ClassMetrics`; a class is the flows' group label, e.g.
+"cubic bulk", "cubic rpc 10KB")
+  goodput_sum_bps    Σ goodput of the class's flows (aggregate).
+  goodput_mean_bps   mean per-flow goodput (and goodput_per_flow_bps, every flow).
+  jfi                Jain's index over the class's per-flow goodput.
+  retrans_pct        100 · Σretrans / Σsent; rtt_mean_us, rtt_p99_us: mean over
+                     flows (as in the summary table).
+  rpc_count; rpc_p50/p99/p999_us: percentiles of the completion time of every
+                     completed RPC of the class's flows.
+
+Percentiles use linear interpolation between closest ranks (numpy's default,
+Hyndman & Fan type 7): the q-th percentile of sorted x₀..xₙ₋₁ sits at rank
+(n − 1)·q/100.
+
+Per run (:class:`RunMetrics`)
+  utilisation        Σ bytes delivered by all flows × 8 / (bottleneck rate ×
+                     run duration) — payload only, so a full link reads about
+                     mss/(mss + header bytes), e.g. 0.965.
+  utilisation_steady the same over the steady-state window.
+  jfi                Jain's index (Σx)²/(n·Σx²) over the goodput of all flows.
+  jfi_by_class       the same within each class.
+  jfi_series         JFI over time: for each bin [k·b, (k+1)·b) (b = 1 s), the
+                     JFI of the goodput in that bin of the bulk flows active
+                     for the whole bin (bins with none are left out).
+  convergence        per bulk flow that joins while another bulk flow runs:
+                     the time from its start until the JFI of the bulk flows,
+                     in 1 s bins counted from the join, is ≥ converge_jfi in
+                     that bin and every later bin up to the next flow start or
+                     stop (or the end of the run); None = never converged.
+  backlog_mean/max_bytes (and _pkts): over the bottleneck queue samples.
+  drops, ecn_marks   at the bottleneck over the run (last cumulative sample).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+from ccbench.analysis.data import FlowSeries, RunData
+from ccbench.analysis.settings import AnalysisSettings
+from ccbench.analysis.summary import jain_index
+
+__all__ = [
+    "percentile", "jain_index", "cumulative_at", "goodput_between", "interval_rates", "steady_window",
+    "jfi_series", "convergence", "FlowMetrics", "ClassMetrics", "RunMetrics", "Convergence",
+    "flow_metrics", "class_metrics", "run_metrics",
+]
+
+
+def percentile(values: Iterable[float], q: float) -> Optional[float]:
+    """q-th percentile (0–100), linear interpolation between closest ranks; None if empty."""
+    xs = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if xs.size == 0:
+        return None
+    return float(np.percentile(xs, q))
+
+
+def _f(x: Any) -> Optional[float]:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def flow_stop(run: RunData, flow: dict) -> float:
+    stop = flow.get("stop_us")
+    return float(run.duration_us if stop is None else min(stop, run.duration_us or stop))
+
+
+def cumulative_at(series: Optional[FlowSeries], start_us: float, t_us: Any) -> np.ndarray:
+    """Bytes delivered by time ``t_us`` (array or scalar): the cumulative
+    samples linearly interpolated, 0 at and before the flow's start, the last
+    sample's value after the last sample."""
+    t = np.asarray(t_us, dtype=float)
+    if series is None or len(series.time_us) == 0:
+        return np.zeros_like(t)
+    ts, ds = series.time_us, series.delivered_bytes
+    if start_us < ts[0]:
+        ts = np.concatenate(([start_us], ts))
+        ds = np.concatenate(([0.0], ds))
+    out = np.interp(t, ts, ds, left=0.0)
+    return np.where(t <= start_us, 0.0, out)
+
+
+def goodput_between(series: Optional[FlowSeries], start_us: float, t0_us: float, t1_us: float) -> Optional[float]:
+    """Goodput in bits/s between two times, from the cumulative delivered bytes."""
+    if t1_us <= t0_us:
+        return None
+    d = cumulative_at(series, start_us, [t0_us, t1_us])
+    return float((d[1] - d[0]) * 8e6 / (t1_us - t0_us))
+
+
+def interval_rates(series: Optional[FlowSeries], start_us: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample interval goodput: (end time of each interval, bits/s). The
+    first interval runs from the flow's start to its first sample."""
+    if series is None or len(series.time_us) == 0:
+        return np.zeros(0), np.zeros(0)
+    ts = np.concatenate(([start_us], series.time_us))
+    ds = np.concatenate(([0.0], series.delivered_bytes))
+    dt = np.diff(ts)
+    keep = dt > 0
+    rate = np.diff(ds)[keep] * 8e6 / dt[keep]
+    return ts[1:][keep], rate
+
+
+def steady_window(run: RunData, settings: AnalysisSettings) -> tuple[float, float]:
+    """The steady-state window [t0, t1) in µs: t0 = settings.steady_after_us,
+    or by default a quarter of the way from the last bulk flow's start to the
+    end of the run; t1 = the end of the run."""
+    end = float(run.duration_us)
+    if settings.steady_after_us is not None:
+        return float(settings.steady_after_us), end
+    starts = [f["start_us"] or 0 for f in run.flows if f.get("kind", "bulk") == "bulk"]
+    last = float(max(starts, default=0))
+    return last + (end - last) / 4.0, end
+
+
+# -- per flow ------------------------------------------------------------------
+
+
+@dataclass
+class FlowMetrics:
+    run_id: str
+    flow_id: int
+    group: str
+    cca: Optional[str]
+    kind: str
+    start_us: float
+    stop_us: float
+    bytes: Optional[int]
+    goodput_bps: Optional[float]
+    goodput_steady_bps: Optional[float]
+    sent_segs: Optional[int]
+    retrans_segs: Optional[int]
+    retrans_pct: Optional[float]
+    rtt_min_us: Optional[float]
+    rtt_mean_us: Optional[float]
+    rtt_p50_us: Optional[float]
+    rtt_p99_us: Optional[float]
+    queue_delay_mean_us: Optional[float]
+    queue_delay_p99_us: Optional[float]
+
+
+def flow_metrics(run: RunData, flow: dict, window: tuple[float, float]) -> FlowMetrics:
+    fid = int(flow["flow_id"])
+    s = run.series.get(fid)
+    start = float(flow.get("start_us") or 0)
+    stop = flow_stop(run, flow)
+    t0, t1 = max(window[0], start), min(window[1], stop)
+    steady = goodput_between(s, start, t0, t1) if t1 > t0 and s is not None else None
+    sent, rtx = flow.get("sent_segs"), flow.get("retrans_segs")
+    rmin, rmean, rp99 = _f(flow.get("rtt_min_us")), _f(flow.get("rtt_mean_us")), _f(flow.get("rtt_p99_us"))
+    p50 = None
+    if s is not None and s.srtt_us is not None:
+        p50 = percentile(s.srtt_us[(s.time_us >= start) & (s.time_us <= stop) & (s.srtt_us > 0)], 50)
+    return FlowMetrics(
+        run_id=run.run_id, flow_id=fid, group=str(flow.get("group_name") or flow.get("cca")),
+        cca=flow.get("cca"), kind=flow.get("kind") or "bulk", start_us=start, stop_us=stop,
+        bytes=flow.get("bytes_delivered"), goodput_bps=_f(flow.get("goodput_bps")), goodput_steady_bps=steady,
+        sent_segs=sent, retrans_segs=rtx, retrans_pct=100.0 * rtx / sent if sent and rtx is not None else None,
+        rtt_min_us=rmin, rtt_mean_us=rmean, rtt_p50_us=p50, rtt_p99_us=rp99,
+        queue_delay_mean_us=rmean - rmin if rmean is not None and rmin is not None else None,
+        queue_delay_p99_us=rp99 - rmin if rp99 is not None and rmin is not None else None,
+    )
+
+
+# -- per class -----------------------------------------------------------------
+
+
+@dataclass
+class ClassMetrics:
+    group: str
+    kind: str
+    ccas: list[str]
+    flows: int
+    goodput_sum_bps: Optional[float]
+    goodput_mean_bps: Optional[float]
+    goodput_per_flow_bps: list[float]
+    goodput_steady_mean_bps: Optional[float]
+    jfi: Optional[float]
+    retrans_pct: Optional[float]
+    rtt_mean_us: Optional[float]
+    rtt_p99_us: Optional[float]
+    queue_delay_mean_us: Optional[float]
+    rpc_count: int = 0
+    rpc_p50_us: Optional[float] = None
+    rpc_p99_us: Optional[float] = None
+    rpc_p999_us: Optional[float] = None
+
+
+def _mean(xs: Sequence[Optional[float]]) -> Optional[float]:
+    v = [x for x in xs if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def class_metrics(group: str, flows: Sequence[FlowMetrics], rpc_latencies_us: Sequence[float] = ()) -> ClassMetrics:
+    gp = [f.goodput_bps for f in flows if f.goodput_bps is not None]
+    sent = sum(f.sent_segs or 0 for f in flows)
+    rtx = sum(f.retrans_segs or 0 for f in flows)
+    lat = [x for x in rpc_latencies_us if x is not None and not math.isnan(x)]
+    kinds = sorted({f.kind for f in flows})
+    return ClassMetrics(
+        group=group, kind=kinds[0] if len(kinds) == 1 else "mixed",
+        ccas=sorted({f.cca for f in flows if f.cca}), flows=len(flows),
+        goodput_sum_bps=sum(gp) if gp else None, goodput_mean_bps=_mean(gp), goodput_per_flow_bps=gp,
+        goodput_steady_mean_bps=_mean([f.goodput_steady_bps for f in flows]),
+        jfi=jain_index(gp) if gp else None,
+        retrans_pct=100.0 * rtx / sent if sent else None,
+        rtt_mean_us=_mean([f.rtt_mean_us for f in flows]), rtt_p99_us=_mean([f.rtt_p99_us for f in flows]),
+        queue_delay_mean_us=_mean([f.queue_delay_mean_us for f in flows]),
+        rpc_count=len(lat),
+        rpc_p50_us=percentile(lat, 50), rpc_p99_us=percentile(lat, 99), rpc_p999_us=percentile(lat, 99.9),
+    )
+
+
+# -- JFI over time, convergence ------------------------------------------------------
+
+
+def _active(run: RunData, flow: dict, t0: float, t1: float) -> bool:
+    return float(flow.get("start_us") or 0) <= t0 and flow_stop(run, flow) >= t1
+
+
+def _bulk(run: RunData) -> list[dict]:
+    return [f for f in run.flows if (f.get("kind") or "bulk") == "bulk"]
+
+
+def _bin_jfi(run: RunData, flows: Sequence[dict], t0: float, t1: float) -> Optional[float]:
+    rates = [goodput_between(run.series.get(int(f["flow_id"])), float(f.get("start_us") or 0), t0, t1) or 0.0
+             for f in flows]
+    return jain_index(rates) if rates else None
+
+
+def jfi_series(run: RunData, bin_us: int = 1_000_000) -> tuple[list[float], list[float]]:
+    """(bin start times in µs, JFI) — see the module docstring."""
+    times, values = [], []
+    bulk = _bulk(run)
+    k = 0
+    while (k + 1) * bin_us <= run.duration_us:
+        t0, t1 = k * bin_us, (k + 1) * bin_us
+        k += 1
+        active = [f for f in bulk if _active(run, f, t0, t1)]
+        if not active:
+            continue
+        j = _bin_jfi(run, active, t0, t1)
+        if j is not None:
+            times.append(float(t0))
+            values.append(j)
+    return times, values
+
+
+@dataclass
+class Convergence:
+    flow_id: int
+    join_us: float
+    epoch_end_us: float
+    flows: list[int]  # bulk flows sharing the link in the epoch
+    converged_after_us: Optional[float]  # None: not converged before the epoch ended
+    bins: list[float] = field(default_factory=list)  # JFI per bin from the join
+
+
+def convergence(run: RunData, threshold: float = 0.9, bin_us: int = 1_000_000) -> list[Convergence]:
+    """Time to converge to fairness after each bulk flow joins (module docstring)."""
+    bulk = _bulk(run)
+    events = sorted({float(f.get("start_us") or 0) for f in bulk} | {flow_stop(run, f) for f in bulk}
+                    | {float(run.duration_us)})
+    out = []
+    for f in sorted(bulk, key=lambda f: (f.get("start_us") or 0, f["flow_id"])):
+        join = float(f.get("start_us") or 0)
+        others = [g for g in bulk if g is not f and float(g.get("start_us") or 0) <= join < flow_stop(run, g)]
+        if not others:
+            continue
+        end = min((e for e in events if e > join), default=float(run.duration_us))
+        sharing = [g for g in bulk if float(g.get("start_us") or 0) <= join and flow_stop(run, g) >= end]
+        bins = []
+        k = 0
+        while join + (k + 1) * bin_us <= end + 1e-6:
+            bins.append(_bin_jfi(run, sharing, join + k * bin_us, join + (k + 1) * bin_us))
+            k += 1
+        after = None
+        if bins and bins[-1] is not None and bins[-1] >= threshold:
+            k = len(bins) - 1
+            while k > 0 and bins[k - 1] is not None and bins[k - 1] >= threshold:
+                k -= 1
+            after = float(k * bin_us)
+        out.append(Convergence(int(f["flow_id"]), join, end, [int(g["flow_id"]) for g in sharing], after,
+                               [b if b is not None else float("nan") for b in bins]))
+    return out
+
+
+# -- per run -------------------------------------------------------------------
+
+
+@dataclass
+class RunMetrics:
+    run: RunData
+    window: tuple[float, float]
+    flows: list[FlowMetrics]
+    classes: dict[str, ClassMetrics]
+    utilisation: Optional[float]
+    utilisation_steady: Optional[float]
+    jfi: Optional[float]
+    jfi_by_class: dict[str, Optional[float]]
+    jfi_times_us: list[float]
+    jfi_values: list[float]
+    convergence: list[Convergence]
+    backlog_mean_bytes: Optional[float]
+    backlog_max_bytes: Optional[float]
+    backlog_mean_pkts: Optional[float]
+    backlog_max_pkts: Optional[float]
+    drops: Optional[int]
+    ecn_marks: Optional[int]
+    anomalies: list[Any] = field(default_factory=list)  # ccbench.analysis.anomalies.Anomaly
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def values(self) -> dict[str, Optional[float]]:
+        """The run's numbers by metric key, for statistics over repetitions:
+        run-level keys ('jfi', 'utilisation', 'convergence_us' — mean time to
+        converge, None unless every join converged —, 'converged' ...) and per class
+        'goodput_mean_bps[<class>]' etc."""
+        v: dict[str, Optional[float]] = {
+            "jfi": self.jfi, "utilisation": self.utilisation, "utilisation_steady": self.utilisation_steady,
+            "backlog_mean_bytes": self.backlog_mean_bytes, "drops": _f(self.drops),
+            "convergence_us": _mean([c.converged_after_us for c in self.convergence])
+            if self.convergence and all(c.converged_after_us is not None for c in self.convergence) else None,
+            # 1 when every join converged, 0 when one did not (the mean over runs is the fraction that did)
+            "converged": (1.0 if all(c.converged_after_us is not None for c in self.convergence) else 0.0)
+            if self.convergence else None,
+        }
+        for g, c in self.classes.items():
+            for name in ("goodput_mean_bps", "goodput_sum_bps", "goodput_steady_mean_bps", "retrans_pct",
+                         "rtt_mean_us", "rtt_p99_us", "queue_delay_mean_us", "jfi"):
+                v[f"{name}[{g}]"] = getattr(c, name)
+            if c.rpc_count:
+                for name in ("rpc_p50_us", "rpc_p99_us", "rpc_p999_us"):
+                    v[f"{name}[{g}]"] = getattr(c, name)
+        return v
+
+
+def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -> RunMetrics:
+    from ccbench.analysis.anomalies import detect
+
+    window = steady_window(run, settings)
+    fms = [flow_metrics(run, f, window) for f in sorted(run.flows, key=lambda f: f["flow_id"])]
+    groups: dict[str, list[FlowMetrics]] = {}
+    for fm in fms:
+        groups.setdefault(fm.group, []).append(fm)
+    classes = {}
+    for g, members in groups.items():
+        lat: list[float] = []
+        for fm in members:
+            r = run.rpcs.get(fm.flow_id)
+            if r is not None:
+                lat.extend(r["latency_us"].tolist())
+        classes[g] = class_metrics(g, members, lat)
+    cap = run.bottleneck_bps
+    util = util_steady = None
+    if cap and run.duration_us > 0:
+        total = sum(f.bytes or 0 for f in fms)
+        util = total * 8e6 / (cap * run.duration_us)
+        t0, t1 = window
+        if t1 > t0:
+            sb = 0.0
+            for f in run.flows:
+                d = cumulative_at(run.series.get(int(f["flow_id"])), float(f.get("start_us") or 0), [t0, t1])
+                sb += d[1] - d[0]
+            util_steady = sb * 8e6 / (cap * (t1 - t0))
+    jt, jv = jfi_series(run, settings.jfi_bin_us)
+    q = run.queue.get("bottleneck")
+    bmean = bmax = pmean = pmax = None
+    drops = marks = None
+    if q is not None and len(q["time_us"]):
+        bmean, bmax = float(np.nanmean(q["backlog_bytes"])), float(np.nanmax(q["backlog_bytes"]))
+        pmean, pmax = float(np.nanmean(q["backlog_pkts"])), float(np.nanmax(q["backlog_pkts"]))
+        drops, marks = int(np.nanmax(q["drops"])), int(np.nanmax(q["ecn_marks"]))
+    gp = [f.goodput_bps for f in fms if f.goodput_bps is not None]
+    rm = RunMetrics(
+        run=run, window=window, flows=fms, classes=classes, utilisation=util, utilisation_steady=util_steady,
+        jfi=jain_index(gp) if gp else None, jfi_by_class={g: c.jfi for g, c in classes.items()},
+        jfi_times_us=jt, jfi_values=jv, convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us),
+        backlog_mean_bytes=bmean, backlog_max_bytes=bmax, backlog_mean_pkts=pmean, backlog_max_pkts=pmax,
+        drops=drops, ecn_marks=marks,
+    )
+    rm.anomalies = detect(run, settings, rm)
+    return rm

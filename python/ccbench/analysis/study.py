@@ -1,0 +1,164 @@
+"""A whole results set analysed: per run metrics, per configuration statistics,
+flagged runs.
+
+A configuration is the runs of one study and backend sharing a config_id
+(the same grouping as the summary table); failed runs are counted but not
+analysed. A run is *flagged* when it has an anomaly (see anomalies.py), its
+status is 'suspect', or it is an outlier among the repetitions of its
+configuration (stats.outliers) in JFI, link utilisation or a class's mean
+per-flow goodput.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ccbench.analysis.anomalies import KINDS
+from ccbench.analysis.data import RunData, load_runs
+from ccbench.analysis.metrics import RunMetrics, run_metrics
+from ccbench.analysis.settings import AnalysisSettings, from_study_text
+from ccbench.analysis.stats import Spread, outliers, spread
+
+OUTLIER_METRICS = ("jfi", "utilisation")  # plus goodput_mean_bps[<class>] for every class
+
+
+@dataclass
+class Flag:
+    run_id: str
+    config_id: str
+    kind: str  # collapse | starvation | not steady | outlier | suspect
+    reason: str
+    flow_id: Optional[int] = None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ConfigResult:
+    study: str
+    backend: Optional[str]
+    config_id: str
+    params: dict
+    runs: list[RunMetrics]
+    failed: int = 0
+    stats: dict[str, Spread] = field(default_factory=dict)
+    flags: list[Flag] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple:
+        return (self.study, self.backend, self.config_id)
+
+    @property
+    def reps(self) -> int:
+        return len(self.runs)
+
+    @property
+    def suspect(self) -> int:
+        return sum(1 for r in self.runs if r.run.status == "suspect")
+
+    @property
+    def classes(self) -> list[str]:
+        return list(dict.fromkeys(g for r in self.runs for g in r.classes))
+
+    def anomaly_counts(self) -> dict[str, int]:
+        """kind → number of runs with at least one anomaly of that kind."""
+        return {k: sum(1 for r in self.runs if any(a.kind == k for a in r.anomalies)) for k in KINDS}
+
+    def anomaly_text(self) -> str:
+        """e.g. "collapse in 3 of 25 runs; not steady in 1 of 25 runs" ('' if none)."""
+        return "; ".join(f"{k} in {n} of {self.reps} runs" for k, n in self.anomaly_counts().items() if n)
+
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.params.items()) or self.config_id
+
+
+@dataclass
+class Analysis:
+    configs: list[ConfigResult]
+    settings: dict[str, AnalysisSettings]  # per study
+    studies: list[dict] = field(default_factory=list)  # rows of the studies table
+    failed_runs: list[Any] = field(default_factory=list)  # RunRecords of failed runs
+    source: str = ""  # where the results came from
+
+    def runs(self) -> list[RunMetrics]:
+        return [r for c in self.configs for r in c.runs]
+
+    def flags(self) -> list[Flag]:
+        return [f for c in self.configs for f in c.flags]
+
+    def param_keys(self) -> list[str]:
+        return list(dict.fromkeys(k for c in self.configs for k in c.params))
+
+
+def _mbit(x: float) -> str:
+    return f"{x / 1e6:.3g} Mbit/s"
+
+
+def _fmt_metric(key: str, x: float) -> str:
+    return _mbit(x) if "bps" in key else f"{x:.3f}"
+
+
+def config_result(study: str, backend: Optional[str], config_id: str, params: dict,
+                  runs: Sequence[RunMetrics], failed: int = 0) -> ConfigResult:
+    c = ConfigResult(study, backend, config_id, params, list(runs), failed)
+    keys = list(dict.fromkeys(k for r in runs for k in r.values()))
+    vals = [r.values() for r in runs]
+    for k in keys:
+        c.stats[k] = spread(v.get(k) for v in vals)
+    for r in runs:
+        if r.run.status == "suspect":
+            c.flags.append(Flag(r.run_id, config_id, "suspect", r.run.error or "the backend marked the run suspect"))
+        for a in r.anomalies:
+            c.flags.append(Flag(r.run_id, config_id, a.kind, a.reason, a.flow_id))
+    watched = list(OUTLIER_METRICS) + [k for k in keys if k.startswith("goodput_mean_bps[")]
+    for k in watched:
+        xs = [v.get(k) for v in vals]
+        st = c.stats.get(k)
+        for i in outliers(xs):
+            name = k.replace("goodput_mean_bps", "goodput").replace("[", " of '").replace("]", "'")
+            c.flags.append(Flag(runs[i].run_id, config_id, "outlier",
+                                f"{name} {_fmt_metric(k, xs[i])} is far from the other repetitions "
+                                f"(median {_fmt_metric(k, st.median)}, range {_fmt_metric(k, st.min)}–"
+                                f"{_fmt_metric(k, st.max)}, n={st.n})"))
+    return c
+
+
+def analyze(runs: Sequence[RunData], settings: AnalysisSettings | dict[str, AnalysisSettings] = AnalysisSettings(),
+            failed_runs: Sequence[Any] = (), studies: Sequence[dict] = (), source: str = "") -> Analysis:
+    """Metrics of every run, statistics per configuration, flags."""
+    per_study = settings if isinstance(settings, dict) else None
+    groups: dict[tuple, list[RunMetrics]] = {}
+    params: dict[tuple, dict] = {}
+    for r in runs:
+        s = (per_study.get(r.study) if per_study else settings) or AnalysisSettings()
+        key = (r.study, r.backend, r.config_id)
+        groups.setdefault(key, []).append(run_metrics(r, s))
+        params.setdefault(key, r.params)
+    failed: dict[tuple, int] = {}
+    for f in failed_runs:
+        key = (f.study, f.backend, f.config_id)
+        failed[key] = failed.get(key, 0) + 1
+        params.setdefault(key, f.params)
+    configs = [config_result(k[0], k[1], k[2], params[k], groups.get(k, []), failed.get(k, 0))
+               for k in dict.fromkeys(list(groups) + list(failed))]
+    st = per_study if per_study is not None else {r.study: settings for r in runs}
+    return Analysis(configs, st, list(studies), list(failed_runs), source)
+
+
+def analyze_store(results: str | Path, overrides: Optional[dict] = None, study: Optional[str] = None) -> Analysis:
+    """Open a results directory (read-only) and analyse every finished run."""
+    from ccbench.store import Store
+
+    with Store.open_existing(results) as store:
+        studies = store.studies()
+        settings = {s["study"]: from_study_text(s["source_text"], s["path"] or s["study"])
+                    .with_overrides(**(overrides or {})) for s in studies}
+        runs = load_runs(store, study=study)
+        failed = [r for r in store.runs(study=study) if r.status == "failed"]
+        source = str(store.results_dir)
+    if study is not None:
+        studies = [s for s in studies if s["study"] == study]
+    return analyze(runs, settings, failed, studies, source)

@@ -1,0 +1,228 @@
+"""Sweep series: a metric against a swept parameter, one series per group.
+
+Used by the HTML report and ``ccbench plot``. A *point* is the Spread (see
+stats.py) over the repetitions of the configurations at one x value of one
+series.
+
+Metrics (``--metric``): per group of flows —
+  goodput (mean per-flow goodput, bits/s), goodput_sum (aggregate goodput of
+  the group), goodput_steady (mean per-flow goodput in the steady-state
+  window), retrans (retransmitted / sent segments, %), rtt (mean over flows
+  of their mean RTT), rtt_p99, queue_delay (mean RTT − min RTT), rpc_p50,
+  rpc_p99, rpc_p999 (RPC completion time percentiles);
+per run — jfi, utilisation, drops, convergence (mean time to converge after
+  joins; runs that never converged are left out).
+
+Groups (``--group``): a swept parameter (by full dotted path or a unique
+suffix such as ``cca`` for ``flows.0.cca``) — one series per value, the
+metric over all flows of the run; otherwise ``class`` (the flows' group
+label, the default), ``cca`` or ``kind`` of each flow — one series per
+value. Swept parameters other than x and the group also split series, so
+different configurations are never averaged together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from ccbench.analysis.metrics import RunMetrics, class_metrics
+from ccbench.analysis.stats import Spread, spread
+from ccbench.analysis.study import Analysis, ConfigResult
+from ccbench.errors import UsageError
+
+# metric name -> (attribute of ClassMetrics or RunMetrics.values() key, level, unit, label)
+METRICS: dict[str, tuple[str, str, str, str]] = {
+    "goodput": ("goodput_mean_bps", "class", "bps", "goodput per flow"),
+    "goodput_sum": ("goodput_sum_bps", "class", "bps", "aggregate goodput"),
+    "goodput_steady": ("goodput_steady_mean_bps", "class", "bps", "steady-state goodput per flow"),
+    "retrans": ("retrans_pct", "class", "%", "retransmitted segments"),
+    "rtt": ("rtt_mean_us", "class", "us", "mean RTT"),
+    "rtt_p99": ("rtt_p99_us", "class", "us", "p99 RTT"),
+    "queue_delay": ("queue_delay_mean_us", "class", "us", "queueing delay (RTT − min RTT)"),
+    "rpc_p50": ("rpc_p50_us", "class", "us", "RPC completion time p50"),
+    "rpc_p99": ("rpc_p99_us", "class", "us", "RPC completion time p99"),
+    "rpc_p999": ("rpc_p999_us", "class", "us", "RPC completion time p99.9"),
+    "jfi": ("jfi", "run", "", "Jain's fairness index"),
+    "utilisation": ("utilisation", "run", "", "link utilisation"),
+    "drops": ("drops", "run", "", "bottleneck drops"),
+    "convergence": ("convergence_us", "run", "us", "time to converge to fairness"),
+}
+FLOW_GROUPS = ("class", "cca", "kind")
+
+
+def resolve_param(name: str, keys: Sequence[str], what: str) -> Optional[str]:
+    """The swept key named by ``name`` (full path or unique dotted suffix)."""
+    if name in keys:
+        return name
+    hits = [k for k in keys if k.endswith("." + name)]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise UsageError(f"{what} '{name}' is ambiguous (matches {', '.join(hits)})")
+    return None
+
+
+def parse_x(label: Any) -> tuple[Optional[float], str]:
+    """A swept value as a number for an axis: (value, unit). Percentages stay
+    in % ('1%' → 1.0); rates in bit/s, times in s, sizes in bytes."""
+    if isinstance(label, (int, float)) and not isinstance(label, bool):
+        return float(label), ""
+    from ccbench.spec import units
+
+    s = str(label)
+    for parse, unit, scale in ((units.parse_percent, "%", 100.0), (units.parse_rate, "bit/s", 1.0),
+                               (units.parse_time, "s", 1e-9), (units.parse_size, "B", 1.0)):
+        try:
+            return float(parse(s)) * scale, unit
+        except Exception:
+            continue
+    try:
+        return float(s), ""
+    except ValueError:
+        return None, ""
+
+
+@dataclass
+class Point:
+    x_label: str
+    x: Optional[float]
+    spread: Spread
+    run_ids: list[str]
+    rtt_us: Optional[float] = None  # median over runs of the group's mean RTT (for models)
+    config: Optional[dict] = None  # a run config at this point (mss, rate, ...)
+
+
+@dataclass
+class Series:
+    label: str
+    points: list[Point] = field(default_factory=list)
+
+
+@dataclass
+class SweepPlot:
+    metric: str
+    x_key: str
+    x_unit: str
+    numeric: bool
+    unit: str
+    title: str
+    series: list[Series]
+    models: list[Series] = field(default_factory=list)  # Mathis, Padhye (loss sweeps, goodput)
+
+
+def _flow_key(group: str) -> Callable[[Any], str]:
+    if group == "class":
+        return lambda f: f.group
+    if group == "cca":
+        return lambda f: f.cca or "?"
+    if group == "kind":
+        return lambda f: f.kind
+    return lambda f: ""  # one pool: all flows (series named by the group parameter)
+
+
+def _pooled(rm: RunMetrics, key: Callable[[Any], str]) -> dict[str, Any]:
+    pools: dict[str, list] = {}
+    for f in rm.flows:
+        pools.setdefault(key(f), []).append(f)
+    out = {}
+    for name, fs in pools.items():
+        lat: list[float] = []
+        for f in fs:
+            r = rm.run.rpcs.get(f.flow_id)
+            if r is not None:
+                lat.extend(r["latency_us"].tolist())
+        out[name] = class_metrics(name, fs, lat)
+    return out
+
+
+def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
+               configs: Optional[Sequence[ConfigResult]] = None) -> SweepPlot:
+    if metric not in METRICS:
+        raise UsageError(f"--metric: unknown metric '{metric}' (allowed: {', '.join(METRICS)})")
+    configs = list(configs if configs is not None else analysis.configs)
+    keys = list(dict.fromkeys(k for c in configs for k in c.params))
+    x_key = resolve_param(x, keys, "--x")
+    if x_key is None:
+        raise UsageError(f"--x: '{x}' is not a swept parameter (swept: {', '.join(keys) or 'none'})")
+    g_key = resolve_param(group, [k for k in keys if k != x_key], "--group")
+    if g_key is None and group not in FLOW_GROUPS:
+        raise UsageError(f"--group: '{group}' is neither a swept parameter nor one of {', '.join(FLOW_GROUPS)}")
+    attr, level, unit, label = METRICS[metric]
+    other = [k for k in keys if k != x_key and k != g_key
+             and len({str(c.params.get(k)) for c in configs}) > 1]
+    fkey = _flow_key(group if g_key is None else "all")
+
+    cells: dict[tuple[str, str], dict] = {}
+    for c in configs:
+        xl = str(c.params.get(x_key, "–"))
+        split = [f"{g_key.split('.')[-1]}={c.params.get(g_key)}"] if g_key else []
+        split += [f"{k.split('.')[-1]}={c.params.get(k)}" for k in other]
+        for rm in c.runs:
+            if level == "run":
+                per = {"": (rm.values().get(attr), None)}
+            else:
+                per = {name: (getattr(cm, attr), cm.rtt_mean_us) for name, cm in _pooled(rm, fkey).items()
+                       if not (metric.startswith("rpc") and not cm.rpc_count)}
+            for name, (v, rtt) in per.items():
+                slabel = " · ".join([p for p in [name] + split if p]) or label
+                cell = cells.setdefault((slabel, xl), {"values": [], "runs": [], "rtt": [], "config": rm.run.config})
+                cell["values"].append(v)
+                cell["runs"].append(rm.run_id)
+                if rtt is not None:
+                    cell["rtt"].append(rtt)
+    xs = list(dict.fromkeys(str(c.params.get(x_key, "–")) for c in configs))
+    parsed = {xl: parse_x(xl) for xl in xs}
+    numeric = all(v is not None for v, _ in parsed.values())
+    x_unit = next((u for _, u in parsed.values() if u), "")
+    if numeric:
+        xs.sort(key=lambda xl: parsed[xl][0])
+    series: dict[str, Series] = {}
+    for (slabel, xl) in cells:
+        series.setdefault(slabel, Series(slabel))
+    for s in series.values():
+        for xl in xs:
+            cell = cells.get((s.label, xl))
+            if cell is None:
+                continue
+            rtts = sorted(cell["rtt"])
+            s.points.append(Point(xl, parsed[xl][0], spread(cell["values"]), cell["runs"],
+                                  rtts[len(rtts) // 2] if rtts else None, cell["config"]))
+    plot = SweepPlot(metric, x_key, x_unit, numeric, unit, f"{label} vs {x_key}", list(series.values()))
+    if metric in ("goodput", "goodput_steady") and x_unit == "%" and x_key.endswith("loss"):
+        plot.models = model_series(plot)
+    return plot
+
+
+def model_series(plot: SweepPlot) -> list[Series]:
+    """Mathis and Padhye throughput at each loss point (module models.py), at
+    the median measured mean RTT of the plotted bulk series at that point,
+    capped at the bottleneck rate."""
+    from ccbench.analysis.models import mathis_bps, padhye_bps
+
+    by_x: dict[str, list[Point]] = {}
+    for s in plot.series:
+        for p in s.points:
+            by_x.setdefault(p.x_label, []).append(p)
+    mathis, padhye = Series("Mathis model"), Series("Padhye model")
+    for xl, pts in sorted(by_x.items(), key=lambda kv: kv[1][0].x or 0.0):
+        rtts = sorted(p.rtt_us for p in pts if p.rtt_us)
+        cfg = next((p.config for p in pts if p.config), None) or {}
+        if not rtts or not pts[0].x:
+            continue
+        rtt_s = rtts[len(rtts) // 2] / 1e6
+        p = pts[0].x / 100.0
+        tcp = cfg.get("tcp") or {}
+        mss = tcp.get("mss", 1448)
+        cap = (cfg.get("bottleneck") or {}).get("rate_bps") or math.inf
+        t0 = rtt_s + tcp.get("min_rto_ns", 200_000_000) / 1e9
+        b = 2 if tcp.get("delayed_ack", "linux") != "off" else 1
+        wmax = tcp.get("rmem_bytes", 0) / mss if tcp.get("rmem_bytes") else None
+        m = mathis_bps(mss, rtt_s, p)
+        d = padhye_bps(mss, rtt_s, p, t0_s=t0, b=b, wmax_segs=wmax)
+        if m is not None:
+            mathis.points.append(Point(xl, pts[0].x, spread([min(m, cap)]), [], rtts[len(rtts) // 2]))
+        if d is not None:
+            padhye.points.append(Point(xl, pts[0].x, spread([min(d, cap)]), [], rtts[len(rtts) // 2]))
+    return [s for s in (mathis, padhye) if s.points]

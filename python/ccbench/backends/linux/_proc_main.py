@@ -1,0 +1,72 @@
+"""Shared body of emu_proc / server_proc / client_proc.
+
+Command line (set by procs.py; never a shell string):
+
+    python -m ccbench.backends.linux.<role>_proc CONFIG.json RESULT.json READY [--impl MODULE_OR_FILE]
+
+1. import the implementation (``ccbench._core`` by default) — the slow part;
+2. create the READY file, then wait for one line on stdin ("go"; EOF = abort);
+3. read CONFIG.json (written by the backend just before "go", with t0 set);
+4. call the implementation's function with the config JSON text;
+5. write its returned JSON to RESULT.json (via a temporary file + rename),
+   or ``{"error": ...}`` and exit status 1 when it raised.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+
+def _load_impl(spec: str):
+    if spec.endswith(".py"):
+        s = importlib.util.spec_from_file_location("ccbench_linux_impl", spec)
+        if s is None or s.loader is None:
+            raise ImportError(f"cannot load {spec}")
+        mod = importlib.util.module_from_spec(s)
+        s.loader.exec_module(mod)
+        return mod
+    return importlib.import_module(spec)
+
+
+def _write(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def main(function: str, argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    impl = "ccbench._core"
+    if "--impl" in args:
+        i = args.index("--impl")
+        impl = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 3:
+        print(f"usage: CONFIG.json RESULT.json READY [--impl MODULE] (got {args})", file=sys.stderr)
+        return 2
+    config_path, result_path, ready_path = (Path(a) for a in args)
+    try:
+        fn = getattr(_load_impl(impl), function)
+    except (ImportError, AttributeError) as e:
+        _write(result_path, {"error": f"{impl}.{function} is not available: {e}"})
+        print(f"{impl}.{function} is not available: {e}", file=sys.stderr)
+        return 1
+    ready_path.touch()
+    if sys.stdin.readline().strip() != "go":
+        return 3  # the backend gave up before starting
+    try:
+        config_text = config_path.read_text()
+        out = fn(config_text)
+        json.loads(out)  # must be JSON
+    except BaseException as e:  # noqa: BLE001 - reported to the backend
+        _write(result_path, {"error": f"{type(e).__name__}: {e}"})
+        traceback.print_exc()
+        return 1
+    _write(result_path, out)
+    return 0

@@ -1,0 +1,551 @@
+"""The linux backend: real kernel TCP in network namespaces.
+
+One run:
+
+1. a run token, the run directory /run/ccbench/ccb<token>/ (owner.json:
+   who runs it), the namespaces, veths and TUN device (netns.py);
+2. the emulator in the router namespace, the load server in the receiver's
+   and one load client per sender host with flows (procs.py), all started
+   and ready before t0 is chosen;
+3. t0 = now + START_MARGIN; everything stops at t0 + duration (emulator and
+   server a little later so the last packets get through);
+4. the outputs become one RunResult (interfaces.md §2), with honesty checks:
+   status "suspect" and a note when the emulator could not keep up or a
+   sender was limited by something other than the network;
+5. always — also on errors, Ctrl-C (KeyboardInterrupt), SIGTERM/SIGHUP
+   (raised as :class:`Terminated`) and interpreter exit (atexit) — every
+   process, namespace and file of the run is removed. Signals that arrive
+   during the teardown are held until it is done.
+
+A runner killed with SIGKILL leaves things behind: ``ccbench doctor
+--cleanup`` (cleanup.py) removes them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from ccbench.backends import SAMPLE_COLUMNS, RunResult
+from ccbench.errors import UsageError
+
+from . import cleanup, netns, procs
+
+SERVER_PORT = 5201
+READY_TIMEOUT_S = 30.0
+START_MARGIN_NS = 750_000_000  # from "go" to t0: the processes read their config and open sockets/TUN
+END_GRACE_NS = 300_000_000  # emulator and server outlive the clients by this much
+EXIT_TIMEOUT_S = 10.0  # after the end, how long the processes get to exit by themselves
+
+# Honesty checks (see docs/linux-backend.md).
+LATE_TOLERANCE_NS = 1_000_000  # a packet delivered later than this after its due time is "late"
+LATE_FRACTION_MAX = 0.01  # more late packets than this fraction of all delivered → suspect (p99s would move)
+STALL_MAX_NS = 10_000_000  # one packet this late means the emulator stalled → suspect
+CPU_BUSY_LEVEL = 0.98  # an emulator sample this busy counts as "at 100% CPU"
+CPU_BUSY_SAMPLES_MAX = 0.10  # ... more such samples than this fraction → suspect
+LIMITED_FRACTION_MAX = 0.10  # rwnd + sndbuf limited time / busy time of a bulk flow
+APP_BUSY_MIN = 0.80  # a bulk flow busy (data outstanding) less than this of its active time
+
+_REQUIRED = ("emu_run", "load_server", "load_client")
+
+
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP arrived during a run (after its teardown)."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+# ---------------------------------------------------------------- environment
+
+
+def environment_problems() -> list[str]:
+    """What this machine lacks for the linux backend, each with what to do."""
+    problems = []
+    if not Path("/proc/sys/net").is_dir():
+        return ["this is not Linux (no /proc/sys/net): the linux backend runs only on Linux"]
+    if os.geteuid() != 0:
+        problems.append("it needs root (network namespaces, veth and TUN devices): "
+                        "run ccbench as root, e.g. `sudo ccbench ...`")
+    if shutil.which("ip") is None:
+        problems.append("the `ip` command is missing: install iproute2 (apt-get install iproute2)")
+    if not Path("/proc/self/ns/net").exists():
+        problems.append("the kernel has no network namespaces (CONFIG_NET_NS): use a kernel with them")
+    if not Path("/dev/net/tun").exists():
+        problems.append("there is no /dev/net/tun: load the tun module (modprobe tun) or create the "
+                        "device node (mkdir -p /dev/net && mknod /dev/net/tun c 10 200)")
+    return problems
+
+
+def _load_impl(impl: Optional[str]) -> Any:
+    from ._proc_main import _load_impl as load
+
+    return load(impl or "ccbench._core")
+
+
+def core_problem(impl: Optional[str] = None) -> Optional[str]:
+    """Why the emulator / load generator cannot be used, or None."""
+    name = impl or "ccbench._core"
+    try:
+        mod = _load_impl(impl)
+    except ImportError as e:
+        return f"{name} cannot be imported ({e}); build it: make install"
+    missing = [f for f in _REQUIRED if not hasattr(mod, f)]
+    if missing:
+        return (f"{name} has no {', '.join(missing)} (the emulator and load generator are not built in); "
+                "rebuild it: make install")
+    return None
+
+
+# ---------------------------------------------------------------- signals and atexit
+
+_ACTIVE: set["_Run"] = set()
+_ATEXIT = False
+
+
+def _close_all() -> None:
+    for r in list(_ACTIVE):
+        try:
+            r.close()
+        except BaseException:  # noqa: BLE001 - exiting anyway
+            pass
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminate_raises() -> Iterator[None]:
+    """Inside the block SIGTERM and SIGHUP raise Terminated (so finally blocks run)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP during the block; act on the first one afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if got:
+            s = got[0]
+            h = old[s]
+            if callable(h):
+                h(s, None)
+            elif h == signal.SIG_DFL:
+                if s == signal.SIGINT:
+                    raise KeyboardInterrupt
+                raise Terminated(s)
+
+
+# ---------------------------------------------------------------- one run
+
+
+class _Run:
+    def __init__(self, cfg: dict, impl: Optional[str]):
+        self.cfg = cfg
+        self.token = netns.new_token()
+        self.dir = cleanup.run_dir(self.token)
+        mtu = int(cfg["tcp"]["mss"]) + int(cfg["tcp"].get("header_bytes", 52))
+        self.topo = netns.plan(self.token, len(cfg["senders"]), mtu)
+        self.procs = procs.ProcSet(self.dir, impl)
+        self.closed = False
+        self.iface: dict[str, dict] = {}
+        self.tun_qdisc_drops = 0
+
+    # -- lifecycle
+
+    def open(self) -> None:
+        global _ATEXIT
+        if not _ATEXIT:
+            atexit.register(_close_all)
+            _ATEXIT = True
+        _ACTIVE.add(self)
+        cleanup.RUN_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700)
+        cleanup.write_owner(self.dir)
+        netns.build(self.topo, self.cfg["tcp"])
+
+    def close(self) -> None:
+        """Stop every process, delete every namespace and the run directory (idempotent)."""
+        if self.closed:
+            return
+        problems = []
+        with _signals_held():
+            try:
+                self.procs.stop()
+                # Safety net: anything else inside our namespaces or naming our run directory
+                # (e.g. started just as an interrupt arrived, before it was tracked).
+                strays = [p for r in cleanup.find(include_live=True) if r.token == self.token for p in r.pids
+                          if p != os.getpid()]
+                if strays:
+                    cleanup.kill(strays)
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"stopping the processes: {e}")
+            try:
+                netns.teardown(self.topo)
+            except Exception as e:  # noqa: BLE001
+                problems.append(str(e))
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.closed = True
+            _ACTIVE.discard(self)
+        if problems:
+            raise netns.SetupError("cleaning up the run failed (run `ccbench doctor --cleanup`): "
+                                   + "; ".join(problems))
+
+    # -- the run
+
+    def execute(self) -> RunResult:
+        cfg, topo = self.cfg, self.topo
+        self.procs.start("emu", "emu", topo.router_ns)
+        self.procs.start("server", "server", topo.receiver.ns)
+        clients = {}
+        for i, h in enumerate(topo.senders):
+            flows = [f for f in cfg["flows"] if f["sender"] == i]
+            if flows:
+                clients[f"client-s{i}"] = (h, flows)
+                self.procs.start(f"client-s{i}", "client", h.ns)
+        self.procs.wait_ready(READY_TIMEOUT_S)
+
+        t0 = time.monotonic_ns() + START_MARGIN_NS
+        end = t0 + int(cfg["duration_ns"])
+        interval = int(cfg["sample_interval_ns"])
+        server = f"{topo.receiver.ip}:{SERVER_PORT}"
+        configs: dict[str, dict] = {
+            "emu": {
+                "tun": topo.tun,
+                "receiver_ip": topo.receiver.ip,
+                "senders": [{"ip": h.ip, "rate_bps": s["rate_bps"], "delay_ns": s["delay_ns"]}
+                            for h, s in zip(topo.senders, cfg["senders"])],
+                "bottleneck": cfg["bottleneck"],
+                "reverse": cfg["reverse"],
+                "seed": cfg["seed"],
+                "t0_monotonic_ns": t0,
+                "stop_at_monotonic_ns": end + END_GRACE_NS,
+                "sample_interval_ns": interval,
+                "stats_path": str(self.dir / "emu.stats.jsonl"),
+                "late_tolerance_ns": LATE_TOLERANCE_NS,
+            },
+            "server": {"listen": server, "stop_at_monotonic_ns": end + END_GRACE_NS},
+        }
+        # TCP_MAXSEG is the MSS option value: payload + the timestamp option
+        # (header_bytes - 40). The MTU (mss + header_bytes) gives the same.
+        mss_opt = int(cfg["tcp"]["mss"]) + int(cfg["tcp"].get("header_bytes", 52)) - 40
+        for name, (h, flows) in clients.items():
+            configs[name] = {
+                "server": server,
+                "t0_monotonic_ns": t0,
+                "stop_at_monotonic_ns": end,
+                "sample_interval_ns": interval,
+                "flows": [{
+                    "id": f["id"], "cca": f["cca"], "kind": f["kind"], "start_ns": f["start_ns"],
+                    "stop_ns": f["stop_ns"], "request_bytes": f.get("request_bytes"),
+                    "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
+                } for f in flows],
+                "samples_path": str(self.dir / f"{name}.samples.jsonl"),
+            }
+        self.procs.go(configs)
+        deadline = (end + END_GRACE_NS) / 1e9 + EXIT_TIMEOUT_S
+        late_exit = [p.name for p in self.procs.wait(deadline)]
+        if late_exit:
+            self.procs.stop()
+        self._read_kernel_counters()
+        return self._assemble(t0, clients, late_exit)
+
+    def _read_kernel_counters(self) -> None:
+        for ns in self.topo.namespaces:
+            for ifname, st in netns.link_stats(ns).items():
+                self.iface[f"{ns}/{ifname}"] = st
+        p = netns.ip("netns", "exec", self.topo.router_ns, "tc", "-s", "-j", "qdisc", "show", "dev",
+                     self.topo.tun, check=False) if shutil.which("tc") else None
+        if p is not None and p.returncode == 0:
+            try:
+                self.tun_qdisc_drops = sum(int(q.get("drops", 0)) for q in json.loads(p.stdout or "[]"))
+            except (ValueError, TypeError):
+                pass
+
+    # -- results
+
+    def _assemble(self, t0: int, clients: dict, late_exit: list[str]) -> RunResult:
+        cfg = self.cfg
+        by_name = {p.name: p for p in self.procs.procs}
+        client_out = {name: by_name[name].result() for name in clients}
+        emu_out = by_name["emu"].result()
+        server_out = by_name["server"].result()
+        duration_us = int(cfg["duration_ns"]) // 1000
+
+        cflows: dict[int, dict] = {}
+        rpc_rows: list[dict] = []
+        samples_rows: list[dict] = []
+        for name, out in client_out.items():
+            for f in out.get("flows", []):
+                cflows[int(f["flow_id"])] = f
+            rpc_rows += _rows(out.get("rpcs"))
+            samples_rows += procs.read_jsonl(self.dir / f"{name}.samples.jsonl")
+
+        flows = []
+        for f in cfg["flows"]:
+            c = cflows.get(int(f["id"]))
+            if c is None:
+                raise procs.ProcError(f"the load client reported nothing for flow {f['id']}")
+            start = int(f["start_ns"])
+            stop = min(int(f["stop_ns"] if f["stop_ns"] is not None else cfg["duration_ns"]), int(cfg["duration_ns"]))
+            active_s = (stop - start) / 1e9
+            b = int(c.get("bytes_acked") or 0)
+            flows.append({
+                "flow_id": int(f["id"]),
+                "bytes_delivered": b,
+                "goodput_bps": b * 8 / active_s if active_s > 0 else 0.0,
+                "sent_segs": int(c.get("sent_segs") or 0),
+                "retrans_segs": int(c.get("retrans_segs") or 0),
+                "rtt_min_us": c.get("rtt_min_us"),
+                "rtt_mean_us": c.get("rtt_mean_us"),
+                "rtt_p99_us": c.get("rtt_p99_us"),
+                "active_start_us": start // 1000,
+                "active_stop_us": stop // 1000,
+            })
+
+        # samples: the clients' rows, in (time, flow) order like the simulator's
+        samples_rows = [r for r in samples_rows if r.get("time_us") is not None and r["time_us"] <= duration_us]
+        samples_rows.sort(key=lambda r: (r["time_us"], r["flow_id"]))
+        samples = {c: [r.get(c) for r in samples_rows] for c, _ in SAMPLE_COLUMNS}
+
+        # queue: the emulator's stats lines
+        # The emulator's stats lines (the last one, "final", is its summary again).
+        stats_lines = [x for x in procs.read_jsonl(self.dir / "emu.stats.jsonl") if not x.get("final")]
+        queue: dict[str, list] = {c: [] for c in ("link", "time_us", "backlog_bytes", "backlog_pkts", "drops",
+                                                  "ecn_marks", "lateness_us", "random_losses")}
+        for line in stats_lines:
+            if line.get("time_us") is None or line["time_us"] > duration_us:
+                continue
+            late_all = (line.get("lateness_us") or {}).get("p99")
+            for link in ("bottleneck", "reverse"):
+                q = (line.get("links") or {}).get(link)
+                if q is None:
+                    continue
+                # p99 lateness of the packets this link delivered in the interval (emulator-wide if not per link)
+                late = (q["lateness_us"] or {}).get("p99") if "lateness_us" in q else late_all
+                queue["link"].append(link)
+                queue["time_us"].append(line["time_us"])
+                for k in ("backlog_bytes", "backlog_pkts", "drops", "ecn_marks", "random_losses"):
+                    queue[k].append(q.get(k, 0))
+                queue["lateness_us"].append(late)
+
+        rpc_rows = [r for r in rpc_rows if r.get("start_us") is not None]
+        rpc_rows.sort(key=lambda r: (r["start_us"], r["flow_id"]))
+        rpcs = {c: [r.get(c) for r in rpc_rows]
+                for c in ("flow_id", "request_bytes", "response_bytes", "start_us", "latency_us")}
+
+        status, note, checks = self._honesty(emu_out, server_out, stats_lines, cflows, flows, late_exit)
+        stats = {
+            "backend": "linux",
+            "kernel": os.uname().release,
+            "topology": self.topo.describe(),
+            "t0_monotonic_ns": t0,
+            "emulator": emu_out,
+            **checks,
+        }
+        return RunResult.from_dict({"flows": flows, "samples": samples, "queue": queue, "rpcs": rpcs,
+                                    "stats": stats, "status": status, "note": note})
+
+    def _honesty(self, emu_out: dict, server_out: dict, lines: list[dict], cflows: dict, flows: list[dict],
+                 late_exit: list[str]) -> tuple[str, Optional[str], dict]:
+        cfg, topo = self.cfg, self.topo
+        reasons: list[str] = []
+        kinds: set[str] = set()  # emulator (could not keep up) | processes | sender (not network-limited)
+        info: list[str] = []
+
+        def flag(kind: str, text: str) -> None:
+            kinds.add(kind)
+            reasons.append(text)
+
+        last = lines[-1] if lines else {}
+
+        def counter(key: str) -> int:  # a run total: from the summary, else the last stats line
+            v = emu_out.get(key, last.get(key))
+            return int(v or 0)
+
+        def link_counter(link: str, key: str) -> int:
+            src = (emu_out.get("links") or {}).get(link) or (last.get("links") or {}).get(link) or {}
+            return int(src.get(key) or 0)
+
+        tun = self.iface.get(f"{topo.router_ns}/{topo.tun}", {})
+        tun_in = int(tun.get("tx_packets", 0))  # the kernel transmits into the TUN: the emulator reads it
+        late_pkts = counter("late_pkts")
+        delivered = counter("pkts") or tun_in
+        if delivered and late_pkts > LATE_FRACTION_MAX * delivered:
+            flag("emulator", f"the emulator delivered {late_pkts} of {delivered} packets more than "
+                           f"{LATE_TOLERANCE_NS / 1e6:g} ms late")
+        max_late_us = max((float((x.get("lateness_us") or {}).get("max") or 0) for x in lines), default=0.0)
+        max_late_us = max(max_late_us, float((emu_out.get("lateness_us") or {}).get("max") or 0))
+        if max_late_us * 1000 > STALL_MAX_NS:
+            flag("emulator", f"the emulator stalled: a packet was delivered {max_late_us / 1000:.1f} ms late")
+        # The TUN's drop counter as the emulator read it when it stopped (afterwards, with no
+        # reader, the kernel drops whatever the hosts still send, e.g. a lingering close).
+        if "tun_tx_dropped" in emu_out:
+            tun_drops = int(emu_out.get("tun_tx_dropped") or 0)
+        else:
+            tun_drops = int(tun.get("tx_dropped", 0)) + self.tun_qdisc_drops
+        if tun_drops:
+            flag("emulator", f"the TUN queue dropped {tun_drops} packets (the emulator did not read fast enough)")
+        tun_rx_drops = int(emu_out.get("tun_rx_dropped") or 0)
+        if tun_rx_drops:
+            flag("emulator", f"the kernel dropped {tun_rx_drops} packets the emulator wrote into the TUN")
+        tun_errors = counter("tun_read_errors") + counter("tun_write_errors")
+        if tun_errors:
+            flag("emulator", f"{tun_errors} TUN read/write errors in the emulator")
+        cpu = [float(x["cpu_busy_fraction"]) for x in lines if x.get("cpu_busy_fraction") is not None]
+        busy = sum(1 for x in cpu if x >= CPU_BUSY_LEVEL)
+        if cpu and busy > CPU_BUSY_SAMPLES_MAX * len(cpu):
+            flag("emulator", f"the emulator was at 100% CPU in {busy} of {len(cpu)} samples")
+        other_drops = {k: v["rx_dropped"] + v["tx_dropped"] for k, v in self.iface.items()
+                       if not k.endswith("/" + topo.tun) and v["rx_dropped"] + v["tx_dropped"] > 0}
+        if other_drops:
+            flag("emulator", "packets dropped outside the emulator: "
+                           + ", ".join(f"{k.split('/')[-1]} {v}" for k, v in sorted(other_drops.items())))
+        errors = server_out.get("errors") or []
+        if errors:
+            flag("processes", f"the load server reported {len(errors)} error{'s' if len(errors) != 1 else ''}: "
+                           + "; ".join(str(e) for e in errors[:3]))
+        never = [str(f["flow_id"]) for f in cflows.values() if f.get("connected") is False]
+        if never:
+            flag("processes", f"flow{'s' if len(never) != 1 else ''} {', '.join(never)} never connected")
+        if late_exit:
+            flag("processes", f"{', '.join(late_exit)} did not stop in time and was killed")
+
+        # Was a sender limited by something other than the network?
+        for f, row in zip(cfg["flows"], flows):
+            c = cflows[int(f["id"])]
+            busy_us = float(c.get("busy_us") or 0)
+            if f["kind"] != "bulk":
+                continue
+            lim_r = float(c.get("rwnd_limited_us") or 0)
+            lim_s = float(c.get("sndbuf_limited_us") or 0)
+            if busy_us > 0 and (lim_r + lim_s) > LIMITED_FRACTION_MAX * busy_us:
+                what = []
+                if lim_r:
+                    what.append(f"the receive window {100 * lim_r / busy_us:.0f}%")
+                if lim_s:
+                    what.append(f"the send buffer {100 * lim_s / busy_us:.0f}%")
+                flag("sender", f"flow {f['id']} was limited by {' and '.join(what)} of its busy time "
+                               "(tcp.rmem / tcp.wmem)")
+            active_us = row["active_stop_us"] - row["active_start_us"]
+            if active_us > 0 and busy_us < APP_BUSY_MIN * active_us:
+                flag("sender", f"flow {f['id']} had data outstanding only {100 * busy_us / active_us:.0f}% of "
+                               "its active time (application-limited: the load generator did not keep up)")
+
+        # Every kernel retransmission is accounted for by an emulator drop, or spurious.
+        retrans = sum(int(c.get("retrans_segs") or 0) for c in cflows.values())
+        fwd_drops = link_counter("bottleneck", "drops") + link_counter("bottleneck", "random_losses")
+        spurious = max(0, retrans - fwd_drops)
+        if spurious:
+            info.append(f"{spurious} spurious retransmission{'s' if spurious != 1 else ''} (the senders "
+                        f"retransmitted {retrans} segments, the emulator dropped {fwd_drops} packets on the "
+                        "bottleneck)")
+        checks = {
+            "kernel_retrans_segs": retrans,
+            "emu_bottleneck_drops": link_counter("bottleneck", "drops"),
+            "emu_bottleneck_random_losses": link_counter("bottleneck", "random_losses"),
+            "emu_reverse_drops": link_counter("reverse", "drops") + link_counter("reverse", "random_losses"),
+            "spurious_retrans_segs": spurious,
+            "tun_packets_in": tun_in,
+            "tun_drops": tun_drops,
+            "late_pkts": late_pkts,
+            "late_tolerance_us": LATE_TOLERANCE_NS / 1000,
+            "lateness_max_us": max_late_us,
+            "cpu_busy_max": max(cpu, default=None),
+            "cpu_busy_mean": sum(cpu) / len(cpu) if cpu else None,
+            "interface_drops": other_drops,
+            "suspect_reasons": reasons,
+            "suspect_kinds": sorted(kinds),
+        }
+        status = "suspect" if reasons else "ok"
+        note = "; ".join(reasons + info) or None
+        return status, note, checks
+
+
+def _rows(x: Any) -> list[dict]:
+    """RPC rows given as a list of objects or as columns."""
+    if not x:
+        return []
+    if isinstance(x, list):
+        return [dict(r) for r in x]
+    if isinstance(x, dict):
+        cols = list(x)
+        n = len(x[cols[0]]) if cols else 0
+        return [{c: x[c][i] for c in cols} for i in range(n)]
+    return []
+
+
+# ---------------------------------------------------------------- the backend
+
+
+class LinuxBackend:
+    """Runs a RunSpec on real Linux TCP (see the module docstring).
+
+    ``impl``: where emu_run / load_server / load_client come from — a module
+    name (default ``ccbench._core``) or a .py file (tests use a stand-in).
+    """
+
+    name = "linux"
+
+    def __init__(self, impl: Optional[str] = None):
+        self.impl = impl
+
+    def check(self) -> None:
+        problems = environment_problems()
+        core = core_problem(self.impl)
+        if core:
+            problems.append(core)
+        if problems:
+            raise UsageError("backend 'linux' is not available: " + "; ".join(problems))
+
+    def run(self, runspec: Any) -> RunResult:
+        self.check()
+        cfg = runspec.config
+        _validate(cfg)
+        with _terminate_raises():
+            r = _Run(cfg, self.impl)
+            try:
+                r.open()
+                return r.execute()
+            finally:
+                r.close()
+
+
+def _validate(cfg: dict) -> None:
+    """What the study checks could not know: the kernel's algorithms here."""
+    from ccbench.spec import kernel
+
+    have = kernel.available() or ()
+    for f in cfg["flows"]:
+        if f["cca"] not in have:
+            raise UsageError(f"flow {f['id']}: this kernel has no congestion control '{f['cca']}' "
+                             f"(available: {', '.join(have)})")
+    if cfg["tcp"].get("pacing", "auto") != "auto":
+        raise UsageError("tcp.pacing: the linux backend supports only 'auto'")

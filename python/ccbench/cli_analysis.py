@@ -1,0 +1,272 @@
+"""The analysis commands of the command line (registered by ccbench.cli):
+
+    ccbench report RESULTS [--out report.html] [analysis options]
+    ccbench plot RESULTS --metric goodput --x loss [--group class] [--format png|svg|pdf] [--out FILE]
+    ccbench compare A B [--match auto|config_id|params] [--tolerance 0.01] [--format table|csv|json]
+    ccbench show RESULTS [--format table|csv|json]      (a results directory instead of a run id)
+
+Analysis options (override the study's [analysis] table; see
+ccbench/analysis/settings.py): --steady-after TIME, --collapse-fraction F,
+--collapse-min TIME, --converge-jfi J.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from rich.markup import escape
+from rich.table import Table
+
+from ccbench.errors import UsageError
+
+
+def _time_us(value: str, flag: str) -> int:
+    from ccbench.spec import units
+
+    try:
+        return units.parse_time(value) // 1000
+    except units.UnitError as e:
+        raise UsageError(f"{flag}: {e.problem} (got {value!r}; allowed: {e.allowed})") from None
+
+
+def _fraction(value: str, flag: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = -1.0
+    if not 0 < x <= 1:
+        raise UsageError(f"{flag}: got {value!r}; allowed: a number > 0 and <= 1")
+    return x
+
+
+def add_analysis_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("analysis options (override the study's [analysis] table)")
+    g.add_argument("--steady-after", metavar="TIME", help="start of the steady-state window, e.g. '10s'")
+    g.add_argument("--collapse-fraction", metavar="F", help="collapse below this fraction of the fair share (0.1)")
+    g.add_argument("--collapse-min", metavar="TIME", help="... for at least this long (2s)")
+    g.add_argument("--converge-jfi", metavar="J", help="JFI that counts as converged to fairness (0.9)")
+
+
+def overrides(args: argparse.Namespace) -> dict:
+    out: dict[str, Any] = {}
+    if getattr(args, "steady_after", None):
+        out["steady_after_us"] = _time_us(args.steady_after, "--steady-after")
+    if getattr(args, "collapse_fraction", None):
+        out["collapse_fraction"] = _fraction(args.collapse_fraction, "--collapse-fraction")
+    if getattr(args, "collapse_min", None):
+        out["collapse_min_us"] = _time_us(args.collapse_min, "--collapse-min")
+    if getattr(args, "converge_jfi", None):
+        out["converge_jfi"] = _fraction(args.converge_jfi, "--converge-jfi")
+    return out
+
+
+def _analysis(results: str, args: argparse.Namespace):
+    from ccbench.analysis.study import analyze_store
+
+    return analyze_store(results, overrides(args))
+
+
+def _console():
+    from ccbench.cli import _stdout
+
+    return _stdout()
+
+
+# -- report ------------------------------------------------------------------------
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ccbench.report.html import write_report
+    from ccbench.store import find_db
+
+    db = find_db(args.results)
+    a = _analysis(args.results, args)
+    if not a.configs:
+        raise UsageError(f"{args.results}: no finished runs to report on")
+    out = Path(args.out) if args.out else db.parent / "report.html"
+    try:
+        write_report(a, out, args.title)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot write the report ({e.strerror})") from None
+    flagged = len({f.run_id for f in a.flags()})
+    _console().print(f"report: {out} ({len(a.runs())} runs, {len(a.configs)} configurations, "
+                     f"{flagged} flagged)", soft_wrap=True)
+    return 0
+
+
+# -- plot ---------------------------------------------------------------------------
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ccbench.analysis.sweeps import sweep_plot
+    from ccbench.report.figures import sweep_figure
+    from ccbench.store import find_db
+
+    db = find_db(args.results)
+    a = _analysis(args.results, args)
+    plot = sweep_plot(a, args.metric, args.x, args.group)
+    if not any(p.spread.n for s in plot.series for p in s.points):
+        raise UsageError(f"--metric {args.metric}: no values in {args.results} (no such flows?)")
+    if args.out:
+        out = Path(args.out)
+    else:
+        out = db.parent / "figures" / f"{args.metric}-vs-{plot.x_key.split('.')[-1]}.{args.format}"
+    try:
+        sweep_figure(plot, out, args.format)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot write the figure ({e.strerror})") from None
+    _console().print(str(out), soft_wrap=True)
+    return 0
+
+
+# -- compare -------------------------------------------------------------------------
+
+
+def _val(key: str, v: Optional[float]) -> str:
+    from ccbench.cli import fmt_ms, fmt_rate
+
+    if v is None:
+        return "–"
+    name = key.split("[")[0]
+    if name.endswith("_bps"):
+        return fmt_rate(v)
+    if name.endswith("_us"):
+        return fmt_ms(v)
+    return f"{v:.3g}"
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ccbench.analysis.compare import compare
+
+    a = _analysis(args.a, args)
+    b = _analysis(args.b, args)
+    if args.tolerance < 0:
+        raise UsageError(f"--tolerance: got {args.tolerance}; allowed: a fraction >= 0 such as 0.01")
+    cmp = compare(a, b, args.match, args.tolerance)
+    if args.format == "json":
+        json.dump(cmp.as_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    if args.format == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["config", "a_config_id", "b_config_id", "metric", "a_median", "b_median", "diff", "rel_diff",
+                    "a_spread", "b_spread", "a_n", "b_n", "exceeds_spread"])
+        for p in cmp.pairs:
+            for r in p.rows:
+                w.writerow([p.label, p.a.config_id, p.b.config_id, r.metric, r.a_median, r.b_median, r.diff,
+                            "" if r.rel_diff is None else r.rel_diff, r.a_spread, r.b_spread, r.a_n, r.b_n,
+                            int(r.exceeds)])
+        return 0
+    c = _console()
+    c.print(f"A = {escape(args.a)}, B = {escape(args.b)}; configurations matched by {cmp.match}", soft_wrap=True)
+    for p in cmp.pairs:
+        t = Table(title=escape(f"{p.label}  ({len(p.flagged)} of {len(p.rows)} differences exceed the spread)"),
+                  title_justify="left")
+        for col in ("metric", "A median", "B median", "B − A", "%", "spread A", "spread B", "n A/B", ""):
+            t.add_column(col, justify="left" if col in ("metric", "") else "right")
+        for r in p.rows:
+            t.add_row(escape(r.metric), _val(r.metric, r.a_median), _val(r.metric, r.b_median),
+                      _val(r.metric, r.diff), "–" if r.rel_diff is None else f"{100 * r.rel_diff:+.1f}",
+                      _val(r.metric, r.a_spread), _val(r.metric, r.b_spread), f"{r.a_n}/{r.b_n}",
+                      "[red]exceeds spread[/]" if r.exceeds else ("[yellow]1 rep: spread unknown[/]" if r.few_reps else ""))
+        c.print(t)
+    for name, only in (("A", cmp.only_a), ("B", cmp.only_b)):
+        if only:
+            c.print(f"only in {name}: " + escape(", ".join(x.label() for x in only)), soft_wrap=True)
+    n = sum(len(p.flagged) for p in cmp.pairs)
+    c.print(f"{n} differences exceed the spread across repetitions in {sum(1 for p in cmp.pairs if p.flagged)} "
+            f"of {len(cmp.pairs)} configurations")
+    return 0
+
+
+# -- show RESULTS ---------------------------------------------------------------------
+
+
+def is_results(path: str) -> bool:
+    from ccbench.store import DB_FILENAME
+
+    p = Path(path)
+    return (p / DB_FILENAME).is_file() or (p.is_file() and p.suffix == ".duckdb")
+
+
+def show_results(args: argparse.Namespace) -> int:
+    a = _analysis(args.run, args)
+    if args.format == "json":
+        out = {"configs": [{
+            "study": c.study, "backend": c.backend, "config_id": c.config_id, "params": c.params,
+            "reps": c.reps, "failed": c.failed, "anomalies": c.anomaly_counts(),
+            "stats": {k: s.as_dict() for k, s in c.stats.items()},
+        } for c in a.configs], "flags": [f.as_dict() for f in a.flags()]}
+        json.dump(out, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    if args.format == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["study", "backend", "config_id", "params", "metric", "n", "median", "mean", "ci_low", "ci_high",
+                    "min", "max"])
+        for c in a.configs:
+            for k, s in c.stats.items():
+                w.writerow([c.study, c.backend, c.config_id, json.dumps(c.params), k, s.n,
+                            *["" if v is None else v for v in (s.median, s.mean, s.ci_low, s.ci_high, s.min, s.max)]])
+        return 0
+    con = _console()
+    for c in a.configs:
+        t = Table(title=escape(f"{c.study} {c.label()} (config {c.config_id}, {c.reps} reps"
+                               + (f", {c.failed} failed" if c.failed else "") + ")"), title_justify="left",
+                  caption=escape(c.anomaly_text()) or None, caption_justify="left")
+        for col in ("metric", "n", "median", "mean", "95% CI", "min", "max"):
+            t.add_column(col, justify="left" if col == "metric" else "right")
+        for k, s in c.stats.items():
+            if not s.n:
+                continue
+            t.add_row(escape(k), str(s.n), _val(k, s.median), _val(k, s.mean),
+                      f"{_val(k, s.ci_low)}–{_val(k, s.ci_high)}", _val(k, s.min), _val(k, s.max))
+        con.print(t)
+    flags = a.flags()
+    if flags:
+        t = Table(title="flagged runs", title_justify="left")
+        for col in ("run", "flag", "reason"):
+            t.add_column(col)
+        for f in flags:
+            t.add_row(f.run_id, escape(f.kind), escape(f.reason))
+        con.print(t)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    from ccbench.analysis.sweeps import METRICS
+
+    rp = sub.add_parser("report", help="a self-contained HTML report of a results directory")
+    rp.add_argument("results", metavar="RESULTS")
+    rp.add_argument("--out", metavar="FILE", help="the HTML file (default: RESULTS/report.html)")
+    rp.add_argument("--title", help="the report's title (default: from the study names)")
+    add_analysis_options(rp)
+    rp.set_defaults(func=cmd_report)
+
+    pl = sub.add_parser("plot", help="a sweep figure for papers (PNG, SVG or PDF)")
+    pl.add_argument("results", metavar="RESULTS")
+    pl.add_argument("--metric", default="goodput", choices=tuple(METRICS), metavar="METRIC",
+                    help=f"one of {', '.join(METRICS)} (default goodput)")
+    pl.add_argument("--x", required=True, metavar="PARAM", help="the swept parameter on the x axis, e.g. loss")
+    pl.add_argument("--group", default="class", metavar="G",
+                    help="one line per: a swept parameter (e.g. cca), or class, cca, kind of the flows (default class)")
+    pl.add_argument("--format", choices=("png", "svg", "pdf"), default="png")
+    pl.add_argument("--out", metavar="FILE", help="default: RESULTS/figures/<metric>-vs-<x>.<format>")
+    add_analysis_options(pl)
+    pl.set_defaults(func=cmd_plot)
+
+    cp = sub.add_parser("compare", help="two results sets side by side, per configuration")
+    cp.add_argument("a", metavar="A", help="results directory A (e.g. sim, or before a change)")
+    cp.add_argument("b", metavar="B", help="results directory B")
+    cp.add_argument("--match", choices=("auto", "config_id", "params"), default="auto",
+                    help="pair configurations by config_id or by swept parameters (auto: config_id if any match)")
+    cp.add_argument("--tolerance", type=float, default=0.01,
+                    help="relative differences at most this are never flagged (default 0.01)")
+    cp.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    add_analysis_options(cp)
+    cp.set_defaults(func=cmd_compare)

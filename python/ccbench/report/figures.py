@@ -1,0 +1,78 @@
+"""Figures for papers: one sweep plot as PNG, SVG or PDF (matplotlib, no display).
+
+The same series as the HTML report's sweep plots (ccbench.analysis.sweeps):
+the line is the mean over repetitions, the band (numeric x) or error bars
+(categorical x) the 95 % bootstrap confidence interval of the mean, small
+dots every repetition; beside loss sweeps the Mathis and Padhye models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ccbench.analysis.sweeps import METRICS, SweepPlot
+
+FORMATS = ("png", "svg", "pdf")
+
+
+def _scale(unit: str, values: list) -> tuple[float, str]:
+    from ccbench.report.html import _scale as s
+
+    return s(unit, values)
+
+
+def sweep_figure(plot: SweepPlot, out: str | Path, fmt: str = "png", width_in: float = 6.0, height_in: float = 4.0,
+                 dpi: int = 200) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if fmt not in FORMATS:
+        raise ValueError(fmt)
+    allv = [v for s in plot.series for p in s.points for v in p.spread.values]
+    div, yunit = _scale(plot.unit, allv)
+    xdiv, xunit = _scale("bps", [p.x for s in plot.series for p in s.points if p.x]) if plot.x_unit == "bit/s" \
+        else (1.0, plot.x_unit)
+    cats = list(dict.fromkeys(p.x_label for s in plot.series for p in s.points))
+
+    def xv(p):
+        return p.x / xdiv if plot.numeric else cats.index(p.x_label)
+
+    fig, ax = plt.subplots(figsize=(width_in, height_in), constrained_layout=True)
+    for i, s in enumerate(plot.series):
+        pts = [p for p in s.points if p.spread.n]
+        if not pts:
+            continue
+        colour = f"C{i % 10}"
+        xs = [xv(p) for p in pts]
+        mean = [p.spread.mean / div for p in pts]
+        lo = [p.spread.ci_low / div for p in pts]
+        hi = [p.spread.ci_high / div for p in pts]
+        if plot.numeric and len(pts) > 1:
+            ax.plot(xs, mean, "-o", color=colour, label=s.label, markersize=4)
+            ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)
+        else:
+            ax.errorbar(xs, mean, yerr=[[m - a for m, a in zip(mean, lo)], [b - m for m, b in zip(mean, hi)]],
+                        fmt="-o", color=colour, label=s.label, markersize=4, capsize=3)
+        rx = [xv(p) for p in pts for _ in p.spread.values]
+        ry = [v / div for p in pts for v in p.spread.values]
+        ax.scatter(rx, ry, s=6, color=colour, alpha=0.4, linewidths=0)
+    for m, style in zip(plot.models, ("--", ":")):
+        ax.plot([xv(p) for p in m.points], [p.spread.median / div for p in m.points], style, color="0.2",
+                marker=".", label=f"{m.label} (measured RTT)")
+    if not plot.numeric:
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels(cats)
+    ax.set_xlabel(plot.x_key + (f" ({xunit})" if xunit else ""))
+    ax.set_ylabel(METRICS[plot.metric][3] + (f" ({yunit})" if yunit else ""))
+    ax.set_ylim(bottom=0)
+    if plot.metric in ("jfi", "utilisation"):
+        ax.set_ylim(0, 1.05)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, frameon=False)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format=fmt, dpi=dpi, metadata={"Software": "ccbench"} if fmt == "png" else None)
+    plt.close(fig)
+    return out

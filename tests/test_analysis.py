@@ -1,0 +1,304 @@
+"""Metrics, statistics, anomalies and models against hand-computed values,
+on synthetic runs (no simulator needed)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ccbench.analysis.anomalies import collapses, detect, not_steady, starvation
+from ccbench.analysis.data import RunData, make_series
+from ccbench.analysis.metrics import (
+    class_metrics, convergence, cumulative_at, flow_metrics, goodput_between, interval_rates, jfi_series,
+    percentile, run_metrics, steady_window,
+)
+from ccbench.analysis.models import mathis_bps, padhye_bps
+from ccbench.analysis.settings import AnalysisSettings, from_study_text
+from ccbench.analysis.stats import bootstrap_ci, outliers, spread
+from ccbench.analysis.study import analyze
+from ccbench.errors import UsageError
+
+M = 1e6
+S = 1_000_000  # µs
+
+
+def synthetic_run(rates: dict[int, list[float]], *, interval_us: int = 100_000, cap_bps: float = 100 * M,
+                  starts: dict[int, int] | None = None, kinds: dict[int, str] | None = None,
+                  run_id: str = "r0", config_id: str = "c0", params: dict | None = None, rep: int = 0,
+                  srtt_us: float = 20_000.0) -> RunData:
+    """A run whose flow f delivers rates[f][k] bits/s in sample interval k
+    ((k·interval, (k+1)·interval]); flows start at 0 unless told."""
+    starts = starts or {}
+    kinds = kinds or {}
+    n = max(len(r) for r in rates.values())
+    duration = n * interval_us
+    flows, series = [], {}
+    for fid, r in rates.items():
+        start = starts.get(fid, 0)
+        t, d, total = [], [], 0.0
+        for k, rate in enumerate(r):
+            t_end = (k + 1) * interval_us
+            if t_end <= start:
+                continue
+            total += rate * (t_end - max(k * interval_us, start)) / 8e6
+            t.append(t_end)
+            d.append(total)
+        series[fid] = make_series(t, d, srtt_us=[srtt_us] * len(t), cwnd_bytes=[10_000] * len(t))
+        flows.append({"flow_id": fid, "group_name": f"g{fid}", "cca": "reno", "kind": kinds.get(fid, "bulk"),
+                      "start_us": start, "stop_us": duration, "bytes_delivered": int(total),
+                      "goodput_bps": total * 8e6 / (duration - start), "sent_segs": 100, "retrans_segs": 5,
+                      "rtt_min_us": 20_000.0, "rtt_mean_us": 25_000.0, "rtt_p99_us": 40_000.0})
+    return RunData(run_id=run_id, config_id=config_id, params=params or {}, duration_us=duration,
+                   bottleneck_bps=cap_bps, flows=flows, series=series, sample_interval_us=interval_us,
+                   study="s", backend="sim", repetition=rep)
+
+
+def per_second(*values: float, per: int = 10) -> list[float]:
+    """Each value held for one second of 100 ms intervals."""
+    return [v for v in values for _ in range(per)]
+
+
+# -- percentiles, goodput ---------------------------------------------------------------
+
+
+def test_percentile_by_hand():
+    assert percentile([1, 2, 3, 4], 50) == pytest.approx(2.5)
+    assert percentile([1, 2, 3, 4], 99) == pytest.approx(3.97)  # rank 3·0.99 = 2.97 → 3 + 0.97·(4 − 3)
+    assert percentile([4, 1, 3, 2], 0) == 1 and percentile([4, 1, 3, 2], 100) == 4
+    assert percentile([7], 99.9) == 7
+    assert percentile([], 50) is None
+    lat = list(range(1, 1001))  # 1..1000
+    assert percentile(lat, 99.9) == pytest.approx(999.001)  # rank 999·0.999 = 998.001
+
+
+def test_goodput_from_cumulative_samples():
+    s = make_series([100_000, 200_000, 300_000], [1000, 3000, 6000])
+    # starts at 50 ms: 0 bytes there, 1000 B at 100 ms
+    assert cumulative_at(s, 50_000, 75_000) == pytest.approx(500)
+    assert cumulative_at(s, 50_000, 10_000) == 0
+    assert cumulative_at(s, 50_000, 900_000) == 6000  # held after the last sample
+    assert goodput_between(s, 50_000, 100_000, 300_000) == pytest.approx(5000 * 8 / 0.2)
+    t, r = interval_rates(s, 50_000)
+    assert t.tolist() == [100_000, 200_000, 300_000]
+    assert r.tolist() == pytest.approx([1000 * 8 / 0.05, 2000 * 8 / 0.1, 3000 * 8 / 0.1])
+    assert goodput_between(s, 0, 5, 5) is None
+
+
+def test_flow_and_class_metrics():
+    run = synthetic_run({0: per_second(10 * M, 10 * M), 1: per_second(30 * M, 30 * M)})
+    run.series[0].srtt_us = np.array([20_000.0 + 1000 * k for k in range(20)])
+    window = (1 * S, 2 * S)
+    f0 = flow_metrics(run, run.flows[0], window)
+    assert f0.goodput_steady_bps == pytest.approx(10 * M)
+    assert f0.retrans_pct == pytest.approx(5.0)
+    assert f0.queue_delay_mean_us == pytest.approx(5000) and f0.queue_delay_p99_us == pytest.approx(20_000)
+    assert f0.rtt_p50_us == pytest.approx(29_500)  # median of 20000..39000 step 1000
+    f1 = flow_metrics(run, run.flows[1], window)
+    c = class_metrics("both", [f0, f1], rpc_latencies_us=list(range(1, 101)))
+    assert c.goodput_sum_bps == pytest.approx(40 * M) and c.goodput_mean_bps == pytest.approx(20 * M)
+    assert c.jfi == pytest.approx(40 ** 2 / (2 * (100 + 900)))  # 0.8
+    assert c.retrans_pct == pytest.approx(5.0)
+    assert (c.rpc_count, c.rpc_p50_us, c.rpc_p99_us) == (100, pytest.approx(50.5), pytest.approx(99.01))
+
+
+def test_steady_window_default_and_set():
+    run = synthetic_run({0: per_second(1, 1, 1, 1, 1, 1, 1, 1, 1, 1), 1: per_second(*[1] * 10)}, starts={1: 2 * S})
+    # last bulk start 2 s, end 10 s: a quarter of the way = 4 s
+    assert steady_window(run, AnalysisSettings()) == (4 * S, 10 * S)
+    assert steady_window(run, AnalysisSettings(steady_after_us=7 * S)) == (7 * S, 10 * S)
+
+
+def test_utilisation_by_hand():
+    run = synthetic_run({0: per_second(40 * M, 40 * M, 40 * M, 40 * M), 1: per_second(20 * M, 20 * M, 50 * M, 50 * M)})
+    rm = run_metrics(run, AnalysisSettings(steady_after_us=2 * S))
+    assert rm.utilisation == pytest.approx((160 + 140) / 400)
+    assert rm.utilisation_steady == pytest.approx(90 / 100)
+    assert rm.jfi == pytest.approx((40 + 35) ** 2 / (2 * (40 ** 2 + 35 ** 2)))
+
+
+# -- JFI over time, convergence --------------------------------------------------------------
+
+
+def joining_run():
+    """Flow 0 alone for 1 s at 10 Mbit/s; flow 1 joins at 1 s: 5 then 10 Mbit/s."""
+    return synthetic_run({0: per_second(10 * M, 10 * M, 10 * M, 10 * M), 1: per_second(0, 5 * M, 10 * M, 10 * M)},
+                         starts={1: 1 * S})
+
+
+def test_jfi_over_time_by_hand():
+    t, j = jfi_series(joining_run())
+    assert t == [0, 1 * S, 2 * S, 3 * S]
+    # [0,1): flow 0 alone → 1; [1,2): (10+5)²/(2·(100+25)) = 0.9; then equal → 1
+    assert j == pytest.approx([1.0, 0.9, 1.0, 1.0])
+
+
+def test_convergence_time_by_hand():
+    (c,) = convergence(joining_run(), threshold=0.95)
+    assert (c.flow_id, c.join_us, c.epoch_end_us, c.flows) == (1, 1 * S, 4 * S, [0, 1])
+    assert c.bins == pytest.approx([0.9, 1.0, 1.0])
+    assert c.converged_after_us == 1 * S  # the first bin from which every bin is ≥ 0.95
+    (c,) = convergence(joining_run(), threshold=0.9)
+    assert c.converged_after_us == 0
+    # unfair to the end: 10 vs 2 Mbit/s → JFI 144/208 = 0.69 in every bin: never converged
+    run = synthetic_run({0: per_second(10 * M, 10 * M, 10 * M), 1: per_second(0, 2 * M, 2 * M)}, starts={1: 1 * S})
+    (c,) = convergence(run, threshold=0.9)
+    assert c.converged_after_us is None and c.bins == pytest.approx([144 / 208, 144 / 208])
+    # a flow that starts alone is not a join
+    assert convergence(synthetic_run({0: per_second(1 * M, 1 * M)})) == []
+
+
+# -- anomalies ------------------------------------------------------------------------------
+
+
+def collapse_run(low_seconds: int, other_rate: float = 92 * M):
+    """Two bulk flows on 100 Mbit/s, 10 s: 48/48 Mbit/s except for low_seconds
+    from 3 s where flow 1 gets 4 Mbit/s (below 10 % of 50) and flow 0 other_rate."""
+    f0 = per_second(*([48 * M] * 3 + [other_rate] * low_seconds + [48 * M] * (7 - low_seconds)))
+    f1 = per_second(*([48 * M] * 3 + [4 * M] * low_seconds + [48 * M] * (7 - low_seconds)))
+    return synthetic_run({0: f0, 1: f1})
+
+
+def test_collapse_detected():
+    (a,) = collapses(collapse_run(3), AnalysisSettings())
+    assert (a.kind, a.flow_id) == ("collapse", 1)
+    assert (a.start_us, a.end_us) == (3 * S, 6 * S)
+    assert "8.0% of its fair share" in a.reason  # 4 of 50 Mbit/s
+
+
+def test_no_collapse_when_short_or_link_idle_or_high_enough():
+    s = AnalysisSettings()
+    assert collapses(collapse_run(1), s) == []  # 1 s < collapse_min 2 s
+    assert collapses(collapse_run(3, other_rate=40 * M), s) == []  # aggregate 44 < 80 Mbit/s: link not busy
+    assert collapses(collapse_run(3), AnalysisSettings(collapse_fraction=0.05)) == []  # 4 ≥ 2.5 Mbit/s
+    assert len(collapses(collapse_run(3), AnalysisSettings(collapse_min_us=3 * S))) == 1  # exactly 3 s counts
+    steady = synthetic_run({0: per_second(*[50 * M] * 10), 1: per_second(*[48 * M] * 10)})
+    assert detect(steady, AnalysisSettings()) == []
+
+
+def test_collapse_ignores_rpc_flows():
+    run = collapse_run(3)
+    run.flows[1]["kind"] = "rpc"
+    assert collapses(run, AnalysisSettings()) == []
+
+
+def test_starvation():
+    run = synthetic_run({0: per_second(*[95 * M] * 5), 1: per_second(*[0.2 * M] * 5)})
+    (a,) = starvation(run, AnalysisSettings())
+    assert (a.kind, a.flow_id) == ("starvation", 1)  # 0.2 < 1 % of 50 Mbit/s
+    run = synthetic_run({0: per_second(*[95 * M] * 5), 1: per_second(*[0.6 * M] * 5)})
+    assert starvation(run, AnalysisSettings()) == []
+    rpc = synthetic_run({0: per_second(*[95 * M] * 5), 1: per_second(*[1 * M] * 5)}, kinds={1: "rpc"})
+    (a,) = starvation(rpc, AnalysisSettings())  # no RPC completed in 5 s
+    assert a.flow_id == 1 and "no RPC" in a.reason
+    rpc.rpcs[1] = {"start_us": np.array([0.0]), "latency_us": np.array([30_000.0])}
+    assert starvation(rpc, AnalysisSettings()) == []
+
+
+def test_not_steady():
+    s = AnalysisSettings(steady_after_us=2 * S)
+    rising = synthetic_run({0: per_second(10 * M, 10 * M, 10 * M, 10 * M, 20 * M, 20 * M)})
+    (a,) = not_steady(rising, s, (2 * S, 6 * S))  # halves 10 and 20 Mbit/s: 50 % > 25 %
+    assert a.flow_id == 0 and "10 Mbit/s to 20 Mbit/s" in a.reason
+    flat = synthetic_run({0: per_second(10 * M, 10 * M, 10 * M, 10 * M, 11 * M, 11 * M)})
+    assert not_steady(flat, s, (2 * S, 6 * S)) == []
+    (a,) = not_steady(flat, s, (6 * S, 6 * S))
+    assert a.flow_id is None and "empty" in a.reason
+
+
+def test_collapse_counted_per_configuration():
+    runs = [collapse_run(3) if i in (1, 3) else collapse_run(0) for i in range(5)]
+    for i, r in enumerate(runs):
+        r.run_id, r.repetition = f"r{i}", i
+    a = analyze(runs, AnalysisSettings(steady_after_us=7 * S))
+    (c,) = a.configs
+    assert c.anomaly_counts()["collapse"] == 2
+    assert c.anomaly_text() == "collapse in 2 of 5 runs"
+    flagged = {f.run_id for f in a.flags() if f.kind == "collapse"}
+    assert flagged == {"r1", "r3"}
+
+
+def test_outlier_run_flagged_with_reason():
+    runs = []
+    for i, slow in enumerate([20, 21, 19, 20, 3]):
+        r = synthetic_run({0: per_second(*[slow * M] * 3)}, run_id=f"r{i}", rep=i)
+        runs.append(r)
+    a = analyze(runs)
+    outs = [f for f in a.flags() if f.kind == "outlier"]
+    assert {f.run_id for f in outs} == {"r4"}
+    assert any("goodput of 'g0' 3 Mbit/s" in f.reason and "median 20 Mbit/s" in f.reason for f in outs)
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def test_spread_and_bootstrap():
+    s = spread([3.0, 1.0, 2.0, None, 10.0])
+    assert (s.n, s.median, s.mean, s.min, s.max) == (4, 2.5, 4.0, 1.0, 10.0)
+    assert s.ci_low <= s.mean <= s.ci_high
+    assert 1.0 <= s.ci_low and s.ci_high <= 10.0
+    assert bootstrap_ci([3.0, 1.0, 2.0, 10.0]) == bootstrap_ci([3.0, 1.0, 2.0, 10.0])  # fixed seed
+    assert bootstrap_ci([5.0]) == (5.0, 5.0) and bootstrap_ci([4.0, 4.0]) == (4.0, 4.0)
+    assert bootstrap_ci([]) == (None, None)
+    assert spread([]).n == 0 and spread([]).median is None
+
+
+def test_outliers_rule():
+    assert outliers([10, 10.5, 9.8, 10.2, 1.0]) == [4]
+    assert outliers([10, 10.5, 9.8]) == []
+    assert outliers([10, 10, 10, 10, 10.5]) == []  # within the 25 % floor
+    assert outliers([1, 2]) == []  # too few
+    assert outliers([5, None, 5, 5, 100]) == [4]
+
+
+# -- models ---------------------------------------------------------------------------------
+
+
+def test_mathis_by_hand():
+    # 8 · 1448 B / 0.1 s · √1.5 / √0.01 = 115840 · 12.2474 = 1.4187e6 bit/s
+    assert mathis_bps(1448, 0.1, 0.01) == pytest.approx(115840 * math.sqrt(1.5) / 0.1)
+    assert mathis_bps(1448, 0.1, 0.01) == pytest.approx(1.41875e6, rel=1e-4)
+    assert mathis_bps(1448, 0.1, 0.0) is None
+    # quadrupling the loss halves the throughput
+    assert mathis_bps(1448, 0.02, 0.04) == pytest.approx(mathis_bps(1448, 0.02, 0.01) / 2)
+
+
+def test_padhye_by_hand():
+    # b=1, p=0.01, RTT 0.1 s, T0 1 s:
+    # 0.1·√(0.02/3) = 0.0081650; 1·3·√(0.03/8)·0.01·(1+0.0032) = 0.0018430 → 1/0.0100080 = 99.92 segs/s
+    seg = 1 / (0.1 * math.sqrt(0.02 / 3) + 3 * math.sqrt(0.03 / 8) * 0.01 * 1.0032)
+    assert padhye_bps(1448, 0.1, 0.01, t0_s=1.0) == pytest.approx(seg * 11584)
+    assert seg == pytest.approx(99.92, abs=0.01)
+    # the receive window caps it: 10 segments per RTT = 100 segs/s... 5 segs → 50 segs/s
+    assert padhye_bps(1448, 0.1, 0.01, t0_s=1.0, wmax_segs=5) == pytest.approx(50 * 11584)
+    # at low loss Padhye approaches Mathis with C = √(3/(2b))
+    assert padhye_bps(1448, 0.1, 1e-6, t0_s=1.0) == pytest.approx(mathis_bps(1448, 0.1, 1e-6), rel=0.01)
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+
+def test_settings_from_the_study_file():
+    base = '[study]\nname = "x"\n[topology.bottleneck]\nrate = "10Mbit"\n[[flows]]\ncca = "reno"\n'
+    assert from_study_text(base) == AnalysisSettings()
+    s = from_study_text(base + '[analysis]\nsteady_after = "10s"\ncollapse_fraction = 0.2\ncollapse_min = "3s"\n')
+    assert (s.steady_after_us, s.collapse_fraction, s.collapse_min_us, s.converge_jfi) == (10 * S, 0.2, 3 * S, 0.9)
+    with pytest.raises(UsageError, match="collapse_fraction"):
+        from_study_text(base + "[analysis]\ncollapse_fraction = 3\n")
+    assert s.with_overrides(collapse_fraction=0.5, steady_after_us=None).collapse_fraction == 0.5
+
+
+def test_analysis_table_is_validated_with_the_study():
+    from ccbench.errors import StudyError
+    from ccbench.spec import parse_study
+
+    base = ('[study]\nname = "x"\nduration = "1s"\n[topology.bottleneck]\nrate = "10Mbit"\n'
+            'delay = "10ms"\n[[flows]]\ncca = "reno"\n')
+    with pytest.raises(StudyError, match=r"analysis\.collapse_min"):
+        parse_study(base + '[analysis]\ncollapse_min = "2"\n', filename="a.toml")
+    with pytest.raises(StudyError, match="did you mean 'steady_after'"):
+        parse_study(base + '[analysis]\nsteady_afterr = "2s"\n', filename="a.toml")
+    # analysis knobs do not change the runs
+    assert [r.run_id for r in parse_study(base + '[analysis]\nsteady_after = "0.5s"\n').runs()] == \
+        [r.run_id for r in parse_study(base).runs()]

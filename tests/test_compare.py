@@ -1,0 +1,68 @@
+"""`ccbench compare` flags a real difference and not run-to-run variation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ccbench.analysis.compare import compare
+from ccbench.analysis.study import analyze_store
+from ccbench.cli import main
+
+from analysis_study import run_study
+
+CCA_SWEEP = '"flows.0.cca" = ["reno", "cubic"]'
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    base = tmp_path_factory.mktemp("compare")
+    return {
+        # the same configurations, two independent sets of seeds
+        "a": run_study(base / "a", name="cmp", reps=4, seed=1, loss="0%", sweep=CCA_SWEEP),
+        "a2": run_study(base / "a2", name="cmp", reps=4, seed=2, loss="0%", sweep=CCA_SWEEP),
+        # a known different outcome: 3 % random loss cuts Reno's goodput
+        "lossy": run_study(base / "lossy", name="cmp", reps=4, seed=1, loss="3%", sweep=CCA_SWEEP),
+    }
+
+
+def test_repetitions_of_the_same_configuration_are_not_flagged(results):
+    cmp = compare(analyze_store(results["a"]), analyze_store(results["a2"]))
+    assert cmp.match == "config_id"
+    assert len(cmp.pairs) == 2 and not cmp.only_a and not cmp.only_b
+    assert all(p.rows for p in cmp.pairs)
+    flagged = [(p.label, r.metric, r.a_median, r.b_median) for p in cmp.pairs for r in p.flagged]
+    assert flagged == []
+    # the seeds really differ: the numbers are not identical
+    assert any(r.diff != 0 for p in cmp.pairs for r in p.rows)
+
+
+def test_a_real_difference_is_flagged(results):
+    cmp = compare(analyze_store(results["a"]), analyze_store(results["lossy"]))
+    assert cmp.match == "params"  # different loss → different config_ids; paired by the swept cca
+    pairs = {p.label: p for p in cmp.pairs}
+    reno = pairs["flows.0.cca=reno"]
+    rows = {r.metric: r for r in reno.rows}
+    g = rows["goodput_mean_bps[reno bulk]"]
+    assert g.exceeds and g.diff < 0
+    assert abs(g.diff) > g.a_spread + g.b_spread
+    assert rows["utilisation"].exceeds and rows["utilisation"].b_median < rows["utilisation"].a_median
+
+
+def test_compare_cli_formats(results, capsys):
+    assert main(["compare", str(results["a"]), str(results["lossy"]), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["match"] == "params"
+    rows = {r["metric"]: r for c in doc["configs"] if c["label"] == "flows.0.cca=reno" for r in c["rows"]}
+    assert rows["goodput_mean_bps[reno bulk]"]["exceeds"] is True
+
+    assert main(["compare", str(results["a"]), str(results["lossy"]), "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("config,a_config_id,b_config_id,metric")
+    assert any("goodput_mean_bps[reno bulk]" in ln and ln.endswith(",1") for ln in lines)
+
+    assert main(["compare", str(results["a"]), str(results["a2"])]) == 0
+    out = capsys.readouterr().out
+    assert "matched by config_id" in out
+    assert "0 differences exceed the spread across repetitions in 0 of 2 configurations" in out

@@ -1,0 +1,120 @@
+"""The emulator and the load generator on a real kernel: namespaces, veths and
+a TUN device built by hand (tests/emu_topo.py), everything named ``ccbt...``
+and removed afterwards.
+
+Needs root. Without root these tests fail with a message saying so, unless
+CCBENCH_SKIP_ROOT_TESTS=1, which skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import time
+
+import pytest
+
+from emu_topo import Dumbbell, monotonic_ns, root_problem
+
+MS = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def _root_only():
+    if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
+        pytest.skip("CCBENCH_SKIP_ROOT_TESTS=1: root tests of the emulator skipped")
+    problem = root_problem()
+    if problem:
+        pytest.fail(f"the emulator's root tests cannot run: {problem}. Run the tests as root, "
+                    "or set CCBENCH_SKIP_ROOT_TESTS=1 to skip them.")
+
+
+def test_delays_per_sender_rpc_and_clean_stop_on_sigterm(tmp_path):
+    """Two senders with 1 ms and 5 ms access links behind a 9 ms bottleneck:
+    round trips of 20 and 28 ms. An RPC flow through the emulator sees its
+    path's RTT. SIGTERM stops the emulator cleanly with its summary."""
+    with Dumbbell(2) as db:
+        stats = tmp_path / "emu-stats.jsonl"
+        now = monotonic_ns()
+        cfg = db.emu_config(rate_bps=100_000_000, delay_ns=9 * MS, access_delay_ns=1 * MS, buffer_pkts=200,
+                            t0=now, stop_at=now + 30_000 * MS, stats_path=str(stats))
+        cfg["senders"][1]["delay_ns"] = 5 * MS
+        emu = db.start_core(db.router, "emu_run", cfg)
+        db.wait_attached()
+        rtt0 = db.udp_ping(0, count=8, interval_s=0.05)
+        rtt1 = db.udp_ping(1, count=8, interval_s=0.05)
+        assert len(rtt0) == 8 and len(rtt1) == 8, (rtt0, rtt1)
+        # 64 B of UDP payload: 92 B packets, serialised in a few us.
+        assert 20.0 <= min(rtt0) and statistics.median(rtt0) < 21.5, rtt0
+        assert 28.0 <= min(rtt1) and statistics.median(rtt1) < 29.5, rtt1
+
+        # An RPC flow from sender 1: 1000 B requests, 100 B responses.
+        t0 = monotonic_ns() + 1_000 * MS
+        server = db.start_core(db.receiver, "load_server", {
+            "listen": f"{db.receiver_ip}:5201", "stop_at_monotonic_ns": t0 + 1_200 * MS})
+        db.wait_listening(5201)
+        client = db.start_core(db.senders[1], "load_client", {
+            "server": f"{db.receiver_ip}:5201", "t0_monotonic_ns": t0,
+            "stop_at_monotonic_ns": t0 + 1_000 * MS, "sample_interval_ns": 100 * MS,
+            "samples_path": str(tmp_path / "samples.jsonl"),
+            "flows": [{"id": 7, "cca": "cubic", "kind": "rpc", "start_ns": 0, "stop_ns": None,
+                       "request_bytes": 1000, "response_bytes": 100, "think_ns": 0, "mss": None}]})
+        out = db.result(client, 20)
+        srv = db.result(server, 20)
+        lat = out["rpcs"]["latency_us"]
+        assert len(lat) >= 20, out
+        # One round trip each (the handshake is not in any latency).
+        assert 28_000 <= min(lat) and statistics.median(lat) < 31_000, lat
+        assert srv["flows"][0]["flow_id"] == 7 and srv["flows"][0]["requests_served"] >= len(lat)
+
+        emu.send_signal(signal.SIGTERM)
+        summary = db.result(emu, 10)
+    assert summary["stop_reason"] == "signal"
+    assert summary["final"] is True
+    assert summary["tun_read_errors"] == 0 and summary["tun_write_errors"] == 0
+    assert summary["forward_pkts"] >= 16 + len(lat) and summary["reverse_pkts"] >= 16 + len(lat)
+    lines = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert lines[-1] == summary
+    assert all("lateness_us" in line and "cpu_busy_fraction" in line for line in lines)
+    assert lines[0]["links"]["bottleneck"]["drops"] == 0
+
+
+def test_bulk_cubic_fills_100mbit_20ms(tmp_path):
+    """A 4 s cubic transfer at 100 Mbit/s, 20 ms RTT, one BDP of buffer gets
+    at least 90% of the goodput ceiling (rate × 1448/1500: TCP/IP headers
+    with timestamps take 52 of each 1500-byte packet)."""
+    rate, dur = 100_000_000, 4_000 * MS
+    with Dumbbell(1) as db:
+        t0 = monotonic_ns() + 1_500 * MS
+        stats = tmp_path / "emu-stats.jsonl"
+        bdp_pkts = rate * 20 // 1000 // 8 // 1500
+        server = db.start_core(db.receiver, "load_server", {
+            "listen": f"{db.receiver_ip}:5201", "stop_at_monotonic_ns": t0 + dur + 200 * MS,
+            "t0_monotonic_ns": t0})
+        emu = db.start_core(db.router, "emu_run", db.emu_config(
+            rate_bps=rate, delay_ns=9 * MS, access_delay_ns=1 * MS, buffer_pkts=bdp_pkts,
+            t0=t0, stop_at=t0 + dur + 300 * MS, stats_path=str(stats)))
+        db.wait_attached()
+        db.wait_listening(5201)
+        client = db.start_core(db.senders[0], "load_client", {
+            "server": f"{db.receiver_ip}:5201", "t0_monotonic_ns": t0, "stop_at_monotonic_ns": t0 + dur,
+            "sample_interval_ns": 100 * MS, "samples_path": str(tmp_path / "samples.jsonl"),
+            "flows": [{"id": 0, "cca": "cubic", "kind": "bulk", "start_ns": 0, "stop_ns": None,
+                       "request_bytes": None, "response_bytes": None, "think_ns": None, "mss": None}]})
+        out = db.result(client, 20)
+        srv = db.result(server, 20)
+        summary = db.result(emu, 20)
+    flow = out["flows"][0]
+    ceiling = rate * 1448 / 1500
+    goodput = flow["bytes_acked"] * 8 / (dur / 1e9)
+    assert goodput >= 0.9 * ceiling, (goodput, flow, summary)
+    assert 20_000 <= flow["rtt_min_us"] < 21_000, flow
+    assert srv["flows"][0]["bytes_received"] >= flow["bytes_acked"]
+    rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 40 and rows[-1]["time_us"] == 4_000_000
+    assert all(r["cca_state"] in ("open", "disorder", "cwr", "recovery", "loss") for r in rows)
+    assert summary["tun_tx_dropped"] == 0 and summary["tun_write_errors"] == 0
+    assert summary["links"]["bottleneck"]["tx_pkts"] > 30_000
+    assert summary["forwarded_unclassified"] == 0

@@ -1,0 +1,479 @@
+"""The linux backend: real kernel TCP in network namespaces.
+
+Most tests need root (namespaces, veth, TUN). Not root: they fail with a
+message saying so, unless CCBENCH_SKIP_ROOT_TESTS=1 (then they are skipped).
+Tests that measure (goodput, RTT, loss) need the Rust emulator and load
+generator in ccbench._core; the plumbing tests (cleanup, schema) fall back
+to the slow Python stand-in in linux_standin.py when those are not built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ccbench import backends
+from ccbench.backends.linux import cleanup, netns
+from ccbench.backends.linux.backend import LinuxBackend, core_problem, environment_problems
+from ccbench.cli import main
+from ccbench.errors import StudyError, UsageError
+from ccbench.spec import kernel, parse_study
+
+HERE = Path(__file__).resolve().parent
+STANDIN = str(HERE / "linux_standin.py")
+IS_ROOT = os.geteuid() == 0
+CORE_PROBLEM = core_problem()
+IMPL = None if CORE_PROBLEM is None else STANDIN  # for plumbing tests
+
+
+# Run tokens this test session created (in this process, or seen owned by a runner it started).
+# Other ccbench runs may be going on on this machine at the same time (another test session,
+# a user): only our own are checked for leftovers.
+OURS: set[str] = set()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _record_tokens():
+    real = netns.new_token
+
+    def recording():
+        t = real()
+        OURS.add(t)
+        return t
+
+    netns.new_token = recording
+    yield
+    netns.new_token = real
+
+
+@pytest.fixture
+def root():
+    """Skip (CCBENCH_SKIP_ROOT_TESTS=1) or fail clearly when not root; check for leftovers after."""
+    if not IS_ROOT:
+        why = "the linux backend tests need root (network namespaces, veth, TUN)"
+        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
+            pytest.skip(why + "; skipped because CCBENCH_SKIP_ROOT_TESTS=1")
+        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1 to skip them", pytrace=False)
+    problems = environment_problems()
+    if problems:
+        pytest.fail("this machine cannot run the linux backend: " + "; ".join(problems), pytrace=False)
+    yield
+    assert_nothing_left()
+
+
+@pytest.fixture
+def core(root):
+    """The real emulator and load generator (measurements need them)."""
+    if CORE_PROBLEM is not None:
+        pytest.skip(f"needs the Rust emulator and load generator: {CORE_PROBLEM}")
+
+
+def _ppid(pid: int):
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def runs_of(pid: int):
+    """Runs (live) owned by process ``pid`` or one of its children (pool workers); recorded as ours."""
+    runs = [r for r in cleanup.find(include_live=True) if r.owner is not None and pid in (r.owner, _ppid(r.owner))]
+    OURS.update(r.token for r in runs)
+    return runs
+
+
+def assert_nothing_left():
+    """No run of ours left anything."""
+    left = [r for r in cleanup.find(include_live=True) if r.token in OURS and not r.empty()]
+    assert not left, "left behind: " + "; ".join(f"ccb{r.token}: {r.describe()} {r.namespaces} {r.pids}"
+                                                 for r in left)
+
+
+def study(text: str, backend: str = "linux"):
+    return parse_study(textwrap.dedent(text), filename="test.toml", backend=backend)
+
+
+def run1(text: str, impl=None):
+    s = study(text)
+    (r,) = s.runs()
+    return r, LinuxBackend(impl=impl).run(r)
+
+
+def run_measured(text: str, attempts: int = 3):
+    """run1, again while the run comes back suspect only because the emulator could not
+    keep up (the machine is shared: other work can starve it); the last try is returned."""
+    for i in range(attempts):
+        r, res = run1(text)
+        if res.status == "ok" or res.stats.get("suspect_kinds") != ["emulator"]:
+            break
+        print(f"attempt {i + 1}: {res.note}; trying again")
+    return r, res
+
+
+def goodput_after(res, flow_id: int, t0_s: float) -> float:
+    s = res.samples
+    pts = [(t, b) for f, t, b in zip(s["flow_id"], s["time_us"], s["delivered_bytes"]) if f == flow_id]
+    pts.sort()
+    a = next(p for p in pts if p[0] >= t0_s * 1e6)
+    b = pts[-1]
+    return (b[1] - a[1]) * 8 / ((b[0] - a[0]) / 1e6)
+
+
+BULK = """
+[study]
+name = "linux-bulk"
+duration = "{duration}"
+[topology.bottleneck]
+rate = "100Mbit"
+delay = "10ms"
+loss = "{loss}"
+buffer = "1bdp"
+[[flows]]
+cca = "{cca}"
+"""
+
+
+# ------------------------------------------------------------------ no root needed
+
+
+def test_unknown_cca_names_what_the_kernel_has(monkeypatch):
+    monkeypatch.setattr(kernel, "available", lambda: ("reno", "cubic"))
+    with pytest.raises(StudyError) as e:
+        study(BULK.format(duration="1s", loss="0%", cca="westwoodish"))
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "flows.0.cca" in msg and "this kernel has no such congestion control" in msg
+    assert "allowed: reno, cubic" in msg
+    with pytest.raises(StudyError, match="sim-only algorithm"):
+        study(BULK.format(duration="1s", loss="0%", cca="bbr"))
+    study(BULK.format(duration="1s", loss="0%", cca="cubic"))  # fine
+    study(BULK.format(duration="1s", loss="0%", cca="bbr"), backend="sim")  # the sim has it
+
+
+def test_pacing_other_than_auto_is_a_study_error():
+    with pytest.raises(StudyError, match="tcp.pacing: not supported by the linux backend"):
+        study(BULK.format(duration="1s", loss="0%", cca="reno") + "[tcp]\npacing = 'on'\n")
+
+
+def test_plan_names_and_addresses():
+    topo = netns.plan("0123abcd", 63, 1500)
+    names = [topo.router_ns, topo.tun] + [n for h in topo.hosts for n in (h.ns, h.ifname, h.router_ifname)]
+    assert all(len(n) <= 15 and n.startswith("ccb0123abcd-") for n in names)
+    assert all(netns.NAME_RE.match(n) for n in names)
+    ips = [h.ip for h in topo.hosts] + [h.router_ip for h in topo.hosts]
+    assert len(set(ips)) == len(ips) and all(ip.startswith("10.77.") for ip in ips)
+    with pytest.raises(netns.SetupError, match="1 to 63 senders"):
+        netns.plan("0123abcd", 64, 1500)
+
+
+def test_names_of_others_are_not_ours():
+    for n in ("ccb", "ccbx", "ccb0123abc-r", "ccb0123abcd", "ccb0123ABCD-r", "xccb0123abcd-r", "ccb0123abcd-r-x",
+              "ccb0123abcd-"):
+        assert not netns.NAME_RE.match(n), n
+    assert cleanup.CMDLINE_RE.search("python -m x /run/ccbench/ccb0123abcd/emu.config.json")
+    assert not cleanup.CMDLINE_RE.search("/run/ccbench/ccb0123abcdef/x")
+
+
+def test_not_root_is_one_clear_message_and_creates_nothing(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    before = set(OURS)
+    with pytest.raises(UsageError) as e:
+        LinuxBackend(impl=STANDIN).check()
+    msg = str(e.value)
+    assert msg.startswith("backend 'linux' is not available: it needs root") and "sudo" in msg
+    assert "\n" not in msg
+    r = study(BULK.format(duration="1s", loss="0%", cca="reno")).runs()[0]
+    with pytest.raises(UsageError):
+        LinuxBackend(impl=STANDIN).run(r)
+    assert OURS == before  # not even a run token was drawn
+
+
+def test_doctor_cleanup_needs_root(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main(["doctor", "--cleanup"]) == 2
+    assert "needs root" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ plumbing (root)
+
+
+def test_router_segments_gso_before_the_tun(root):
+    """TSO/GSO super-packets of the senders are segmented before the TUN: the
+    emulator only ever sees packets of at most the MTU (no offload changes needed)."""
+    topo = netns.plan(netns.new_token(), 1, 1500)
+    tcp = {"rmem_bytes": 6291456, "wmem_bytes": 4194304, "init_cwnd": 10, "min_rto_ns": 200_000_000,
+           "sack": True, "ecn": False, "delayed_ack": "linux"}
+    fwd = textwrap.dedent(f"""
+        import fcntl, os, select, struct, time
+        fd = os.open("/dev/net/tun", os.O_RDWR)
+        fcntl.ioctl(fd, 0x400454ca, struct.pack("16sH", b"{topo.tun}", 0x1001))
+        end, big, n = time.monotonic() + 4, 0, 0
+        while time.monotonic() < end:
+            if select.select([fd], [], [], 0.1)[0]:
+                p = os.read(fd, 65536); big = max(big, len(p)); n += 1; os.write(fd, p)
+        print(n, big)
+    """)
+    sink = textwrap.dedent(f"""
+        import socket
+        s = socket.socket(); s.bind(("{topo.receiver.ip}", 5001)); s.listen(); s.settimeout(5)
+        c, _ = s.accept()
+        while c.recv(1 << 20): pass
+    """)
+    send = textwrap.dedent(f"""
+        import socket, time
+        s = socket.create_connection(("{topo.receiver.ip}", 5001), timeout=5); t = time.time()
+        while time.time() - t < 1.5: s.sendall(b"x" * 262144)
+    """)
+    procs = []
+    try:
+        netns.build(topo, tcp)
+        procs.append(subprocess.Popen(["ip", "netns", "exec", topo.router_ns, sys.executable, "-c", fwd],
+                                      stdout=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen(["ip", "netns", "exec", topo.receiver.ns, sys.executable, "-c", sink]))
+        time.sleep(0.5)
+        subprocess.run(["ip", "netns", "exec", topo.senders[0].ns, sys.executable, "-c", send], timeout=20,
+                       check=True)
+        out, _ = procs[0].communicate(timeout=20)
+        n, biggest = map(int, out.split())
+        r0 = netns.link_stats(topo.router_ns)[topo.senders[0].router_ifname]["rx_packets"]
+        assert n > 1000 and biggest <= 1500
+        assert r0 < n / 2  # the router did receive super-packets from the sender (GSO/TSO on the veth)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        netns.teardown(topo)
+
+
+def test_failed_run_leaves_nothing(root, monkeypatch):
+    """An error after the processes started, and one half-way through the setup."""
+    from ccbench.backends.linux import backend as be
+
+    text = BULK.format(duration="2s", loss="0%", cca="reno")
+
+    def boom(self, t0, clients, late_exit):
+        assert netns.existing_namespaces()  # everything was there
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(be._Run, "_assemble", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        run1(text, impl=IMPL)
+    assert_nothing_left()
+    monkeypatch.undo()
+
+    real_ip = netns.ip
+
+    def failing_ip(*args, **kw):
+        if "tuntap" in args:
+            raise netns.SetupError("no TUN for you")
+        return real_ip(*args, **kw)
+
+    monkeypatch.setattr(netns, "ip", failing_ip)
+    with pytest.raises(netns.SetupError, match="no TUN for you"):
+        run1(text, impl=IMPL)
+    monkeypatch.undo()
+    assert_nothing_left()
+
+
+def _wait_for(pred, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sigkilled_runner_then_doctor_cleanup(root, tmp_path):
+    p = tmp_path / "study.toml"
+    p.write_text(textwrap.dedent(BULK.format(duration="30s", loss="0%", cca="cubic")))
+    runner = textwrap.dedent(f"""
+        import sys
+        from ccbench.backends.linux.backend import LinuxBackend
+        from ccbench.spec import load_study
+        r = load_study({str(p)!r}, backend="linux").runs()[0]
+        LinuxBackend(impl={IMPL!r}).run(r)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", runner], start_new_session=True)
+    try:
+        def started():
+            runs = runs_of(proc.pid)
+            ok = (runs and len(runs[0].pids) >= 3 and len(runs[0].namespaces) == 3
+                  and (runs[0].dir / "emu.stats.jsonl").exists())  # past "go": the run is running
+            return runs if ok else None
+
+        (run,) = _wait_for(started, 30, "the run to start its processes")
+        assert run.owner == proc.pid
+        # A live run is left alone by doctor --cleanup.
+        assert main(["doctor", "--cleanup"]) == 0
+        assert all((netns.NETNS_DIR / n).exists() for n in run.namespaces) and run.dir.exists()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        (left,) = [r for r in cleanup.find() if r.token == run.token]
+        assert left.namespaces and left.pids and left.dir  # a killed run leaves things behind...
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert main(["doctor", "--cleanup"]) == 0  # ...which doctor --cleanup removes
+    assert_nothing_left()
+    assert all(cleanup._zombie(pid) for pid in left.pids)  # gone (or dead, waiting to be reaped)
+
+
+@pytest.mark.parametrize("sig,jobs,code", [(signal.SIGINT, 1, 130), (signal.SIGTERM, 1, 143), (signal.SIGINT, 2, 130)])
+def test_interrupted_run_cleans_up(root, tmp_path, sig, jobs, code):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or SIGTERM
+    to `ccbench run`, serially and with worker processes: everything is removed."""
+    p = tmp_path / "study.toml"
+    p.write_text(textwrap.dedent(BULK.format(duration="30s", loss="0%", cca="cubic"))
+                 + '[sweep]\n"topology.bottleneck.loss" = ["0%", "0.1%"]\n')
+    runner = textwrap.dedent(f"""
+        import sys
+        from ccbench import backends
+        from ccbench.backends.linux.backend import LinuxBackend
+        from ccbench.cli import main
+        backends.register("linux", LinuxBackend(impl={IMPL!r}), replace=True)
+        sys.exit(main(["run", {str(p)!r}, "--backend", "linux", "--out", {str(tmp_path / "out")!r},
+                       "--jobs", "{jobs}"]))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", runner], start_new_session=True, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    try:
+        def running():
+            runs = runs_of(proc.pid)
+            return len(runs) >= jobs and all(r.dir and (r.dir / "emu.stats.jsonl").exists() for r in runs)
+
+        _wait_for(running, 40, "the runs to start")
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, err
+    if sig == signal.SIGINT:
+        assert "interrupted" in err
+    assert_nothing_left()
+
+
+def test_sim_and_linux_give_the_same_schema_and_show(root, tmp_path, monkeypatch, capsys):
+    """A bulk flow and an RPC flow on sim and on linux; also the RPC latency rows."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(textwrap.dedent("""
+        [study]
+        name = "both"
+        duration = "6s"
+        [topology]
+        senders = 2
+        [topology.bottleneck]
+        rate = "20Mbit"
+        delay = "10ms"
+        [[flows]]
+        cca = "cubic"
+        [[flows]]
+        cca = "reno"
+        kind = "rpc"
+        sender = 1
+        request = "10KB"
+        response = "100B"
+    """))
+    with backends.registered("linux", LinuxBackend(impl=IMPL)):
+        assert main(["run", "s.toml", "--backend", "sim", "--out", "sim"]) == 0
+        assert main(["run", "s.toml", "--backend", "linux", "--out", "linux"]) == 0
+    capsys.readouterr()
+    shown = {}
+    for b in ("sim", "linux"):
+        from ccbench.store import Store
+
+        with Store.open_existing(b) as st:
+            (run,) = st.runs()
+            # The schema is complete even when the emulator could not keep up (a busy machine;
+            # the Python stand-in always is): the run is then suspect and says why.
+            assert run.status == "ok" or (b == "linux" and run.status == "suspect"
+                                          and run.stats["suspect_kinds"] == ["emulator"]), run.error
+            rid = run.run_id
+            for t in ("samples", "queue", "rpcs"):
+                assert st.count(t, rid) > 0, (b, t)
+        assert main(["show", rid, "--results", b, "--format", "json"]) == 0
+        j = json.loads(capsys.readouterr().out)
+        assert main(["show", rid, "--results", b]) == 0
+        shown[b] = (j, capsys.readouterr().out)
+    (js, ts), (jl, tl) = shown["sim"], shown["linux"]
+    assert set(js["run"]) == set(jl["run"])
+    assert [sorted(f) for f in js["flows"]] == [sorted(f) for f in jl["flows"]]
+    for f in jl["flows"]:
+        assert f["bytes_delivered"] > 0 and f["goodput_bps"] > 0 and f["rtt_min_us"] >= 20_000
+
+    def shape(text):  # row labels, the flows table's header and its number of rows, without values
+        lines = text.splitlines()
+        top = lines.index(next(ln for ln in lines if ln.startswith("flows")))
+        labels = [ln.split()[0] for ln in lines[:top] if ln.strip() and not ln.startswith(" ")]
+        header = next(ln for ln in lines if ln.startswith("┃"))
+        return ([x for x in labels if x != "note"], [c.strip() for c in header.split("┃") if c.strip()],
+                sum(1 for ln in lines if ln.startswith("│")))
+
+    assert shape(ts) == shape(tl)
+    assert shape(tl)[2] == 2
+    from ccbench.store import Store
+
+    with Store.open_existing("linux") as st:
+        rid = st.runs()[0].run_id
+        n = st.count("rpcs", rid)
+        assert n > 20  # ~ 6 s / (RTT + 10 KB at 20 Mbit/s)
+        rows = st.con.execute("SELECT min(latency_us), max(latency_us) FROM rpcs WHERE run_id = ?", [rid]).fetchone()
+        assert rows[0] >= 20_000
+        lat = st.con.execute("SELECT count(lateness_us) FROM queue WHERE run_id = ?", [rid]).fetchone()[0]
+        if IMPL is None:
+            assert lat > 0  # the emulator reports lateness
+
+
+# ------------------------------------------------------------------ measurements (root + Rust core)
+
+CEILING = 100e6 * 1448 / 1500  # goodput of a full 100 Mbit/s link with 1448-byte segments
+
+
+@pytest.mark.parametrize("cca", ["cubic", "bbr", "reno"])
+def test_bulk_goodput_and_rtt(core, cca):
+    r, res = run_measured(BULK.format(duration="20s", loss="0%", cca=cca))
+    assert res.status == "ok", res.note
+    g = goodput_after(res, 0, 5.0)
+    print(f"{cca}: goodput after 5 s {g / 1e6:.2f} Mbit/s = {100 * g / CEILING:.1f}% of the ceiling; "
+          f"whole run {res.flows[0]['goodput_bps'] / 1e6:.2f} Mbit/s; min RTT {res.flows[0]['rtt_min_us']} us; "
+          f"retrans {res.flows[0]['retrans_segs']}; emulator {res.stats['cpu_busy_mean']}")
+    assert g >= 0.9 * CEILING
+    assert g <= 1.01 * CEILING
+    # The idle-path RTT TCP measured is the configured 20 ms.
+    assert abs(res.flows[0]["rtt_min_us"] - 20_000) <= 500
+
+
+def test_random_loss_rate_and_retransmissions(core):
+    r, res = run_measured(BULK.format(duration="10s", loss="1%", cca="bbr"))
+    bn = res.stats["emulator"]["links"]["bottleneck"]
+    offered = bn["tx_pkts"] + bn["drops"] + bn["random_losses"] + bn["backlog_pkts"]
+    rate = bn["random_losses"] / offered
+    st = res.stats
+    print(f"loss {100 * rate:.3f}% of {offered}; retrans {st['kernel_retrans_segs']}, drops "
+          f"{st['emu_bottleneck_drops']} + {st['emu_bottleneck_random_losses']}, spurious {st['spurious_retrans_segs']}; "
+          f"{res.status} {res.note}")
+    assert 0.008 <= rate <= 0.012
+    # Every retransmission is accounted for by an emulator drop or reported as spurious...
+    drops = st["emu_bottleneck_drops"] + st["emu_bottleneck_random_losses"]
+    assert st["kernel_retrans_segs"] <= drops + st["spurious_retrans_segs"]
+    assert st["spurious_retrans_segs"] == max(0, st["kernel_retrans_segs"] - drops)
+    if st["spurious_retrans_segs"]:
+        assert "spurious retransmission" in res.note
+    # ...and nothing was lost outside the emulator.
+    assert st["interface_drops"] == {} and st["tun_drops"] == 0

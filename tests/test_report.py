@@ -1,0 +1,183 @@
+"""The HTML report of a small finished study (simulator), rendered in headless
+Chromium: no console errors, plots drawn with the expected series. Also
+`ccbench plot` and `ccbench show RESULTS`.
+
+The Chromium part needs Debian's `chromium` (make install-dev installs it);
+without it the test is skipped, except under CI where that is a failure.
+A screenshot is kept in test-artifacts/report.png (and report-run.png).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from ccbench.cli import main
+
+from analysis_study import run_study
+from cdp import Browser, chromium_path
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return run_study(tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture(scope="module")
+def report(results):
+    out = results.parent / "report.html"
+    assert main(["report", str(results), "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    m = re.search(r'<script type="application/json" id="ccbench-data">(.*?)</script>', text, re.S)
+    assert m, "the report embeds its data"
+    return out, text, json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def _names(fig: dict) -> list[str]:
+    return [t.get("name") for t in fig["data"]]
+
+
+def test_report_is_self_contained(report):
+    out, text, doc = report
+    assert "Plotly" in text[:6_000_000]
+    # nothing fetched from the network: no external scripts, styles or images
+    assert not re.search(r'<script[^>]+src=', text)
+    assert not re.search(r'<link[^>]+href=\s*"?https?:', text)
+    assert not re.search(r'<img[^>]+src=\s*"?https?:', text)
+    assert out.stat().st_size < 8_000_000
+    assert "report-test" in text and "[[flows]]" in text  # the study file is in it
+
+
+def test_report_data_has_the_expected_series(report, results):
+    _, text, doc = report
+    figs = doc["figures"]
+    sweeps = {f["layout"]["title"]["text"]: f for k, f in figs.items() if k.startswith("sweep-")}
+    g = sweeps["goodput per flow vs topology.bottleneck.loss"]
+    means = [t["name"] for t in g["data"] if t.get("meta", {}).get("role") == "mean"]
+    assert set(means) == {"reno bulk · cca=reno", "cubic rpc 10KB · cca=reno", "bbr bulk · cca=bbr",
+                          "reno bulk · cca=bbr", "cubic rpc 10KB · cca=bbr"}
+    models = [t["name"] for t in g["data"] if t.get("meta", {}).get("role") == "model"]
+    assert any(n.startswith("Mathis model") for n in models) and any(n.startswith("Padhye model") for n in models)
+    bands = [t for t in g["data"] if t.get("meta", {}).get("role") == "band"]
+    assert bands and all(t["fill"] == "toself" for t in bands)
+    runs_dots = [t for t in g["data"] if t.get("meta", {}).get("role") == "runs"]
+    # a dot per repetition and class: reno configs have 2 classes, bbr configs 3; 2 losses; 3 reps
+    assert sum(len(t["y"]) for t in runs_dots) == 2 * 3 * (2 + 3)
+    assert "Jain's fairness index vs topology.bottleneck.loss" in sweeps
+    assert "RPC completion time p99 vs topology.bottleneck.loss" in sweeps
+    assert any(t.startswith("goodput per flow vs flows.0.cca") for t in sweeps)
+
+    # one lazily drawn time-series figure per run, with goodput/cwnd/RTT per flow, backlog and JFI
+    run_figs = {k: f for k, f in figs.items() if k.startswith("run-plot-")}
+    assert len(run_figs) == 12 and set(doc["lazy"]) == {k[len("run-plot-"):] for k in run_figs}
+    for f in run_figs.values():
+        series = {(t["meta"].get("series"), t["meta"].get("flow")) for t in f["data"]}
+        for fid in (0, 1, 2):
+            assert {("goodput", fid), ("cwnd", fid), ("rtt", fid)} <= series
+        assert ("backlog", None) in series and ("jfi", None) in series
+        goodput = next(t for t in f["data"] if t["meta"] == {"series": "goodput", "flow": 0})
+        assert len(goodput["x"]) == len(goodput["y"]) >= 30 and max(goodput["y"]) > 1  # Mbit/s, real numbers
+    cdfs = [f for k, f in figs.items() if k.startswith("cdf-")]
+    assert len(cdfs) == 4 and all(_names(f)[0].startswith("cubic rpc 10KB (") for f in cdfs)
+    assert all(f["data"][0]["y"][-1] == 1.0 for f in cdfs)
+    assert len([k for k in figs if k.startswith("jfi-")]) == 4
+    # flagged runs link to their sections
+    for flag in doc["flags"]:
+        assert f'href="#run-{flag["run_id"]}"' in text and f'id="run-{flag["run_id"]}"' in text
+
+
+def test_report_renders_in_chromium(report):
+    if chromium_path() is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing: `make install-dev` installs it")
+        pytest.skip("chromium is not installed (make install-dev installs it)")
+    out, _, doc = report
+    ARTIFACTS.mkdir(exist_ok=True)
+    first_run = next(iter(doc["lazy"]))
+    with Browser(width=1400, height=2000) as b:
+        b.navigate(out.resolve().as_uri())
+        b.wait_for("window.ccbenchReady === true")
+        n_eager = len(doc["eager"])
+        b.wait_for(f"document.querySelectorAll('[data-drawn]').length >= {n_eager}")
+        b.pump(0.3)
+        assert b.errors() == []
+        assert b.eval("window.ccbenchErrors") == []
+        # every eager plot is drawn with exactly the traces of its figure, legends in the DOM
+        drawn = b.eval("""(() => { const out = {};
+            document.querySelectorAll('.js-plotly-plot').forEach(el => {
+              out[el.id] = {names: el.data.map(t => t.name),
+                            legend: Array.from(el.querySelectorAll('.legendtext')).map(e => e.textContent),
+                            traces: el.querySelectorAll('.scatterlayer .trace').length}; });
+            return out; })()""")
+        assert set(drawn) == set(doc["eager"])
+        for fid, d in drawn.items():
+            assert d["names"] == _names(doc["figures"][fid]), fid
+            assert d["traces"] == len(doc["figures"][fid]["data"]), fid
+        goodput = next(fid for fid in doc["eager"]
+                       if doc["figures"][fid]["layout"]["title"]["text"] == "goodput per flow vs topology.bottleneck.loss")
+        assert "reno bulk · cca=reno" in drawn[goodput]["legend"]
+        assert any(x.startswith("Mathis model") for x in drawn[goodput]["legend"])
+        # the summary table lists every configuration
+        rows = b.eval("document.querySelectorAll('table.summary tbody tr').length")
+        assert rows == 2 + 3 + 2 + 3  # classes per configuration: reno×2 (2 classes), bbr×2 (3 classes)
+        b.screenshot(ARTIFACTS / "report.png")
+
+        # a run's section opens from its link and draws its time series
+        b.eval(f"location.hash = '#run-{first_run}'")
+        b.wait_for(f"document.getElementById('run-plot-{first_run}').getAttribute('data-drawn') === '1'")
+        assert b.eval(f"document.getElementById('run-{first_run}').open") is True
+        names = b.eval(f"document.getElementById('run-plot-{first_run}').data.map(t => t.meta.series)")
+        assert names.count("goodput") == 3 and names.count("backlog") == 1
+        assert b.eval(f"document.querySelectorAll('#run-plot-{first_run} .subplot').length") >= 5
+        b.pump(0.3)
+        assert b.errors() == [] and b.eval("window.ccbenchErrors") == []
+        b.screenshot(ARTIFACTS / "report-run.png")
+    assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("fmt,magic", [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")])
+def test_plot_command(results, tmp_path, fmt, magic, capsys):
+    out = tmp_path / f"fig.{fmt}"
+    assert main(["plot", str(results), "--metric", "goodput", "--x", "loss", "--group", "cca",
+                 "--format", fmt, "--out", str(out)]) == 0
+    assert out.read_bytes().startswith(magic)
+    if fmt == "svg":
+        svg = out.read_text()
+        assert "cca=reno" in svg and "cca=bbr" in svg and "Mathis model" in svg
+
+
+def test_plot_default_path_and_errors(results, capsys):
+    assert main(["plot", str(results), "--metric", "jfi", "--x", "cca"]) == 0
+    assert (results / "figures" / "jfi-vs-cca.png").exists()
+    capsys.readouterr()
+    assert main(["plot", str(results), "--x", "nope"]) == 2
+    assert "not a swept parameter" in capsys.readouterr().err
+    assert main(["plot", str(results), "--x", "loss", "--metric", "speed"]) == 2
+    capsys.readouterr()
+
+
+def test_show_results_formats(results, capsys):
+    assert main(["show", str(results), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["configs"]) == 4
+    c = doc["configs"][0]
+    st = c["stats"]["goodput_mean_bps[reno bulk]"]
+    assert st["n"] == 3 and st["min"] <= st["median"] <= st["max"] and st["ci_low"] <= st["mean"] <= st["ci_high"]
+    assert set(c["anomalies"]) == {"collapse", "starvation", "not steady"}
+
+    assert main(["show", str(results), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {"jfi", "utilisation", "rpc_p99_us[cubic rpc 10KB]"} <= {r["metric"] for r in rows}
+
+    assert main(["show", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "goodput_mean_bps[reno bulk]" in out and "95% CI" in out
