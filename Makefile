@@ -32,6 +32,9 @@ install: $(STAMP)/toolchain
 
 install-dev: $(STAMP)/toolchain
 	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
+	@command -v ip >/dev/null 2>&1 || { \
+	  echo "installing iproute2 (the linux backend builds namespaces with ip)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2; }
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium (the HTML report test renders the report in it)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
