@@ -10,7 +10,8 @@ tolerance late, TUN drops, and the emulator's CPU in the steady state (total,
 of it spinning, and the rest: work; 0.95 is the kernel's cap for a
 real-time thread, so ~0.95 means saturated). Then, per CCA, the highest rate at which this and
 every lower rate kept p99 lateness ≤ 0.5 ms with no TUN drops, and the CPU
-at 100 Mbit/s and 1 Gbit/s.
+at 100 Mbit/s and 1 Gbit/s. Last, the same transfers through a plain tbf
+bottleneck on the same namespaces (no emulator, no delay), for rate accuracy.
 
 Needs root. Not a test: the figures depend on the machine and on whatever
 else runs on it (check `uptime` first).
@@ -79,6 +80,27 @@ def one_run(cca: str, rate: int, duration_s: float, flows: int, extra: dict, thr
     }
 
 
+def one_run_tbf(cca: str, rate: int, duration_s: float, flows: int) -> dict:
+    """The same transfer through a plain tbf on the same kind of namespaces
+    (no emulator, no delay): how accurately each holds the configured rate."""
+    dur = int(duration_s * 1e9)
+    with tempfile.TemporaryDirectory(prefix="ccbt-bench-") as tmp, Dumbbell(1) as db:
+        tmp = Path(tmp)
+        db.bypass_emulator_with_tbf(rate, limit_bytes=max(rate * 20 // 1000 // 8, 15_000))
+        t0 = monotonic_ns() + 1_500 * MS
+        server = db.start_core(db.receiver, "load_server", {
+            "listen": f"{db.receiver_ip}:5201", "stop_at_monotonic_ns": t0 + dur + 200 * MS})
+        db.wait_listening(5201)
+        client = db.start_core(db.senders[0], "load_client", {
+            "server": f"{db.receiver_ip}:5201", "t0_monotonic_ns": t0, "stop_at_monotonic_ns": t0 + dur,
+            "sample_interval_ns": 100 * MS, "samples_path": str(tmp / "samples.jsonl"),
+            "flows": [{"id": i, "cca": cca, "kind": "bulk", "start_ns": 0} for i in range(flows)]})
+        out = db.result(client, 30 + duration_s)
+        db.result(server, 30)
+    goodput = sum(f["bytes_acked"] for f in out["flows"]) * 8 / duration_s
+    return {"cca": cca, "rate_bps": rate, "goodput_bps": goodput, "util": goodput / (rate * 1448 / 1500)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ccas", default="cubic,bbr")
@@ -90,6 +112,7 @@ def main() -> int:
     ap.add_argument("--threaded-napi", action="store_true",
                     help="hosts receive with threaded NAPI (their TCP work leaves the emulator's thread)")
     ap.add_argument("--json", help="also write the runs here")
+    ap.add_argument("--no-tbf", action="store_true", help="skip the comparison against a plain tbf bottleneck")
     a = ap.parse_args()
     problem = root_problem()
     if problem:
@@ -128,6 +151,14 @@ def main() -> int:
             if m:
                 print(f"{cca}: CPU at {rate / 1e6:.0f} Mbit/s: {m[0]['cpu']:.2f} "
                       f"(of it spinning {m[0]['spin']:.2f}, work {m[0]['cpu'] - m[0]['spin']:.2f})")
+    if not a.no_tbf:
+        print()
+        print("rate accuracy, same namespaces: ccbench's emulator (20 ms RTT) vs a plain tbf (no delay)")
+        print(f"{'cca':6} {'rate':>7} {'emu util':>9} {'tbf util':>9}")
+        for r in runs:
+            t = one_run_tbf(r["cca"], r["rate_bps"], a.duration, a.flows)
+            print(f"{r['cca']:6} {r['rate_bps'] / 1e6:6.0f}M {r['util']:9.3f} {t['util']:9.3f}", flush=True)
+            time.sleep(0.5)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps(runs, indent=1))

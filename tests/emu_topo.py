@@ -117,6 +117,18 @@ class Dumbbell:
         run("ip", "-n", r, "rule", "add", "iif", self.tun, "lookup", 100, "pref", 100)
         return self
 
+    def bypass_emulator_with_tbf(self, rate_bps: int, limit_bytes: int) -> None:
+        """Forward directly between the veths (no TUN, no emulated delay) and
+        shape the router's receiver-facing veth with a plain tbf instead, for
+        comparing rate accuracy against the emulator on the same namespaces."""
+        r = self.router
+        for ip in [self.receiver_ip, *self.sender_ips]:
+            run("ip", "-n", r, "route", "del", f"{ip}/32", "dev", self.tun)
+        # A burst of ~1 ms at the rate (at least two packets), as tc-tbf(8) advises for accuracy.
+        burst = max(rate_bps // 8 // 1000, 3000)
+        run("ip", "netns", "exec", r, "tc", "qdisc", "add", "dev", f"{PREFIX}{self.tok}-rd", "root", "tbf",
+            "rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(max(limit_bytes, burst)))
+
     @staticmethod
     def _ethtool_code(cmd: int, value: int) -> str:
         return (
