@@ -1,6 +1,8 @@
 //! Just enough IPv4 to classify a packet read from the TUN device, key its
 //! flow and mark it with ECN Congestion Experienced.
 
+use netcore::rng::Rng;
+
 /// Protocol numbers whose ports enter the flow key.
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -35,12 +37,9 @@ impl Header {
     }
 }
 
-/// SplitMix64's finaliser: a cheap, well-spread 64-bit mix.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// SplitMix64 as a hash: its first output from seed `z` (cheap, well spread).
+fn mix(z: u64) -> u64 {
+    Rng::new(z).next_u64()
 }
 
 /// Parse the IPv4 header at the start of `b` (a whole packet as read from a

@@ -9,17 +9,14 @@ pub mod engine;
 pub mod frame;
 pub mod hist;
 pub mod ipv4;
-pub mod signals;
 pub mod tun;
 
 use engine::{Addresses, Emulator};
 use frame::{Frame, Pool};
 use netcore::link::Link;
-use netcore::qdisc;
-use netcore::rng::Rng;
 use serde::Deserialize;
 use serde_json::json;
-use sim::config::LinkConfig;
+use sim::config::{bottleneck_links, LinkConfig};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
@@ -68,19 +65,6 @@ pub struct SenderLink {
     pub delay_ns: u64,
 }
 
-fn check_link(name: &str, l: &LinkConfig) -> Result<(), String> {
-    if l.rate_bps == 0 {
-        return Err(format!("{name}.rate_bps must be positive"));
-    }
-    if !(0.0..1.0).contains(&l.loss) {
-        return Err(format!("{name}.loss must be in [0, 1)"));
-    }
-    if l.buffer_bytes.is_some() == l.buffer_pkts.is_some() {
-        return Err(format!("{name}: exactly one of buffer_bytes / buffer_pkts"));
-    }
-    l.qdisc.check(&l.port(0)).map_err(|e| format!("{name}.qdisc: {e}"))
-}
-
 impl EmuConfig {
     pub fn check(&self) -> Result<(), String> {
         if self.senders.is_empty() {
@@ -89,9 +73,9 @@ impl EmuConfig {
         if self.sample_interval_ns == 0 {
             return Err("sample_interval_ns must be positive".into());
         }
-        check_link("bottleneck", &self.bottleneck)?;
+        self.bottleneck.check("bottleneck")?;
         if let Some(r) = &self.reverse {
-            check_link("reverse", r)?;
+            r.check("reverse")?;
         }
         for (i, s) in self.senders.iter().enumerate() {
             if s.rate_bps == 0 {
@@ -105,24 +89,11 @@ impl EmuConfig {
     }
 }
 
-/// A link with its discipline, exactly as the simulator builds it
-/// (`sim::world::make_link`): the discipline's seed is the first draw of the
-/// link's own stream.
-fn make_link(l: &LinkConfig, loss: f64, rng: Rng) -> Link<Frame> {
-    let seed = rng.clone().next_u64();
-    let q = qdisc::build(&l.qdisc, &l.port(seed));
-    Link::new(l.rate_bps, l.delay_ns, loss, rng, q)
-}
-
 /// The links in the simulator's order and with its seeds: bottleneck,
 /// reverse, access out per sender, access back per sender.
 pub fn build_links(cfg: &EmuConfig) -> Vec<Link<Frame>> {
     let mut links = Vec::with_capacity(2 + 2 * cfg.senders.len());
-    links.push(make_link(&cfg.bottleneck, cfg.bottleneck.loss, Rng::derive(cfg.seed, 1)));
-    links.push(match &cfg.reverse {
-        Some(r) => make_link(r, r.loss, Rng::derive(cfg.seed, 2)),
-        None => make_link(&cfg.bottleneck, 0.0, Rng::derive(cfg.seed, 2)),
-    });
+    links.extend(bottleneck_links(&cfg.bottleneck, cfg.reverse.as_ref(), cfg.seed));
     for _direction in 0..2 {
         for s in &cfg.senders {
             links.push(Link::pipe(s.rate_bps, s.delay_ns));

@@ -213,7 +213,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
         std::io::BufWriter::new(std::fs::File::create(&cfg.samples_path).map_err(|e| format!("cannot create {}: {e}", cfg.samples_path))?);
     let n = cfg.flows.len();
     let shared = Arc::new(Shared { cfg, stop: Stop::new(), fds: (0..n).map(|_| AtomicI32::new(-1)).collect() });
-    let guard = crate::signals::SignalGuard::install();
+    let guard = signals::SignalGuard::install();
     sys::tight_timer_slack(); // inherited by the flow threads
     let handles: Vec<_> = (0..n)
         .map(|i| {
@@ -308,7 +308,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
         "flows": flows,
         "rpcs": {"flow_id": fid, "request_bytes": req, "response_bytes": rsp, "start_us": start, "latency_us": lat},
         "sample_rows": rows,
-        "stopped_by_signal": crate::signals::stop_requested(),
+        "stopped_by_signal": signals::stop_requested(),
     }))
 }
 

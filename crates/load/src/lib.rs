@@ -5,7 +5,6 @@
 pub mod client;
 pub mod proto;
 pub mod server;
-pub mod signals;
 pub mod sys;
 pub mod tcp_info;
 

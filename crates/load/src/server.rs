@@ -94,7 +94,7 @@ pub fn run(cfg: ServerConfig) -> Result<Value, String> {
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let end = cfg.stop_at_monotonic_ns;
     let stop = std::sync::Arc::new(Stop::new());
-    let guard = crate::signals::SignalGuard::install();
+    let guard = signals::SignalGuard::install();
     let mut handles = Vec::new();
     let mut accept_error = None;
     loop {
@@ -168,7 +168,7 @@ pub fn run(cfg: ServerConfig) -> Result<Value, String> {
             })
         })
         .collect();
-    Ok(json!({"flows": flows, "connections": results.len(), "errors": errors, "stopped_by_signal": crate::signals::stop_requested()}))
+    Ok(json!({"flows": flows, "connections": results.len(), "errors": errors, "stopped_by_signal": signals::stop_requested()}))
 }
 
 pub fn run_json(input: &str) -> Result<String, String> {

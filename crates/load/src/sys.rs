@@ -43,7 +43,7 @@ impl Stop {
         Stop { abort: AtomicBool::new(false) }
     }
     pub fn requested(&self) -> bool {
-        self.abort.load(Ordering::Relaxed) || crate::signals::stop_requested()
+        self.abort.load(Ordering::Relaxed) || signals::stop_requested()
     }
 }
 

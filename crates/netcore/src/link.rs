@@ -147,7 +147,7 @@ impl<P: Pkt> Link<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::P;
+    use crate::qdisc::testutil::P;
     use crate::qdisc::{Fifo, Limit};
 
     fn link(rate: u64, delay: Nanos, pkts: u64) -> Link<P> {

@@ -21,10 +21,12 @@ impl Rng {
 
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        mix64(self.state)
+    }
+
+    /// Uniform in [0, n) by multiply-shift; 0 when n is 0.
+    pub fn below(&mut self, n: u32) -> u32 {
+        (((self.next_u64() >> 32) * n as u64) >> 32) as u32
     }
 
     /// Uniform in [0, 1).
@@ -36,6 +38,15 @@ impl Rng {
     pub fn chance(&mut self, p: f64) -> bool {
         p > 0.0 && self.next_f64() < p
     }
+}
+
+/// SplitMix64's finaliser: spreads nearby inputs over all 64 bits (the
+/// generator's output, and the flow-key hash of the per-flow queues).
+#[inline]
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

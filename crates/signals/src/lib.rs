@@ -3,6 +3,9 @@
 //! the host process neither dies nor sees the signal: the loop ends cleanly
 //! and returns its results. Guards nest (a count), so several loops may run
 //! in threads of one process.
+//!
+//! One crate for the emulator and the load generator, so that when both run
+//! in one process they share a single flag and a single saved handler.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

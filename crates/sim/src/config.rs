@@ -1,7 +1,10 @@
 //! The resolved run config (docs/interfaces.md §1): every unit already
 //! converted to integers in bits/s, nanoseconds and bytes.
 
-use netcore::qdisc::{Limit, Port, QdiscConfig};
+use netcore::link::Link;
+use netcore::qdisc::{self, Limit, Port, QdiscConfig};
+use netcore::rng::Rng;
+use netcore::Pkt;
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, Clone)]
@@ -101,6 +104,46 @@ impl LinkConfig {
         };
         Port { rate_bps: self.rate_bps, limit, seed }
     }
+
+    /// Checks the spec layer should already have made; `name` prefixes the error.
+    pub fn check(&self, name: &str) -> Result<(), String> {
+        if self.rate_bps == 0 {
+            return Err(format!("{name}.rate_bps must be positive"));
+        }
+        if !(0.0..1.0).contains(&self.loss) {
+            return Err(format!("{name}.loss must be in [0, 1)"));
+        }
+        if self.buffer_bytes.is_some() == self.buffer_pkts.is_some() {
+            return Err(format!("{name}: exactly one of buffer_bytes / buffer_pkts"));
+        }
+        self.qdisc.check(&self.port(0)).map_err(|e| format!("{name}.qdisc: {e}"))
+    }
+
+    /// The link with its discipline, over any packet type (the simulator's
+    /// descriptors, the emulator's frames). The discipline draws (RED) and
+    /// perturbs its flow hash (fq_codel) from a seed of the link's own
+    /// stream; the link's loss draws are unchanged.
+    pub fn build_link<P: Pkt + 'static>(&self, loss: f64, rng: Rng) -> Link<P> {
+        let seed = rng.clone().next_u64();
+        let q = qdisc::build(&self.qdisc, &self.port(seed));
+        Link::new(self.rate_bps, self.delay_ns, loss, rng, q)
+    }
+}
+
+/// The bottleneck and the return link, seeded alike by every backend
+/// (streams 1 and 2 of the run seed). Without a `reverse` link the return
+/// path mirrors the bottleneck, without its random loss.
+pub fn bottleneck_links<P: Pkt + 'static>(
+    bottleneck: &LinkConfig,
+    reverse: Option<&LinkConfig>,
+    seed: u64,
+) -> [Link<P>; 2] {
+    let forward = bottleneck.build_link(bottleneck.loss, Rng::derive(seed, 1));
+    let ret = match reverse {
+        Some(r) => r.build_link(r.loss, Rng::derive(seed, 2)),
+        None => bottleneck.build_link(0.0, Rng::derive(seed, 2)),
+    };
+    [forward, ret]
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,16 +204,7 @@ impl RunConfig {
             links.push(("reverse", r));
         }
         for (name, l) in links {
-            if l.rate_bps == 0 {
-                return Err(format!("{name}.rate_bps must be positive"));
-            }
-            if !(0.0..1.0).contains(&l.loss) {
-                return Err(format!("{name}.loss must be in [0, 1)"));
-            }
-            if l.buffer_bytes.is_some() == l.buffer_pkts.is_some() {
-                return Err(format!("{name}: exactly one of buffer_bytes / buffer_pkts"));
-            }
-            l.qdisc.check(&l.port(0)).map_err(|e| format!("{name}.qdisc: {e}"))?;
+            l.check(name)?;
         }
         for s in &self.senders {
             if s.rate_bps == 0 {

@@ -6,12 +6,10 @@
 //! return link then `access_back[s]`. Access links are fast and never drop.
 
 use crate::cc::{self, CcaReport};
-use crate::config::{FlowKind, LinkConfig, RunConfig};
+use crate::config::{bottleneck_links, FlowKind, RunConfig};
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
 use netcore::link::{Link, Offered};
-use netcore::qdisc::{self, Limit};
-use netcore::rng::Rng;
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use serde::Serialize;
 use std::cmp::{Ordering, Reverse};
@@ -166,23 +164,6 @@ struct World {
     res: SimResult,
 }
 
-fn limit_of(l: &LinkConfig) -> Limit {
-    match (l.buffer_bytes, l.buffer_pkts) {
-        (Some(b), _) => Limit::Bytes(b),
-        (None, Some(p)) => Limit::Packets(p),
-        (None, None) => unreachable!("checked by RunConfig::check"),
-    }
-}
-
-fn make_link(l: &LinkConfig, loss: f64, rng: Rng) -> Link<Packet> {
-    // The discipline draws (RED) and perturbs its flow hash (fq_codel) from
-    // a seed of the link's own stream; the link's loss draws are unchanged.
-    let seed = rng.clone().next_u64();
-    let port = qdisc::Port { rate_bps: l.rate_bps, limit: limit_of(l), seed };
-    let q = qdisc::build(&l.qdisc, &port);
-    Link::new(l.rate_bps, l.delay_ns, loss, rng, q)
-}
-
 /// Run one simulation.
 pub fn simulate(cfg: &RunConfig) -> Result<SimResult, String> {
     cfg.check()?;
@@ -195,12 +176,7 @@ impl World {
     fn build(cfg: &RunConfig) -> Result<World, String> {
         let n = cfg.senders.len();
         let mut links = Vec::with_capacity(2 + 2 * n);
-        links.push(make_link(&cfg.bottleneck, cfg.bottleneck.loss, Rng::derive(cfg.seed, 1)));
-        let ret = match &cfg.reverse {
-            Some(r) => make_link(r, r.loss, Rng::derive(cfg.seed, 2)),
-            None => make_link(&cfg.bottleneck, 0.0, Rng::derive(cfg.seed, 2)),
-        };
-        links.push(ret);
+        links.extend(bottleneck_links(&cfg.bottleneck, cfg.reverse.as_ref(), cfg.seed));
         // Access links, out then back, never drop (Linux's TSQ keeps real
         // host queues short; a drop there would be an artefact): pipes.
         for _direction in 0..2 {

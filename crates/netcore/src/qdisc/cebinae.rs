@@ -39,7 +39,8 @@
 //! computing the rates and the round boundary) is zero here; time within a
 //! round is exact (vdT = 1 ns, as the configurations use).
 
-use super::{mix64, Limit, Port, Qdisc, QdiscStats};
+use super::{Limit, Port, Qdisc, QdiscStats};
+use crate::rng::mix64;
 use crate::{Nanos, Pkt, NS_PER_SEC};
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -341,7 +342,7 @@ impl<P: Pkt> Qdisc<P> for Cebinae<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::{drive, port, E};
+    use crate::qdisc::testutil::{cbr, drive, port, E};
     use crate::qdisc::Fifo;
     use crate::tx_time;
 
@@ -433,8 +434,9 @@ mod tests {
         // Constant 50 and 30 Mbit/s on 100: the port is never saturated.
         let mut arr = Vec::new();
         for (key, bps) in [(1u64, 50_000_000u64), (2, 30_000_000)] {
-            let gap = 1500 * 8 * NS_PER_SEC / bps;
-            arr.extend((0..5 * NS_PER_SEC / gap).map(|i| (i * gap + key * 1_000, E::new(1500, key))));
+            // Offset so that the two sources never arrive together.
+            let src = cbr(E::new(1500, key), bps, 5 * NS_PER_SEC);
+            arr.extend(src.into_iter().map(|(t, p)| (t + key * 1_000, p)));
         }
         arr.sort_by_key(|a| a.0);
         let mut q: Cebinae<E> = Cebinae::new(&params(), &port(RATE, Limit::Packets(200)));

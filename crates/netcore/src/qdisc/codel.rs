@@ -266,7 +266,7 @@ impl<P: Pkt> Qdisc<P> for Codel<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::{drive, port, E};
+    use crate::qdisc::testutil::{cbr, drive, port, E};
 
     const RATE: u64 = 10_000_000; // 10 Mbit/s: 1500 B = 1.2 ms
 
@@ -275,18 +275,11 @@ mod tests {
         Codel::new(&p, &port(RATE, Limit::Packets(10_000)))
     }
 
-    /// A constant-rate source of 1500 B packets, one every `gap` ns.
-    fn cbr(gap: Nanos, until: Nanos, ect: bool) -> Vec<(Nanos, E)> {
-        (0..until / gap)
-            .map(|i| (i * gap, if ect { E::new(1500, 1).ect() } else { E::new(1500, 1) }.at(i * gap)))
-            .collect()
-    }
-
     #[test]
     fn no_drops_while_sojourn_below_target() {
         // 90% load: the queue never builds to 5 ms.
         let mut q = codel(false);
-        let out = drive(&mut q, RATE, &cbr(1_333_333, 20_000_000_000, false), 20_000_000_000);
+        let out = drive(&mut q, RATE, &cbr(E::new(1500, 1), 9_000_000, 20_000_000_000), 20_000_000_000);
         assert_eq!(q.stats().dropped, 0);
         assert!(out.iter().all(|(t, p)| t - p.born < 5_000_000));
         // A standing queue just under target is left alone too: 4 ms of
@@ -304,7 +297,7 @@ mod tests {
         // 110% load of an unresponsive source for 30 s: a droptail queue
         // would grow by 10% of the rate for ever (3 s of queue at the end).
         let mut q = codel(false);
-        let arr = cbr(1_090_909, 30_000_000_000, false);
+        let arr = cbr(E::new(1500, 1), 11_000_000, 30_000_000_000);
         let out = drive(&mut q, RATE, &arr, 30_000_000_000);
         let s = q.stats();
         // CoDel sheds the excess, a tenth of the arrivals.
@@ -342,7 +335,7 @@ mod tests {
     #[test]
     fn ecn_marks_instead_of_dropping() {
         let mut q = codel(true);
-        let out = drive(&mut q, RATE, &cbr(800_000, 10_000_000_000, true), 10_000_000_000);
+        let out = drive(&mut q, RATE, &cbr(E::new(1500, 1).ect(), 15_000_000, 10_000_000_000), 10_000_000_000);
         let s = q.stats();
         assert!(s.ecn_marked > 0);
         // ECT packets are never dropped by the control law; with a 10000-packet

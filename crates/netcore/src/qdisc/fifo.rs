@@ -53,7 +53,7 @@ impl<P: Pkt> Qdisc<P> for Fifo<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::P;
+    use crate::qdisc::testutil::P;
 
     #[test]
     fn fifo_packet_limit_drops_tail_and_keeps_order() {

@@ -197,7 +197,7 @@ impl<P: Pkt> Qdisc<P> for Fq<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::{drive, port, E};
+    use crate::qdisc::testutil::{byte_shares, cbr, drive, port, E};
 
     fn fq(flow_limit: u64) -> Fq<E> {
         let p = FqParams {
@@ -211,18 +211,7 @@ mod tests {
 
     #[test]
     fn equal_byte_shares_with_different_packet_sizes() {
-        let mut q = fq(100_000);
-        for _ in 0..2000 {
-            q.enqueue(E::new(1500, 1), 0).unwrap();
-            for _ in 0..3 {
-                q.enqueue(E::new(500, 2), 0).unwrap();
-            }
-        }
-        let (mut a, mut b) = (0u64, 0u64);
-        while a + b < 3_000_000 {
-            let p = q.dequeue(0).unwrap();
-            *(if p.flow == 1 { &mut a } else { &mut b }) += p.size as u64;
-        }
+        let (a, b) = byte_shares(&mut fq(100_000), 1, 2, 2000, 3_000_000);
         assert!(a.abs_diff(b) <= 15_000, "{a} vs {b}");
     }
 
@@ -234,8 +223,7 @@ mod tests {
         let mut q = fq(100);
         let mut arr = Vec::new();
         for (key, size) in [(1u64, 1500u32), (2, 1000), (3, 200)] {
-            let gap = size as u64 * 8 * 1_000_000_000 / 60_000_000;
-            arr.extend((0..5_000_000_000 / gap).map(|i| (i * gap, E::new(size, key))));
+            arr.extend(cbr(E::new(size, key), 60_000_000, 5_000_000_000));
         }
         arr.sort_by_key(|a| a.0);
         let out = drive(&mut q, rate, &arr, 5_000_000_000);

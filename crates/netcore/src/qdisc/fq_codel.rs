@@ -23,7 +23,8 @@
 //! `ce_threshold`.
 
 use super::codel::{check_times, CodelCfg, CodelQueue, CodelVars};
-use super::{mix64, Limit, Port, Qdisc, QdiscStats};
+use super::{Limit, Port, Qdisc, QdiscStats};
+use crate::rng::mix64;
 use crate::{Nanos, Pkt};
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -249,7 +250,7 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::{drive, port, E};
+    use crate::qdisc::testutil::{byte_shares, drive, port, E};
 
     fn fq(limit: Limit) -> FqCodel<E> {
         let p = FqCodelParams { mtu_bytes: 1500, quantum_bytes: 1500, ..FqCodelParams::default() };
@@ -267,22 +268,8 @@ mod tests {
     fn equal_byte_shares_with_different_packet_sizes() {
         let mut q = fq(Limit::Packets(100_000));
         let (a, b) = two_keys(&q);
-        for _ in 0..3000 {
-            q.enqueue(E::new(1500, a), 0).unwrap();
-            for _ in 0..3 {
-                q.enqueue(E::new(500, b), 0).unwrap();
-            }
-        }
         // Dequeue at once (sojourn 0: CoDel stays out) half the backlog.
-        let (mut ba, mut bb) = (0u64, 0u64);
-        while ba + bb < 4_000_000 {
-            let p = q.dequeue(0).unwrap();
-            if p.flow == a {
-                ba += p.size as u64;
-            } else {
-                bb += p.size as u64;
-            }
-        }
+        let (ba, bb) = byte_shares(&mut q, a, b, 3000, 4_000_000);
         assert!(ba.abs_diff(bb) <= 3000, "bytes {ba} vs {bb}");
         assert_eq!(q.stats().dropped, 0);
     }

@@ -50,6 +50,18 @@ pub struct QdiscStats {
     pub ecn_marked: u64,
 }
 
+/// Counters of a discipline built from parts (a marker and its FIFO).
+impl std::ops::Add for QdiscStats {
+    type Output = QdiscStats;
+    fn add(self, o: QdiscStats) -> QdiscStats {
+        QdiscStats {
+            enqueued: self.enqueued + o.enqueued,
+            dropped: self.dropped + o.dropped,
+            ecn_marked: self.ecn_marked + o.ecn_marked,
+        }
+    }
+}
+
 pub trait Qdisc<P: Pkt> {
     /// Offer a packet. `Err(p)` gives the packet back when it is dropped on
     /// arrival; packets a discipline drops later (from a queue's head) are
@@ -214,123 +226,13 @@ pub fn build_named<P: Pkt + 'static>(name: &str, port: &Port) -> Option<Box<dyn 
     QdiscConfig::by_name(name).map(|c| build(&c, port))
 }
 
-/// SplitMix64's finaliser: spreads flow keys over hash buckets.
-#[inline]
-pub(crate) fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+#[cfg(test)]
+pub(crate) mod testutil;
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::testutil::{port, E};
     use super::*;
-
-    /// A test packet: wire bytes, flow key, ECT, CE, class.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct P(pub u32, pub u64);
-    impl Pkt for P {
-        fn wire_bytes(&self) -> u32 {
-            self.0
-        }
-        fn flow_key(&self) -> u64 {
-            self.1
-        }
-        fn ect(&self) -> bool {
-            false
-        }
-        fn mark_ce(&mut self) {}
-    }
-
-    /// A packet with ECN and class fields, for the AQM tests.
-    #[derive(Debug, Clone, Copy, PartialEq, Default)]
-    pub struct E {
-        pub size: u32,
-        pub flow: u64,
-        pub ect: bool,
-        pub ce: bool,
-        pub class: u8,
-        /// When the test source created it.
-        pub born: Nanos,
-    }
-    impl E {
-        pub fn new(size: u32, flow: u64) -> E {
-            E { size, flow, ..E::default() }
-        }
-        pub fn ect(mut self) -> E {
-            self.ect = true;
-            self
-        }
-        pub fn class(mut self, c: u8) -> E {
-            self.class = c;
-            self
-        }
-        pub fn at(mut self, t: Nanos) -> E {
-            self.born = t;
-            self
-        }
-    }
-    impl Pkt for E {
-        fn wire_bytes(&self) -> u32 {
-            self.size
-        }
-        fn flow_key(&self) -> u64 {
-            self.flow
-        }
-        fn class(&self) -> u8 {
-            self.class
-        }
-        fn ect(&self) -> bool {
-            self.ect
-        }
-        fn mark_ce(&mut self) {
-            self.ce = true;
-        }
-    }
-
-    pub fn port(rate_bps: u64, limit: Limit) -> Port {
-        Port { rate_bps, limit, seed: 7 }
-    }
-
-    /// Drive a discipline as a link of `rate_bps` would: packets arrive at
-    /// the given times, the transmitter takes one packet at a time. Returns
-    /// the departed packets with their departure times.
-    pub fn drive<Q: Qdisc<E> + ?Sized>(
-        q: &mut Q,
-        rate_bps: u64,
-        arrivals: &[(Nanos, E)],
-        until: Nanos,
-    ) -> Vec<(Nanos, E)> {
-        let mut out = Vec::new();
-        let mut free_at: Nanos = 0; // transmitter busy until
-        let mut i = 0;
-        let mut now: Nanos = 0;
-        loop {
-            // Next event: an arrival or the transmitter freeing up.
-            let next_arr = arrivals.get(i).map(|a| a.0);
-            let tx_ready = if q.backlog_pkts() > 0 { Some(free_at.max(now)) } else { None };
-            let t = match (next_arr, tx_ready) {
-                (Some(a), Some(d)) => a.min(d),
-                (Some(a), None) => a,
-                (None, Some(d)) => d,
-                (None, None) => break,
-            };
-            if t > until {
-                break;
-            }
-            now = t;
-            if next_arr == Some(t) {
-                let _ = q.enqueue(arrivals[i].1, now);
-                i += 1;
-                continue;
-            }
-            if let Some(p) = q.dequeue(now) {
-                free_at = now + crate::tx_time(p.wire_bytes(), rate_bps);
-                out.push((now, p));
-            }
-        }
-        out
-    }
 
     #[test]
     fn every_name_parses_builds_and_names_itself() {

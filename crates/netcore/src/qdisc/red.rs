@@ -39,11 +39,10 @@
 //! that configuration still average the queue with W = 1/2; here the queue
 //! is not averaged at all.
 
-use super::{Limit, Port, Qdisc, QdiscStats};
+use super::{Fifo, Port, Qdisc, QdiscStats};
 use crate::rng::Rng;
 use crate::{Nanos, Pkt, NS_PER_SEC};
 use serde::Deserialize;
-use std::collections::VecDeque;
 
 /// Bytes per packet when a packet limit must be read as bytes.
 const MTU_GUESS: u64 = 1500;
@@ -147,9 +146,8 @@ pub(crate) enum Verdict {
 }
 
 pub struct Red<P> {
-    q: VecDeque<P>,
-    bytes: u64,
-    limit: Limit,
+    /// The hard limit behind the marker (Linux: the child bfifo).
+    fifo: Fifo<P>,
     min: f64,
     max: f64,
     max_p: f64,
@@ -166,6 +164,7 @@ pub struct Red<P> {
     qr: f64,
     idle_since: Option<Nanos>,
     rng: Rng,
+    /// Early drops and marks; the FIFO counts the rest.
     stats: QdiscStats,
 }
 
@@ -173,9 +172,7 @@ impl<P: Pkt> Red<P> {
     pub fn new(p: &RedParams, port: &Port) -> Red<P> {
         let r = p.resolve(port).expect("red parameters checked");
         Red {
-            q: VecDeque::with_capacity(1024),
-            bytes: 0,
-            limit: port.limit,
+            fifo: Fifo::new(port.limit),
             min: r.min as f64,
             max: r.max as f64,
             max_p: p.max_p,
@@ -206,7 +203,7 @@ impl<P: Pkt> Red<P> {
                 let m = now.saturating_sub(t0) as f64 / self.pkt_ns;
                 self.qavg *= (1.0 - self.w).powf(m);
             }
-            None => self.qavg += self.w * (self.bytes as f64 - self.qavg),
+            None => self.qavg += self.w * (self.fifo.backlog_bytes() as f64 - self.qavg),
         }
         let top = if self.gentle { 2.0 * self.max } else { self.max };
         if self.qavg < self.min {
@@ -251,43 +248,28 @@ impl<P: Pkt> Qdisc<P> for Red<P> {
                 return Err(p);
             }
         }
-        // The hard limit (Linux: the child bfifo) may still drop a marked packet.
-        let size = p.wire_bytes() as u64;
-        if !self.limit.admits(self.bytes, self.q.len() as u64, size) {
-            self.stats.dropped += 1;
-            return Err(p);
-        }
-        self.bytes += size;
-        self.stats.enqueued += 1;
-        self.q.push_back(p);
-        Ok(())
+        // The hard limit may still drop a marked packet.
+        self.fifo.enqueue(p, now)
     }
 
     fn dequeue(&mut self, now: Nanos) -> Option<P> {
-        match self.q.pop_front() {
-            Some(p) => {
-                self.bytes -= p.wire_bytes() as u64;
-                Some(p)
-            }
-            None => {
-                if self.idle_since.is_none() {
-                    self.idle_since = Some(now);
-                }
-                None
-            }
+        let p = self.fifo.dequeue(now);
+        if p.is_none() && self.idle_since.is_none() {
+            self.idle_since = Some(now);
         }
+        p
     }
 
     fn backlog_bytes(&self) -> u64 {
-        self.bytes
+        self.fifo.backlog_bytes()
     }
 
     fn backlog_pkts(&self) -> u64 {
-        self.q.len() as u64
+        self.fifo.backlog_pkts()
     }
 
     fn stats(&self) -> QdiscStats {
-        self.stats
+        self.stats + self.fifo.stats()
     }
 }
 
@@ -335,62 +317,46 @@ pub(crate) fn step_mark<P: Pkt>(mut p: P, backlog_bytes: u64, k: u64, stats: &mu
 
 /// A FIFO with the step marker in front.
 pub struct StepEcn<P> {
-    q: VecDeque<P>,
-    bytes: u64,
-    limit: Limit,
+    fifo: Fifo<P>,
     k: u64,
+    /// Marks and the marker's drops; the FIFO counts the rest.
     stats: QdiscStats,
 }
 
 impl<P: Pkt> StepEcn<P> {
     pub fn new(p: &StepEcnParams, port: &Port) -> StepEcn<P> {
-        StepEcn {
-            q: VecDeque::with_capacity(1024),
-            bytes: 0,
-            limit: port.limit,
-            k: p.threshold_bytes,
-            stats: QdiscStats::default(),
-        }
+        StepEcn { fifo: Fifo::new(port.limit), k: p.threshold_bytes, stats: QdiscStats::default() }
     }
 }
 
 impl<P: Pkt> Qdisc<P> for StepEcn<P> {
-    fn enqueue(&mut self, p: P, _now: Nanos) -> Result<(), P> {
-        let p = step_mark(p, self.bytes, self.k, &mut self.stats)?;
-        let size = p.wire_bytes() as u64;
-        if !self.limit.admits(self.bytes, self.q.len() as u64, size) {
-            self.stats.dropped += 1;
-            return Err(p);
-        }
-        self.bytes += size;
-        self.stats.enqueued += 1;
-        self.q.push_back(p);
-        Ok(())
+    fn enqueue(&mut self, p: P, now: Nanos) -> Result<(), P> {
+        let p = step_mark(p, self.fifo.backlog_bytes(), self.k, &mut self.stats)?;
+        self.fifo.enqueue(p, now)
     }
 
-    fn dequeue(&mut self, _now: Nanos) -> Option<P> {
-        let p = self.q.pop_front()?;
-        self.bytes -= p.wire_bytes() as u64;
-        Some(p)
+    fn dequeue(&mut self, now: Nanos) -> Option<P> {
+        self.fifo.dequeue(now)
     }
 
     fn backlog_bytes(&self) -> u64 {
-        self.bytes
+        self.fifo.backlog_bytes()
     }
 
     fn backlog_pkts(&self) -> u64 {
-        self.q.len() as u64
+        self.fifo.backlog_pkts()
     }
 
     fn stats(&self) -> QdiscStats {
-        self.stats
+        self.stats + self.fifo.stats()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::{port, E};
+    use crate::qdisc::testutil::{port, E};
+    use crate::qdisc::Limit;
 
     const MBIT100: u64 = 100_000_000;
 

@@ -18,10 +18,9 @@
 //! mss + 52), no marking.
 
 use super::red::step_mark;
-use super::{Limit, Port, Qdisc, QdiscStats};
+use super::{Fifo, Limit, Port, Qdisc, QdiscStats};
 use crate::{Nanos, Pkt};
 use serde::Deserialize;
-use std::collections::VecDeque;
 
 #[derive(Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
@@ -75,9 +74,7 @@ impl TwoClassParams {
 }
 
 struct Class<P> {
-    q: VecDeque<P>,
-    bytes: u64,
-    limit: Limit,
+    fifo: Fifo<P>,
     k: Option<u64>,
     quantum: i64,
     deficit: i64,
@@ -87,6 +84,7 @@ pub struct TwoClass<P> {
     c: [Class<P>; 2],
     /// The queue whose turn it is.
     cur: usize,
+    /// Marks and the markers' drops; the FIFOs count the rest.
     stats: QdiscStats,
 }
 
@@ -95,13 +93,11 @@ impl<P: Pkt> TwoClass<P> {
         let class = |c: &ClassParams| {
             let quantum = c.weight as i64 * p.quantum_bytes as i64;
             Class {
-                q: VecDeque::with_capacity(1024),
-                bytes: 0,
-                limit: match (c.buffer_bytes, c.buffer_pkts) {
+                fifo: Fifo::new(match (c.buffer_bytes, c.buffer_pkts) {
                     (Some(b), _) => Limit::Bytes(b),
                     (None, Some(n)) => Limit::Packets(n),
                     (None, None) => port.limit,
-                },
+                }),
                 k: c.ecn_threshold_bytes,
                 quantum,
                 deficit: quantum,
@@ -112,35 +108,27 @@ impl<P: Pkt> TwoClass<P> {
 
     /// Backlog of one queue, in bytes.
     pub fn class_backlog(&self, class: usize) -> u64 {
-        self.c[class].bytes
+        self.c[class].fifo.backlog_bytes()
     }
 }
 
 impl<P: Pkt> Qdisc<P> for TwoClass<P> {
-    fn enqueue(&mut self, p: P, _now: Nanos) -> Result<(), P> {
+    fn enqueue(&mut self, p: P, now: Nanos) -> Result<(), P> {
         let c = &mut self.c[(p.class() != 0) as usize];
         let p = match c.k {
-            Some(k) => step_mark(p, c.bytes, k, &mut self.stats)?,
+            Some(k) => step_mark(p, c.fifo.backlog_bytes(), k, &mut self.stats)?,
             None => p,
         };
-        let size = p.wire_bytes() as u64;
-        if !c.limit.admits(c.bytes, c.q.len() as u64, size) {
-            self.stats.dropped += 1;
-            return Err(p);
-        }
-        c.bytes += size;
-        c.q.push_back(p);
-        self.stats.enqueued += 1;
-        Ok(())
+        c.fifo.enqueue(p, now)
     }
 
-    fn dequeue(&mut self, _now: Nanos) -> Option<P> {
-        if self.c[0].q.is_empty() && self.c[1].q.is_empty() {
+    fn dequeue(&mut self, now: Nanos) -> Option<P> {
+        if self.backlog_pkts() == 0 {
             return None;
         }
         loop {
             let c = &mut self.c[self.cur];
-            if c.q.is_empty() {
+            if c.fifo.backlog_pkts() == 0 {
                 c.deficit = c.quantum;
                 self.cur ^= 1;
                 continue;
@@ -150,31 +138,29 @@ impl<P: Pkt> Qdisc<P> for TwoClass<P> {
                 self.cur ^= 1;
                 continue;
             }
-            let p = c.q.pop_front().expect("non-empty");
-            let size = p.wire_bytes() as u64;
-            c.bytes -= size;
-            c.deficit -= size as i64;
+            let p = c.fifo.dequeue(now).expect("non-empty");
+            c.deficit -= p.wire_bytes() as i64;
             return Some(p);
         }
     }
 
     fn backlog_bytes(&self) -> u64 {
-        self.c[0].bytes + self.c[1].bytes
+        self.c[0].fifo.backlog_bytes() + self.c[1].fifo.backlog_bytes()
     }
 
     fn backlog_pkts(&self) -> u64 {
-        (self.c[0].q.len() + self.c[1].q.len()) as u64
+        self.c[0].fifo.backlog_pkts() + self.c[1].fifo.backlog_pkts()
     }
 
     fn stats(&self) -> QdiscStats {
-        self.stats
+        self.stats + self.c[0].fifo.stats() + self.c[1].fifo.stats()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::tests::{drive, port, E};
+    use crate::qdisc::testutil::{cbr, drive, port, E};
 
     const RATE: u64 = 100_000_000;
 
@@ -192,8 +178,7 @@ mod tests {
             if load == 0 {
                 continue;
             }
-            let gap = size as u64 * 8 * 1_000_000_000 / load;
-            arr.extend((0..3_000_000_000 / gap).map(|i| (i * gap, E::new(size, class as u64).class(class))));
+            arr.extend(cbr(E::new(size, class as u64).class(class), load, 3_000_000_000));
         }
         arr.sort_by_key(|a| a.0);
         let out = drive(q, RATE, &arr, 3_000_000_000);

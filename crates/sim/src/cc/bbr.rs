@@ -27,15 +27,14 @@
 //!   `bbr_packets_in_net_at_edt`) is taken as "now": the engine's pacer is
 //!   assumed to hold no packet with a future departure time.
 
+use super::util::{jiffies, HZ};
 use super::{CaEvent, CaState, CcaReport, CongestionControl, Conn, RateSample, INFINITE_SSTHRESH};
+use netcore::rng::Rng;
 
 const BW_SCALE: u32 = 24;
 const BW_UNIT: u64 = 1 << BW_SCALE;
 const BBR_SCALE: u32 = 8;
 const BBR_UNIT: u32 = 1 << BBR_SCALE;
-
-/// Kernel tick rate for the jiffies-based timers (CONFIG_HZ=1000).
-const HZ: u64 = 1000;
 
 const CYCLE_LEN: u8 = 8;
 /// Window of the max-bandwidth filter, in rounds.
@@ -115,17 +114,6 @@ impl Mode {
     }
 }
 
-/// Linux's ordering of CA states (Open < Disorder < CWR < Recovery < Loss).
-fn rank(s: CaState) -> u8 {
-    match s {
-        CaState::Open => 0,
-        CaState::Disorder => 1,
-        CaState::Cwr => 2,
-        CaState::Recovery => 3,
-        CaState::Loss => 4,
-    }
-}
-
 /// Windowed max filter keeping the best three samples (Kathleen Nichols'
 /// algorithm, Linux lib/win_minmax.c), with time in rounds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -175,29 +163,10 @@ impl MaxFilter {
     }
 }
 
-/// SplitMix64: a tiny deterministic PRNG for the ProbeBW start phase
-/// (Linux uses get_random_u32_below()).
-#[derive(Clone, Copy, Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, n) (multiply-shift, no modulo bias worth noting).
-    fn below(&mut self, n: u32) -> u32 {
-        (((self.next() >> 32) * n as u64) >> 32) as u32
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Bbr {
-    rng: SplitMix64,
+    /// Draws the ProbeBW start phase (Linux: get_random_u32_below()).
+    rng: Rng,
 
     /// Min RTT over the last 10 s (µs) and when it was measured (jiffies).
     min_rtt_us: u32,
@@ -260,7 +229,7 @@ impl Bbr {
     /// (give each flow its own seed for reproducible, distinct runs).
     pub fn with_seed(seed: u64) -> Self {
         Bbr {
-            rng: SplitMix64(seed),
+            rng: Rng::new(seed),
             min_rtt_us: u32::MAX,
             min_rtt_stamp: 0,
             probe_rtt_done_stamp: None,
@@ -426,7 +395,7 @@ impl Bbr {
     }
 
     fn save_cwnd(&mut self, c: &Conn) {
-        if rank(self.prev_ca_state) < rank(CaState::Recovery) && self.mode != Mode::ProbeRtt {
+        if self.prev_ca_state < CaState::Recovery && self.mode != Mode::ProbeRtt {
             self.prior_cwnd = c.cwnd; // a good cwnd
         } else {
             // Recovery or ProbeRTT already cut it: keep the larger.
@@ -512,7 +481,7 @@ impl Bbr {
             self.packet_conservation = true;
             self.next_rtt_delivered = c.delivered; // the round starts now
             cwnd = inflight + acked;
-        } else if rank(prev) >= rank(CaState::Recovery) && rank(state) < rank(CaState::Recovery) {
+        } else if prev >= CaState::Recovery && state < CaState::Recovery {
             cwnd = cwnd.max(self.prior_cwnd);
             self.packet_conservation = false;
         }
@@ -880,10 +849,6 @@ impl Bbr {
     }
 }
 
-fn jiffies(c: &Conn) -> u64 {
-    c.now_us * HZ / 1_000_000
-}
-
 impl CongestionControl for Bbr {
     fn name(&self) -> &'static str {
         "bbr"
@@ -1005,19 +970,16 @@ impl CongestionControl for Bbr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::{RateSampler, TxState};
     use std::collections::VecDeque;
 
     // ---------- a small closed-loop pipe for BBR ----------
 
-    /// Per-packet send state, as tcp_rate.c keeps it in the skb.
+    /// A segment in flight with its rate-sampling state.
     #[derive(Clone, Copy)]
     struct Sent {
         seq: u64,
-        send_us: u64,
-        delivered: u64,
-        delivered_mstamp: u64,
-        first_tx_mstamp: u64,
-        app_limited: bool,
+        tx: TxState,
     }
 
     /// Token-bucket policer in front of the link.
@@ -1044,8 +1006,7 @@ mod tests {
         flight: VecDeque<(u64, Sent)>,
         /// Packets dropped by the policer, not yet detected.
         dropped: VecDeque<Sent>,
-        first_tx_mstamp: u64,
-        delivered_mstamp: u64,
+        rate: RateSampler,
         policer: Option<Policer>,
         trace: Vec<Snap>,
     }
@@ -1078,8 +1039,7 @@ mod tests {
                 next_seq: 0,
                 flight: VecDeque::new(),
                 dropped: VecDeque::new(),
-                first_tx_mstamp: 0,
-                delivered_mstamp: 0,
+                rate: RateSampler::default(),
                 policer: None,
                 trace: Vec::new(),
             }
@@ -1092,21 +1052,10 @@ mod tests {
         }
 
         fn send(&mut self) {
-            let now_us = self.c.now_us;
             if self.c.packets_out == 0 {
                 self.bbr.cwnd_event(&mut self.c, CaEvent::TxStart);
-                // tcp_rate_skb_sent: a new flight starts the interval clock.
-                self.first_tx_mstamp = now_us;
-                self.delivered_mstamp = now_us;
             }
-            let p = Sent {
-                seq: self.next_seq,
-                send_us: now_us,
-                delivered: self.c.delivered,
-                delivered_mstamp: self.delivered_mstamp,
-                first_tx_mstamp: self.first_tx_mstamp,
-                app_limited: self.c.app_limited != 0,
-            };
+            let p = Sent { seq: self.next_seq, tx: self.rate.on_send(&self.c) };
             self.next_seq += 1;
             self.c.packets_out += 1;
             self.c.max_packets_out = self.c.max_packets_out.max(self.c.packets_out);
@@ -1153,7 +1102,7 @@ mod tests {
             self.c.lost += losses as u64;
             self.c.packets_out -= losses;
 
-            let rtt = (now_us - p.send_us) as i64;
+            let rtt = (now_us - p.tx.sent_us) as i64;
             self.c.min_rtt_us = self.c.min_rtt_us.min(rtt as u32);
             self.c.srtt_us = if self.c.srtt_us == 0 {
                 rtt as u32
@@ -1161,29 +1110,7 @@ mod tests {
                 (self.c.srtt_us as i64 + (rtt - self.c.srtt_us as i64) / 8) as u32
             };
 
-            // tcp_rate_gen.
-            if self.c.app_limited != 0 && self.c.delivered > self.c.app_limited {
-                self.c.app_limited = 0;
-            }
-            let send_elapsed = p.send_us as i64 - p.first_tx_mstamp as i64;
-            let ack_elapsed = now_us as i64 - p.delivered_mstamp as i64;
-            self.first_tx_mstamp = p.send_us;
-            self.delivered_mstamp = now_us;
-            let mut interval = send_elapsed.max(ack_elapsed);
-            if interval < self.c.min_rtt_us as i64 {
-                interval = -1;
-            }
-            let rs = RateSample {
-                prior_delivered: p.delivered,
-                delivered: (self.c.delivered - p.delivered) as i64,
-                interval_us: interval,
-                rtt_us: rtt,
-                losses,
-                acked_sacked: 1,
-                prior_in_flight,
-                is_app_limited: p.app_limited,
-                ..RateSample::default()
-            };
+            let rs = self.rate.on_ack(&mut self.c, &p.tx, losses, prior_in_flight);
             assert!(self.bbr.cong_control(&mut self.c, &rs));
             self.trace.push(Snap {
                 t_us: now_us,

@@ -165,17 +165,6 @@ pub struct Sample {
     pub is_ece: bool,
 }
 
-/// Linux's ordering of CA states.
-fn rank(s: CaState) -> u8 {
-    match s {
-        CaState::Open => 0,
-        CaState::Disorder => 1,
-        CaState::Cwr => 2,
-        CaState::Recovery => 3,
-        CaState::Loss => 4,
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Bbr3 {
     rng: Rng,
@@ -464,7 +453,7 @@ impl Bbr3 {
     }
 
     fn save_cwnd(&mut self, c: &Conn) {
-        if rank(self.prev_ca_state) < rank(CaState::Recovery) && self.mode != Mode::ProbeRtt {
+        if self.prev_ca_state < CaState::Recovery && self.mode != Mode::ProbeRtt {
             self.prior_cwnd = c.cwnd;
         } else {
             self.prior_cwnd = self.prior_cwnd.max(c.cwnd);
@@ -1425,22 +1414,18 @@ impl CongestionControl for Bbr3 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::{RateSampler, TxState};
     use std::collections::VecDeque;
 
     const MSS: u32 = 1448;
     const WIRE: u64 = 1500;
 
-    /// A transmitted segment with the rate-sampling snapshot tcp_rate.c
-    /// keeps in the skb.
+    /// A segment in flight with its rate-sampling state.
     #[derive(Clone, Copy)]
     struct Seg {
         seq: u64,
         sent_ns: u64,
-        delivered: u64,
-        delivered_ce: u64,
-        delivered_ns: u64,
-        first_tx_ns: u64,
-        app_limited: bool,
+        tx: TxState,
         ce: bool,
     }
 
@@ -1461,8 +1446,7 @@ mod tests {
         next_seq: u64,
         acks: VecDeque<(u64, Seg)>,
         dropped: VecDeque<u64>,
-        first_tx_ns: u64,
-        delivered_ns: u64,
+        rate: RateSampler,
         high_seq: u64,
         usage_seq: u64,
         srtt_ns: u64,
@@ -1502,8 +1486,7 @@ mod tests {
                 next_seq: 0,
                 acks: VecDeque::new(),
                 dropped: VecDeque::new(),
-                first_tx_ns: 0,
-                delivered_ns: 0,
+                rate: RateSampler::default(),
                 high_seq: 0,
                 usage_seq: 0,
                 srtt_ns: 0,
@@ -1526,21 +1509,10 @@ mod tests {
         fn transmit(&mut self) {
             let now = self.now_ns;
             if self.c.packets_out == 0 {
-                self.first_tx_ns = now;
-                self.delivered_ns = now;
                 self.b.cwnd_event(&mut self.c, CaEvent::TxStart);
             }
             let queued = self.link_free_ns.saturating_sub(now).div_ceil(self.pkt_ns);
-            let mut seg = Seg {
-                seq: self.next_seq,
-                sent_ns: now,
-                delivered: self.c.delivered,
-                delivered_ce: self.c.delivered_ce,
-                delivered_ns: self.delivered_ns,
-                first_tx_ns: self.first_tx_ns,
-                app_limited: self.c.app_limited != 0,
-                ce: false,
-            };
+            let mut seg = Seg { seq: self.next_seq, sent_ns: now, tx: self.rate.on_send(&self.c), ce: false };
             self.next_seq += 1;
             self.sent += 1;
             self.c.packets_out += 1;
@@ -1600,31 +1572,7 @@ mod tests {
                 (7 * self.srtt_ns + rtt) / 8
             };
             self.c.srtt_us = (self.srtt_ns / 1000) as u32;
-            if self.c.app_limited != 0 && self.c.delivered > self.c.app_limited {
-                self.c.app_limited = 0;
-            }
-            // tcp_rate_skb_delivered + tcp_rate_gen.
-            let snd_us = (seg.sent_ns - seg.first_tx_ns) / 1000;
-            let ack_us = (now - seg.delivered_ns) / 1000;
-            self.first_tx_ns = seg.sent_ns;
-            self.delivered_ns = now;
-            let mut interval = snd_us.max(ack_us) as i64;
-            if interval < self.c.min_rtt_us as i64 {
-                interval = -1;
-            }
-            let rs = RateSample {
-                prior_delivered: seg.delivered,
-                delivered: (self.c.delivered - seg.delivered) as i64,
-                delivered_ce: (self.c.delivered_ce - seg.delivered_ce) as i64,
-                interval_us: interval,
-                rtt_us: (rtt / 1000) as i64,
-                losses: losses as u32,
-                acked_sacked: 1,
-                prior_in_flight,
-                is_app_limited: seg.app_limited,
-                is_retrans: false,
-                is_ack_delayed: false,
-            };
+            let rs = self.rate.on_ack(&mut self.c, &seg.tx, losses as u32, prior_in_flight);
             // Loss state machine, as the engine's.
             if losses > 0 && matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
                 self.high_seq = self.next_seq;

@@ -17,7 +17,7 @@
 //! limit on recomputing the counter.
 
 use super::util::{jiffies, HZ};
-use super::{AckSample, CaState, CcaReport, CongestionControl, Conn};
+use super::{AckSample, CaState, CongestionControl, Conn};
 
 const BETA_SCALE: u32 = 1024;
 /// Binary search goes to (max + min) / B.
@@ -173,39 +173,20 @@ impl CongestionControl for Bic {
                 (self.delayed_ack + s.pkts_acked).wrapping_sub(self.delayed_ack >> ACK_RATIO_SHIFT);
         }
     }
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::{cwnd_limited, one_segment_acked};
 
     /// One RTT (`rtt_us`) of single-segment ACKs for a cwnd-limited flow.
     fn one_rtt(b: &mut Bic, c: &mut Conn, rtt_us: u64) {
         let w = c.cwnd;
         for _ in 0..w {
             c.now_us += rtt_us / w as u64;
-            c.packets_out = c.cwnd;
-            c.max_packets_out = c.cwnd;
-            c.is_cwnd_limited_flag = true;
-            b.pkts_acked(
-                c,
-                &AckSample {
-                    pkts_acked: 1,
-                    rtt_us: rtt_us as i64,
-                    in_flight: w,
-                },
-            );
+            cwnd_limited(c);
+            b.pkts_acked(c, &one_segment_acked(rtt_us as i64, w));
             b.cong_avoid(c, 1);
         }
     }
@@ -216,14 +197,7 @@ mod tests {
         b.init(&mut c);
         // Settle the ACK ratio at one segment per ACK.
         for _ in 0..200 {
-            b.pkts_acked(
-                &mut c,
-                &AckSample {
-                    pkts_acked: 1,
-                    rtt_us: 10_000,
-                    in_flight: w,
-                },
-            );
+            b.pkts_acked(&mut c, &one_segment_acked(10_000, w));
         }
         c.ssthresh = b.ssthresh(&mut c);
         c.cwnd = c.ssthresh;

@@ -19,7 +19,7 @@
 //! Units: cwnd in segments, RTTs in µs, `k` in 1/1024 s, epoch times in
 //! jiffies — the same split Linux uses.
 
-use super::{AckSample, CaEvent, CaState, CcaReport, CongestionControl, Conn};
+use super::{AckSample, CaEvent, CaState, CongestionControl, Conn};
 
 /// Kernel tick rate used for CUBIC's jiffies-based epoch clock.
 /// (CONFIG_HZ=1000; distributions ship 250 or 1000.)
@@ -454,22 +454,12 @@ impl CongestionControl for Cubic {
     }
 
     // undo_cwnd: Linux CUBIC uses tcp_reno_undo_cwnd = the trait default.
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::one_segment_acked;
     use crate::cc::INFINITE_SSTHRESH;
 
     const C: f64 = 0.4;
@@ -480,14 +470,7 @@ mod tests {
     fn ack(cc: &mut Cubic, c: &mut Conn, rtt_us: u64) {
         c.packets_out = c.packets_out.saturating_sub(1);
         c.delivered += 1;
-        cc.pkts_acked(
-            c,
-            &AckSample {
-                pkts_acked: 1,
-                rtt_us: rtt_us as i64,
-                in_flight: c.packets_out + 1,
-            },
-        );
+        cc.pkts_acked(c, &one_segment_acked(rtt_us as i64, c.packets_out + 1));
         c.is_cwnd_limited_flag = true;
         c.max_packets_out = c.max_packets_out.max(c.cwnd);
         if c.ca_state == CaState::Open {
@@ -517,14 +500,7 @@ mod tests {
         // One window of ACKs that only feed RTT samples (no growth yet).
         for i in 1..=w_max as u64 {
             c.now_us = 1_000_000 + rtt_us * i / w_max as u64;
-            cc.pkts_acked(
-                &mut c,
-                &AckSample {
-                    pkts_acked: 1,
-                    rtt_us: rtt_us as i64,
-                    in_flight: w_max,
-                },
-            );
+            cc.pkts_acked(&mut c, &one_segment_acked(rtt_us as i64, w_max));
         }
         loss(cc, &mut c);
         c
@@ -541,6 +517,16 @@ mod tests {
         cc.set_state(c, CaState::Open);
         c.ca_state = CaState::Open;
         cc.cwnd_event(c, CaEvent::CompleteCwr);
+    }
+
+    /// A new connection in slow start at `now_us` with its window in flight.
+    fn slow_start_at(init_cwnd: u32, now_us: u64) -> (Cubic, Conn) {
+        let mut cc = Cubic::default();
+        let mut c = Conn::new(1448, init_cwnd);
+        c.now_us = now_us;
+        cc.init(&mut c);
+        c.packets_out = c.cwnd;
+        (cc, c)
     }
 
     fn w_cubic(t: f64, w_max: f64) -> f64 {
@@ -681,11 +667,7 @@ mod tests {
     /// delay detector can fire; the RTT rises by 10 ms once cwnd ≥ 40.
     #[test]
     fn hystart_delay_increase_exits_slow_start() {
-        let mut cc = Cubic::default();
-        let mut c = Conn::new(1448, 10);
-        c.now_us = 1_000;
-        cc.init(&mut c);
-        c.packets_out = c.cwnd;
+        let (mut cc, mut c) = slow_start_at(10, 1_000);
         let base = 40_000u64;
         let mut queue_at = None;
         for _ in 0..10_000 {
@@ -717,10 +699,7 @@ mod tests {
     #[test]
     fn hystart_delay_needs_more_than_threshold() {
         // RTT rises by 3 ms on a 40 ms path: below the 4 ms minimum threshold.
-        let mut cc = Cubic::default();
-        let mut c = Conn::new(1448, 10);
-        cc.init(&mut c);
-        c.packets_out = c.cwnd;
+        let (mut cc, mut c) = slow_start_at(10, 0);
         c.cwnd_clamp = 300;
         for _ in 0..2000 {
             c.now_us += 2_500;
@@ -735,10 +714,7 @@ mod tests {
     fn hystart_ack_train_exits_slow_start() {
         // Constant RTT, ACKs 1 ms apart (a busy bottleneck): the train of a
         // round outlasts delay_min/2 = 20 ms once cwnd > ~20.
-        let mut cc = Cubic::default();
-        let mut c = Conn::new(1448, 10);
-        cc.init(&mut c);
-        c.packets_out = c.cwnd;
+        let (mut cc, mut c) = slow_start_at(10, 0);
         for _ in 0..10_000 {
             if !c.in_slow_start() {
                 break;
@@ -753,10 +729,7 @@ mod tests {
 
     #[test]
     fn hystart_inactive_below_low_window() {
-        let mut cc = Cubic::default();
-        let mut c = Conn::new(1448, 4);
-        cc.init(&mut c);
-        c.packets_out = c.cwnd;
+        let (mut cc, mut c) = slow_start_at(4, 0);
         c.cwnd_clamp = 15;
         for _ in 0..200 {
             c.now_us += 100;
@@ -818,24 +791,10 @@ mod tests {
         rtt_round(&mut cc, &mut c, 50_000); // starts the epoch
         let e = cc.epoch_start.unwrap();
         c.now_us = e * 1000 + 500_000;
-        cc.pkts_acked(
-            &mut c,
-            &AckSample {
-                pkts_acked: 1,
-                rtt_us: 10_000,
-                in_flight: 10,
-            },
-        );
+        cc.pkts_acked(&mut c, &one_segment_acked(10_000, 10));
         assert_eq!(cc.delay_min_us(), 50_000);
         c.now_us = e * 1000 + 1_000_000;
-        cc.pkts_acked(
-            &mut c,
-            &AckSample {
-                pkts_acked: 1,
-                rtt_us: 10_000,
-                in_flight: 10,
-            },
-        );
+        cc.pkts_acked(&mut c, &one_segment_acked(10_000, 10));
         assert_eq!(cc.delay_min_us(), 10_000);
     }
 

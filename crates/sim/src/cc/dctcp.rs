@@ -21,7 +21,7 @@
 //! is not modelled: the simulator has a single path.
 
 use super::reno::Reno;
-use super::{CaEvent, CaState, CcaReport, CongestionControl, Conn};
+use super::{CaEvent, CaState, CongestionControl, Conn};
 
 const MAX_ALPHA: u32 = 1024;
 /// g = 1/2^4.
@@ -161,25 +161,13 @@ impl CongestionControl for Dctcp {
         }
         c.cwnd.max(self.loss_cwnd)
     }
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::MSS;
     use crate::cc::ACK_ECE;
-
-    const MSS: u64 = 1448;
 
     fn flow(cwnd: u32) -> (Dctcp, Conn) {
         let mut d = Dctcp::default();

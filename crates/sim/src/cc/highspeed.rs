@@ -11,7 +11,7 @@
 //! window counter — so with delayed ACKs the increase is a(w)/2 per RTT, as
 //! in Linux. Slow start is Linux's (no limited slow start, RFC 3742).
 
-use super::{CcaReport, CongestionControl, Conn};
+use super::{CongestionControl, Conn};
 
 /// RFC 3649 Appendix B: (upper window of the row, b(w) × 256). Row i has
 /// a(w) = i + 1. The same numbers as Linux's hstcp_aimd_vals.
@@ -161,22 +161,12 @@ impl CongestionControl for HighSpeed {
             }
         }
     }
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::acks;
 
     fn at_window(w: u32) -> (HighSpeed, Conn) {
         let mut h = HighSpeed::default();
@@ -187,13 +177,10 @@ mod tests {
         (h, c)
     }
 
-    /// cwnd growth over `acks` single-segment ACKs.
-    fn grow(h: &mut HighSpeed, c: &mut Conn, acks: u32) -> u32 {
+    /// cwnd growth over `n` single-segment ACKs.
+    fn grow(h: &mut HighSpeed, c: &mut Conn, n: u32) -> u32 {
         let before = c.cwnd;
-        for _ in 0..acks {
-            c.is_cwnd_limited_flag = true;
-            h.cong_avoid(c, 1);
-        }
+        acks(h, c, n);
         c.cwnd - before
     }
 

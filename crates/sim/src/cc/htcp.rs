@@ -18,7 +18,7 @@
 //! jiffies (HZ = 1000), throughput in segments per second.
 
 use super::util::{jiffies, msecs_to_jiffies, usecs_to_jiffies, HZ};
-use super::{AckSample, CaState, CcaReport, CongestionControl, Conn};
+use super::{AckSample, CaState, CongestionControl, Conn};
 
 /// 1.0, 0.5 and 0.8 in ×128 fixed point.
 const ALPHA_BASE: u32 = 1 << 7;
@@ -282,22 +282,12 @@ impl CongestionControl for Htcp {
             self.lasttime = now;
         }
     }
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::{acks, one_segment_acked};
 
     /// H-TCP in congestion avoidance on a path with the given RTT; the last
     /// congestion event at t = 0.
@@ -306,14 +296,7 @@ mod tests {
         let mut c = Conn::new(1448, 100);
         h.init(&mut c);
         c.ssthresh = 100;
-        h.pkts_acked(
-            &mut c,
-            &AckSample {
-                pkts_acked: 1,
-                rtt_us: rtt_us as i64,
-                in_flight: 100,
-            },
-        );
+        h.pkts_acked(&mut c, &one_segment_acked(rtt_us as i64, 100));
         (h, c)
     }
 
@@ -371,11 +354,7 @@ mod tests {
         c.cwnd = 1000;
         c.ssthresh = 1000;
         let before = c.cwnd;
-        // One window of ACKs.
-        for _ in 0..before {
-            c.is_cwnd_limited_flag = true;
-            h.cong_avoid(&mut c, 1);
-        }
+        acks(&mut h, &mut c, before); // one window
         let grew = (c.cwnd - before) as f64;
         assert!((grew - a).abs() <= 0.1 * a + 1.0, "grew {grew}, α {a}");
     }

@@ -19,7 +19,7 @@
 //! sits) on every ACK and Illinois itself skips growth when not
 //! cwnd-limited; the engine only calls it for cwnd-limited flows.
 
-use super::{AckSample, CaState, CcaReport, CongestionControl, Conn};
+use super::{AckSample, CaState, CongestionControl, Conn};
 
 const ALPHA_SHIFT: u32 = 7;
 const ALPHA_SCALE: u32 = 1 << ALPHA_SHIFT;
@@ -208,24 +208,12 @@ impl CongestionControl for Illinois {
         let cut = ((c.cwnd as u64 * self.beta as u64) >> BETA_SHIFT) as u32;
         (c.cwnd - cut).max(2)
     }
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MSS: u64 = 1448;
+    use crate::cc::testutil::{one_segment_acked, MSS};
 
     /// One round: `n` ACKs each carrying `rtt_us`, then the ACK that closes
     /// the round (and triggers the per-RTT update).
@@ -235,14 +223,7 @@ mod tests {
         for _ in 0..n {
             c.snd_una += MSS;
             c.is_cwnd_limited_flag = true;
-            i.pkts_acked(
-                c,
-                &AckSample {
-                    pkts_acked: 1,
-                    rtt_us,
-                    in_flight: n,
-                },
-            );
+            i.pkts_acked(c, &one_segment_acked(rtt_us, n));
             i.cong_avoid(c, 1);
         }
     }

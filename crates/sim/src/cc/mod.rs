@@ -29,6 +29,8 @@ pub mod illinois;
 pub mod newreno;
 pub mod nv;
 pub mod reno;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub mod util;
 pub mod vegas;
 pub mod westwood;
@@ -36,8 +38,9 @@ pub mod westwood;
 /// Linux's `TCP_INFINITE_SSTHRESH`.
 pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 
-/// Congestion-avoidance state of the connection (Linux `tcp_ca_state`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Congestion-avoidance state of the connection (Linux `tcp_ca_state`), in
+/// Linux's order, which BBR compares (`prev_ca_state < TCP_CA_Recovery`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CaState {
     Open,
     Disorder,
@@ -268,6 +271,14 @@ pub struct CcaReport {
     pub bw_est_bps: Option<f64>,
 }
 
+impl CcaReport {
+    /// A window-based CCA's state: slow start below ssthresh, else
+    /// congestion avoidance; no bandwidth estimate.
+    pub fn window(c: &Conn) -> CcaReport {
+        CcaReport { state: if c.in_slow_start() { "slow_start" } else { "cong_avoid" }, bw_est_bps: None }
+    }
+}
+
 /// The hooks of Linux's `tcp_congestion_ops`, with the same meaning.
 pub trait CongestionControl {
     fn name(&self) -> &'static str;
@@ -325,8 +336,8 @@ pub trait CongestionControl {
     }
 
     /// The CCA's own state for the `samples` table.
-    fn report(&self, _c: &Conn) -> CcaReport {
-        CcaReport::default()
+    fn report(&self, c: &Conn) -> CcaReport {
+        CcaReport::window(c)
     }
 }
 

@@ -23,7 +23,7 @@
 //! RFC inflates and deflates cwnd by dupacks, the engine paces the
 //! recovery with PRR (RFC 6937) like Linux; the window at exit is the same.
 
-use super::{CcaReport, CongestionControl, Conn};
+use super::{CongestionControl, Conn};
 
 /// RFC 3465 L: at most this many segments of growth per ACK in slow start.
 const ABC_LIMIT: u32 = 2;
@@ -62,28 +62,12 @@ impl CongestionControl for NewReno {
         let w = c.cwnd;
         c.cong_avoid_ai(w, acked);
     }
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cwnd_limited(c: &mut Conn) {
-        c.packets_out = c.cwnd;
-        c.max_packets_out = c.cwnd;
-        c.is_cwnd_limited_flag = true;
-    }
+    use crate::cc::testutil::{acks, cwnd_limited};
 
     /// One RTT of delayed ACKs (two segments each).
     fn one_rtt(r: &mut NewReno, c: &mut Conn) {
@@ -120,10 +104,7 @@ mod tests {
         c.ssthresh = 60;
         for i in 1..=10 {
             let w = c.cwnd;
-            for _ in 0..w {
-                cwnd_limited(&mut c);
-                r.cong_avoid(&mut c, 1);
-            }
+            acks(&mut r, &mut c, w);
             assert_eq!(c.cwnd, 60 + i);
         }
     }
@@ -155,10 +136,7 @@ mod tests {
         assert_eq!(r.report(&c).state, "cong_avoid");
         for _ in 0..40 {
             let w = c.cwnd;
-            for _ in 0..w {
-                cwnd_limited(&mut c);
-                r.cong_avoid(&mut c, 1);
-            }
+            acks(&mut r, &mut c, w);
         }
         assert_eq!(c.cwnd, 80);
     }

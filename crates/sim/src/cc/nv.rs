@@ -29,7 +29,7 @@
 //! ACK whose snd_nxt was below E, when snd_una was that ACK's.
 
 use super::util::{jiffies, Rng, HZ};
-use super::{AckSample, CaState, CcaReport, CongestionControl, Conn, INFINITE_SSTHRESH};
+use super::{AckSample, CaState, CongestionControl, Conn, INFINITE_SSTHRESH};
 use std::collections::VecDeque;
 
 /// Linux module parameters at their defaults.
@@ -223,17 +223,6 @@ impl CongestionControl for Nv {
         self.record(c);
         self.acked(c, s, tx_in_flight);
     }
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
 }
 
 impl Nv {
@@ -369,84 +358,17 @@ impl Nv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::VecDeque;
+    use crate::cc::testutil::{acks, QueuePipe, MSS};
 
-    const MSS: u64 = 1448;
-
-    /// One NV flow on a FIFO bottleneck of `bdp` segments per base RTT,
-    /// one ACK per segment, the sender refilling cwnd on every ACK.
-    struct Pipe {
-        nv: Nv,
-        c: Conn,
-        base_us: f64,
-        pkt_us: f64,
-        flight: VecDeque<(f64, f64)>,
-        last_departure: f64,
-        now: f64,
-    }
-
-    impl Pipe {
-        fn new(base_us: u64, bdp: u32, seed: u64) -> Pipe {
-            let mut c = Conn::new(MSS as u32, 10);
-            let mut nv = Nv::with_seed(seed);
-            nv.init(&mut c);
-            let mut p = Pipe {
-                nv,
-                c,
-                base_us: base_us as f64,
-                pkt_us: base_us as f64 / bdp as f64,
-                flight: VecDeque::new(),
-                last_departure: 0.0,
-                now: 0.0,
-            };
-            p.fill();
-            p
-        }
-
-        fn fill(&mut self) {
-            while (self.flight.len() as u32) < self.c.cwnd {
-                let depart = self.now.max(self.last_departure) + self.pkt_us;
-                self.last_departure = depart;
-                self.flight
-                    .push_back((self.now, depart + self.base_us - self.pkt_us));
-                self.c.snd_nxt += MSS;
-            }
-            self.c.packets_out = self.flight.len() as u32;
-            self.c.max_packets_out = self.c.packets_out;
-            self.c.is_cwnd_limited_flag = true;
-        }
-
-        fn ack(&mut self) -> f64 {
-            let in_flight = self.flight.len() as u32;
-            let (sent, at) = self.flight.pop_front().unwrap();
-            self.now = at;
-            self.c.now_us = at as u64;
-            self.c.snd_una += MSS;
-            self.c.packets_out = self.flight.len() as u32;
-            let rtt = at - sent;
-            let s = AckSample {
-                pkts_acked: 1,
-                rtt_us: rtt as i64,
-                in_flight,
-            };
-            self.nv.pkts_acked(&mut self.c, &s);
-            self.nv.cong_avoid(&mut self.c, 1);
-            self.fill();
-            rtt
-        }
-
-        fn run_for(&mut self, secs: f64) {
-            let end = self.now + secs * 1e6;
-            while self.now < end {
-                self.ack();
-            }
-        }
+    /// One NV flow on a FIFO bottleneck of `bdp` segments per base RTT.
+    fn pipe(base_us: u64, bdp: u32, seed: u64) -> QueuePipe<Nv> {
+        QueuePipe::new(Nv::with_seed(seed), base_us, bdp)
     }
 
     #[test]
     fn keeps_the_queue_within_its_pad() {
         for (base_us, bdp) in [(100u64, 40u32), (200, 200), (1000, 100)] {
-            let mut p = Pipe::new(base_us, bdp, 1);
+            let mut p = pipe(base_us, bdp, 1);
             p.run_for(3.0);
             assert!(!p.c.in_slow_start());
             // Settled: the queue (cwnd − BDP) stays at most about nv_pad,
@@ -466,7 +388,7 @@ mod tests {
 
     #[test]
     fn slow_start_ends_on_the_slope_test_then_grows_to_the_pad() {
-        let mut p = Pipe::new(200, 200, 1);
+        let mut p = pipe(200, 200, 1);
         while p.c.in_slow_start() && p.now < 1e6 {
             p.ack();
         }
@@ -519,10 +441,7 @@ mod tests {
         nv.allow_cwnd_growth = true;
         c.ssthresh = 50;
         c.cwnd = 50;
-        c.is_cwnd_limited_flag = true;
-        for _ in 0..100 {
-            nv.cong_avoid(&mut c, 1);
-        }
+        acks(&mut nv, &mut c, 100);
         assert_eq!(c.cwnd, 51);
     }
 
@@ -541,9 +460,9 @@ mod tests {
     #[test]
     fn min_rtt_period_is_randomised_and_seeded() {
         let period = |seed| {
-            let mut p = Pipe::new(200, 100, seed);
+            let mut p = pipe(200, 100, seed);
             p.run_for(2.5);
-            p.nv.min_rtt_reset_jiffies
+            p.cc.min_rtt_reset_jiffies
         };
         let a = period(1);
         assert_eq!(a, period(1));

@@ -7,7 +7,7 @@
 //! one segment per cwnd acked segments; a loss halves the window (floor 2).
 //! Loss recovery itself (PRR, RTO) is the engine's business.
 
-use super::{CcaReport, CongestionControl, Conn};
+use super::{CongestionControl, Conn};
 
 #[derive(Clone, Debug, Default)]
 pub struct Reno {}
@@ -41,35 +41,21 @@ impl CongestionControl for Reno {
     }
 
     // undo_cwnd: the trait default is Linux's tcp_reno_undo_cwnd,
-    // max(cwnd, prior_cwnd).
-
-    fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
-        }
-    }
+    // max(cwnd, prior_cwnd); report: the trait default (slow_start /
+    // cong_avoid).
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testutil::acks;
     use crate::cc::CaState;
 
     /// One RTT of ACKs for a cwnd-limited flow: every segment of the current
     /// window is acked individually.
     fn one_rtt(r: &mut Reno, c: &mut Conn) {
         let w = c.cwnd;
-        for _ in 0..w {
-            c.packets_out = c.cwnd;
-            c.max_packets_out = c.cwnd;
-            c.is_cwnd_limited_flag = true;
-            r.cong_avoid(c, 1);
-        }
+        acks(r, c, w);
     }
 
     #[test]

@@ -163,101 +163,28 @@ impl CongestionControl for Vegas {
     }
 
     fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if !self.doing_vegas_now {
-                "reno"
-            } else if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: None,
+        if !self.doing_vegas_now {
+            return CcaReport { state: "reno", bw_est_bps: None };
         }
+        CcaReport::window(c)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MSS: u64 = 1448;
+    use crate::cc::testutil::{one_segment_acked, QueuePipe, MSS};
 
     /// A single Vegas flow through a FIFO bottleneck of `bdp` segments per
-    /// base RTT: every segment leaves the queue one serialisation time after
-    /// the previous one (or on arrival, if the queue is empty) and is acked
-    /// `base` later; the sender refills cwnd on every ACK.
-    struct Pipe {
-        v: Vegas,
-        c: Conn,
-        base_us: u64,
-        pkt_us: f64,
-        /// (send time, ACK arrival time) of segments in flight, in order.
-        flight: std::collections::VecDeque<(f64, f64)>,
-        last_departure: f64,
-        now: f64,
-    }
-
-    impl Pipe {
-        fn new(base_us: u64, bdp: u32) -> Pipe {
-            let mut c = Conn::new(MSS as u32, 10);
-            let mut v = Vegas::default();
-            v.init(&mut c);
-            let mut p = Pipe {
-                v,
-                c,
-                base_us,
-                pkt_us: base_us as f64 / bdp as f64,
-                flight: Default::default(),
-                last_departure: 0.0,
-                now: 0.0,
-            };
-            p.fill();
-            p
-        }
-
-        fn fill(&mut self) {
-            while (self.flight.len() as u32) < self.c.cwnd {
-                // Propagation is all on the return path; the queue is first.
-                let depart = self.now.max(self.last_departure) + self.pkt_us;
-                self.last_departure = depart;
-                self.flight
-                    .push_back((self.now, depart + self.base_us as f64 - self.pkt_us));
-                self.c.snd_nxt += MSS;
-            }
-            self.c.packets_out = self.flight.len() as u32;
-            self.c.max_packets_out = self.c.packets_out;
-            self.c.is_cwnd_limited_flag = true;
-        }
-
-        /// Process one ACK; returns its RTT sample (µs).
-        fn ack(&mut self) -> u64 {
-            let (sent, at) = self.flight.pop_front().unwrap();
-            self.now = at;
-            self.c.now_us = at as u64;
-            let rtt = (at - sent) as u64;
-            self.c.snd_una += MSS;
-            self.c.packets_out = self.flight.len() as u32;
-            let s = AckSample {
-                pkts_acked: 1,
-                rtt_us: rtt as i64,
-                in_flight: self.c.packets_out + 1,
-            };
-            self.v.pkts_acked(&mut self.c, &s);
-            self.v.cong_avoid(&mut self.c, 1);
-            self.fill();
-            rtt
-        }
-
-        /// About one RTT of ACKs; returns the smallest RTT seen.
-        fn round(&mut self) -> u64 {
-            (0..self.c.cwnd.max(1)).map(|_| self.ack()).min().unwrap()
-        }
+    /// base RTT.
+    fn pipe(base_us: u64, bdp: u32) -> QueuePipe<Vegas> {
+        QueuePipe::new(Vegas::default(), base_us, bdp)
     }
 
     #[test]
     fn keeps_between_alpha_and_beta_packets_queued() {
         for (base_us, bdp) in [(20_000, 100), (10_000, 40), (50_000, 400)] {
-            let mut p = Pipe::new(base_us, bdp);
+            let mut p = pipe(base_us, bdp);
             for _ in 0..4 * bdp {
                 p.round();
             }
@@ -283,7 +210,7 @@ mod tests {
 
     #[test]
     fn leaves_slow_start_when_a_queue_builds() {
-        let mut p = Pipe::new(20_000, 100);
+        let mut p = pipe(20_000, 100);
         let mut rounds = 0;
         while p.c.in_slow_start() {
             p.round();
@@ -306,14 +233,7 @@ mod tests {
         c.snd_nxt = 20 * MSS;
         // Two samples only, then the round ends: Reno AI, not a Vegas step.
         for _ in 0..2 {
-            v.pkts_acked(
-                &mut c,
-                &AckSample {
-                    pkts_acked: 1,
-                    rtt_us: 30_000,
-                    in_flight: 20,
-                },
-            );
+            v.pkts_acked(&mut c, &one_segment_acked(30_000, 20));
         }
         c.snd_una = 21 * MSS;
         c.cwnd_cnt = 19;
@@ -341,14 +261,7 @@ mod tests {
         let mut c = Conn::new(1448, 20);
         v.init(&mut c);
         for r in [30_000, 20_000, 25_000, -1] {
-            v.pkts_acked(
-                &mut c,
-                &AckSample {
-                    pkts_acked: 1,
-                    rtt_us: r,
-                    in_flight: 20,
-                },
-            );
+            v.pkts_acked(&mut c, &one_segment_acked(r, 20));
         }
         assert_eq!(v.base_rtt_us(), 20_001);
     }

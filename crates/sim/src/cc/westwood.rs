@@ -204,22 +204,14 @@ impl CongestionControl for Westwood {
     }
 
     fn report(&self, c: &Conn) -> CcaReport {
-        CcaReport {
-            state: if c.in_slow_start() {
-                "slow_start"
-            } else {
-                "cong_avoid"
-            },
-            bw_est_bps: Some(self.bw_bytes_per_sec() * 8.0),
-        }
+        CcaReport { bw_est_bps: Some(self.bw_bytes_per_sec() * 8.0), ..CcaReport::window(c) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MSS: u64 = 1448;
+    use crate::cc::testutil::MSS;
 
     /// Drive Westwood with fast-path ACKs of `per_ack` segments at a steady
     /// `rate_bps` for `secs`, each ACK carrying `rtt_us`.
