@@ -30,9 +30,9 @@ from . import overrides
 from .overrides import Override
 from .sweep import SWEEPABLE_STUDY_FIELDS, Axis, FieldError, apply as apply_plain, dotted
 
-NAME = re.compile(r"^[A-Za-z0-9_+-]+$")
+NAME = re.compile(r"^[A-Za-z0-9_+-]+(\.[A-Za-z0-9_+-]+)*$")
 STUDY_FIELDS = SWEEPABLE_STUDY_FIELDS + ("repetitions",)
-NAME_ALLOWED = "letters, digits, '_', '+' and '-'"
+NAME_ALLOWED = "letters, digits, '_', '+', '-' and '.' (e.g. '0.2ms')"
 
 
 @dataclass(frozen=True)

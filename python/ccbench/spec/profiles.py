@@ -91,10 +91,13 @@ def parse(name: str, table: dict, doc: dict, case_names: dict[str, list[str]]) -
                 raise FieldError((), "no such case axis in [sweep.cases]", key,
                                  ", ".join(f"sweep.cases.{a}" for a in case_names) or "none", field=fld)
             if rest:
-                case, _, path = rest.partition(".")
-                if case not in case_names[axis] or not path:
-                    raise FieldError((), "not a case of this axis followed by a path" if path else
-                                     "a case's fields are set one by one", key,
+                # case names may contain dots ("0.2ms"): the longest one that prefixes the rest
+                case = max((c for c in case_names[axis] if rest.startswith(c + ".")), key=len, default="")
+                path = rest[len(case) + 1:] if case else ""
+                if not path:
+                    exact = rest in case_names[axis]
+                    raise FieldError((), "a case's fields are set one by one, each with its path" if exact
+                                     else "no such case of this axis", key,
                                      ", ".join(f"sweep.cases.{axis}.{c}.<path>" for c in case_names[axis]),
                                      field=fld)
                 prof.case_sets.setdefault((axis, case), []).append((path, value, fld))

@@ -1,0 +1,118 @@
+"""The ready studies in studies/: every file validates (with each of its
+profiles), every one runs on sim in its quick profile through `ccbench run
+--quick`, and the quick runs show the effects the studies exist for."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ccbench.cli import main
+from ccbench.spec import load_study
+from ccbench.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+STUDIES = sorted((REPO / "studies").rglob("*.toml"))
+EXPERIMENTS = [p for p in STUDIES if p.name != "quickstart.toml"]
+
+
+def _id(p: Path) -> str:
+    return p.stem
+
+
+def test_the_studies_are_there():
+    names = {p.stem for p in STUDIES}
+    assert {"quickstart", "loss-sweep", "netdev-streams", "netdev-sizes", "netdev-buffers", "timers",
+            "mss-sweep", "fairness"} <= names
+    for p in EXPERIMENTS:
+        assert (p.parent / "README.md").is_file(), f"{p.parent} has no README.md"
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=_id)
+def test_study_validates_with_every_profile(path):
+    study = load_study(path)
+    assert study.name == path.stem, "a study file is named after its study"
+    assert study.n_runs > 0 and study.profile is None and study.results_name == study.name
+    if path in EXPERIMENTS:
+        assert "quick" in study.profiles
+    for prof in study.profiles:
+        # on sim: a linux profile's algorithms need not be in this machine's kernel
+        s = load_study(path, profile=prof, backend="sim")
+        assert s.profile == prof and s.results_name == f"{study.name}-{prof}"
+        assert s.n_runs > 0
+    if "quick" in study.profiles:
+        quick = load_study(path, profile="quick")
+        assert quick.n_runs <= study.n_runs
+        assert max(r.config["duration_ns"] for r in quick.runs()) <= max(r.config["duration_ns"] for r in study.runs())
+
+
+_QUICK: dict[Path, Path] = {}
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """Run a study's quick profile once (through the CLI) and return its results directory."""
+
+    def run(path: Path) -> Path:
+        if path not in _QUICK:
+            out = tmp_path_factory.mktemp(path.stem)
+            assert main(["run", str(path), "--quick", "--out", str(out), "--jobs", "1"]) == 0
+            _QUICK[path] = out
+        return _QUICK[path]
+
+    return run
+
+
+def _table(out: Path) -> list[tuple[dict, list[dict]]]:
+    """(params, flows) of every run in a results directory."""
+    with Store.open_existing(out) as store:
+        runs = store.runs()
+        flows = store.flows([r.run_id for r in runs])
+    by_run: dict[str, list[dict]] = {}
+    for f in flows:
+        by_run.setdefault(f["run_id"], []).append(f)
+    for r in runs:
+        assert r.status == "ok", (r.params, r.error)
+    return [(r.params, by_run[r.run_id]) for r in runs]
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=_id)
+def test_quick_profile_runs_on_sim(path, quick):
+    out = quick(path)
+    study = load_study(path, profile="quick")
+    rows = _table(out)
+    assert len(rows) == study.n_runs
+    for params, flows in rows:
+        assert sum(f["goodput_bps"] or 0 for f in flows) > 0, params
+
+
+def _goodput(rows, **match) -> float:
+    vals = [sum(f["goodput_bps"] for f in flows) for params, flows in rows
+            if all(params.get(k) == v for k, v in match.items())]
+    assert vals, match
+    return statistics.median(vals)
+
+
+def test_loss_sweep_cubic_collapses_at_1pct_and_bbr_does_not(quick):
+    rows = _table(quick(REPO / "studies" / "loss-sweep" / "loss-sweep.toml"))
+    for topo in ("symmetric", "asymmetric"):
+        at = {(cca, loss): _goodput(rows, **{"flows.0.cca": cca, "topology.bottleneck.loss": loss,
+                                            "cases.topology": topo})
+              for cca in ("cubic", "bbr") for loss in ("0%", "1%")}
+        assert at["cubic", "1%"] < 0.5 * at["cubic", "0%"], (topo, at)
+        assert at["bbr", "1%"] > 0.8 * at["bbr", "0%"], (topo, at)
+
+
+def _jfi(xs) -> float:
+    xs = list(xs)
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+def test_fairness_fq_beats_fifo_for_the_cubic_rtt_mix(quick):
+    rows = _table(quick(REPO / "studies" / "fairness" / "fairness.toml"))
+    jfi = {params["topology.bottleneck.qdisc"]: _jfi(f["goodput_bps"] for f in flows)
+           for params, flows in rows if params["cases.mix"] == "cubic-rtt"}
+    assert jfi["fq"] > jfi["fifo"], jfi
+    assert len([f for params, flows in rows if params["cases.mix"] == "cubic-rtt" for f in flows]) == 3 * 10
