@@ -33,17 +33,25 @@ MSS = 1448
 WIRE_HEADER = 52 + 2
 
 
-def scenario(label, flows, cca, ns3_tcp, rate_bps, rtt_ms, duration_s):
-    return dict(label=label, flows=flows, cca=cca, ns3_tcp=ns3_tcp, rate_bps=rate_bps, rtt_ms=rtt_ms, duration_s=duration_s)
+def scenario(label, flows, cca, ns3_tcp, rate_bps, rtt_ms, duration_s, qdisc="fifo", buffer_pkts=None, extra=(),
+             spread_ms=0):
+    """`extra`: more (cca, count) flow groups beside the `flows` × `cca` ones;
+    `spread_ms`: flow starts spread evenly over this time (0: all at once, as
+    the ns-3 program does)."""
+    return dict(label=label, flows=flows, cca=cca, ns3_tcp=ns3_tcp, rate_bps=rate_bps, rtt_ms=rtt_ms,
+                duration_s=duration_s, qdisc=qdisc, buffer_pkts=buffer_pkts, extra=list(extra), spread_ms=spread_ms)
 
 
 def title(sc) -> str:
     rate = f"{sc['rate_bps'] / 1e9:g} Gbit/s" if sc["rate_bps"] >= 1e9 else f"{sc['rate_bps'] / 1e6:g} Mbit/s"
-    return f"{sc['label']}: {sc['flows']} {sc['cca']}, {rate}, {sc['rtt_ms']} ms, 1 BDP, {sc['duration_s']} s"
+    mix = " + ".join(f"{n} {c}" for c, n in [(sc["cca"], sc["flows"]), *sc["extra"]])
+    buf = f"{sc['buffer_pkts']} pkt" if sc["buffer_pkts"] else "1 BDP"
+    return f"{sc['label']}: {mix}, {rate}, {sc['rtt_ms']} ms, {buf} {sc['qdisc']}, {sc['duration_s']} s"
 
 
 def sim_config(sc) -> dict:
-    bdp_pkts = round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+    bdp_pkts = sc["buffer_pkts"] or round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+    ccas = [sc["cca"]] * sc["flows"] + [c for c, n in sc["extra"] for _ in range(n)]
     return {
         "seed": 1,
         "duration_ns": int(sc["duration_s"] * 1e9),
@@ -54,12 +62,12 @@ def sim_config(sc) -> dict:
             # Large buffers so neither side limits the CCA, as in the ns-3 program.
             "rmem_bytes": 32 << 20, "wmem_bytes": 32 << 20, "ecn": False, "pacing": "auto", "hz": None,
         },
-        "senders": [{"rate_bps": 10_000_000_000, "delay_ns": 0} for _ in range(sc["flows"])],
+        "senders": [{"rate_bps": 10_000_000_000, "delay_ns": 0} for _ in ccas],
         "bottleneck": {"rate_bps": int(sc["rate_bps"]), "delay_ns": int(sc["rtt_ms"] / 2 * 1e6), "loss": 0.0,
-                       "buffer_bytes": None, "buffer_pkts": bdp_pkts, "qdisc": "fifo"},
+                       "buffer_bytes": None, "buffer_pkts": bdp_pkts, "qdisc": sc["qdisc"]},
         "reverse": None,
-        "flows": [{"id": i, "cca": sc["cca"], "sender": i, "kind": "bulk", "start_ns": 0, "stop_ns": None}
-                  for i in range(sc["flows"])],
+        "flows": [{"id": i, "cca": c, "sender": i, "kind": "bulk", "start_ns": i * sc["spread_ms"] * 1_000_000 // len(ccas),
+                   "stop_ns": None} for i, c in enumerate(ccas)],
     }
 
 
@@ -120,6 +128,9 @@ def main() -> int:
         scenario("vs NewReno", 10, newreno, "newreno", 1e9, 20, 30),
         scenario("single", 1, "cubic", "cubic", 1e8, 20, 30),
         scenario("paced", 10, "bbr", None, 1e9, 20, 30),  # ns-3 3.37's BBR is broken
+        scenario("many flows", 100, "cubic", None, 1e9, 20, 30, qdisc="fq_codel", spread_ms=100),
+        scenario("cebinae", 16, newreno, None, 1e8, 50, 60, qdisc="cebinae", buffer_pkts=420, extra=[("cubic", 1)],
+                 spread_ms=100),
     ]
     if args.quick:
         scenarios = [dict(sc, duration_s=3) for sc in scenarios]
