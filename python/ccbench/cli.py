@@ -10,6 +10,7 @@
     ccbench summary RESULTS
     ccbench export RESULTS --format parquet|csv [--out DIR]
     ccbench doctor [--cleanup]
+    ccbench validate [--grid quick|medium|full | --quick] [--reps N] [--duration T] [--out DIR]
 
 Exit status: 0 success, 1 some runs failed, 2 a usage or study error (one
 line on stderr, no traceback), 130 interrupted.
@@ -547,6 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     dr.set_defaults(func=cmd_doctor)
 
     cli_analysis.add_commands(sub)
+    from ccbench import validate
+
+    validate.add_command(sub)
     return p
 
 
@@ -561,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
-            return _error("missing command (one of: run, ls, show, summary, export, report, plot, compare, doctor; see ccbench --help)")
+            return _error("missing command (one of: run, ls, show, summary, export, report, plot, compare, validate, doctor; see ccbench --help)")
         return args.func(args)
     except (StudyError, UsageError) as e:
         return _error(str(e))

@@ -31,6 +31,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ccbench.analysis.stats import Spread
 from ccbench.analysis.study import Analysis, ConfigResult
 
 COMPARED = ("goodput_mean_bps", "goodput_sum_bps", "retrans_pct", "rtt_mean_us", "rtt_p99_us",
@@ -85,6 +86,16 @@ def _metric_ok(key: str) -> bool:
     return key.split("[")[0] in COMPARED
 
 
+def exceeds_spread(sa: Spread, sb: Spread, tolerance: float = 0.01) -> bool:
+    """The rule of the module docstring: the difference of the medians is larger
+    than both sides' min–max ranges together and than ``tolerance`` × the larger |median|."""
+    if not sa.n or not sb.n:
+        return False
+    diff = sb.median - sa.median
+    spread = (sa.range or 0.0) + (sb.range or 0.0)
+    return abs(diff) > spread and abs(diff) > tolerance * max(abs(sa.median), abs(sb.median))
+
+
 def compare_configs(a: ConfigResult, b: ConfigResult, tolerance: float = 0.01) -> list[CompareRow]:
     rows = []
     for key in [k for k in a.stats if k in b.stats and _metric_ok(k)]:
@@ -93,8 +104,7 @@ def compare_configs(a: ConfigResult, b: ConfigResult, tolerance: float = 0.01) -
             continue
         diff = sb.median - sa.median
         rel = diff / abs(sa.median) if sa.median else None
-        spread = (sa.range or 0.0) + (sb.range or 0.0)
-        exceeds = abs(diff) > spread and abs(diff) > tolerance * max(abs(sa.median), abs(sb.median))
+        exceeds = exceeds_spread(sa, sb, tolerance)
         rows.append(CompareRow(key, sa.median, sb.median, diff, rel, sa.range, sb.range, sa.n, sb.n, exceeds,
                                sa.n < 2 and sb.n < 2))
     return rows

@@ -1,0 +1,179 @@
+"""`ccbench validate`: the simulator against the real kernel.
+
+The quick grid (reno and cubic, one flow, 100 Mbit/s, 20 ms, 1 BDP, no
+loss) runs on both backends and must agree within the issue's tolerances:
+goodput within 5 % and mean RTT within 10 % (both after the warm-up). The
+linux runs need root: without it the test fails saying so, unless
+CCBENCH_SKIP_ROOT_TESTS=1, which skips it. The rest (grid, study text,
+comparison rules, outputs) runs anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+
+from ccbench import validate
+from ccbench.analysis.stats import spread
+from ccbench.cli import main
+
+
+def test_grids_are_the_issues():
+    full = validate.GRIDS["full"]
+    assert full.size == 3 * 3 * 2 * 2 * 3 * 2
+    assert set(full.ccas) == {"reno", "cubic", "bbr"} and full.flows == (1, 2, 4)
+    assert full.rates == ("10Mbit", "100Mbit") and full.rtts == ("10ms", "40ms")
+    assert full.buffers == ("0.5bdp", "1bdp", "4bdp") and full.losses == ("0%", "1%")
+    q = validate.GRIDS["quick"]
+    assert q.ccas == ("reno", "cubic") and q.flows == (1,) and q.rates == ("100Mbit",) and q.buffers == ("1bdp",)
+
+
+def test_plan_parses_the_grid_and_shares_config_ids_across_backends():
+    p = validate.plan("medium", duration="3s", reps=2)
+    sim, linux = p.runs("sim"), p.runs("linux")
+    assert len(sim) == len(linux) == validate.GRIDS["medium"].size * 2 == 96
+    assert [r.config_id for r in sim] == [r.config_id for r in linux]
+    assert not {r.run_id for r in sim} & {r.run_id for r in linux}  # both fit in one store
+    cfgs = {(r.params["cases.rtt"], r.config["bottleneck"]["delay_ns"]) for r in sim}
+    assert cfgs == {("10ms", 5_000_000), ("40ms", 20_000_000)}
+    assert {len(r.config["flows"]) for r in sim} == {1, 2}
+    assert p.duration_us == 3_000_000 and p.warmup_us == 1_500_000  # at most half the run
+    assert validate.plan("quick").warmup_us == 2_000_000
+    assert validate.warmup_us(30_000_000) == 6_000_000
+
+
+def test_a_scenario_has_the_same_run_ids_in_every_grid():
+    q = {(r.params["flows.0.cca"], r.repetition): r.run_id for r in validate.plan("quick").runs("linux")}
+    g = validate.Grid("x", ("cubic",), (1,), ("100Mbit",), ("20ms",), ("1bdp",), ("0%",), reps=2, duration="10s")
+    other = validate.plan(g).runs("linux")
+    assert [r.run_id for r in other] == [q[("cubic", 0)], q[("cubic", 1)]]
+
+
+def test_bad_values_are_usage_errors(capsys):
+    assert main(["validate", "--grid", "medium", "--quick"]) == 2
+    assert "--quick" in capsys.readouterr().err
+    assert main(["validate", "--quick", "--duration", "10 parsecs", "--no-run"]) == 2
+    err = capsys.readouterr().err
+    assert "duration" in err and "Traceback" not in err
+    assert main(["validate", "--quick", "--reps", "0", "--no-run"]) == 2
+
+
+def test_tolerance_rules():
+    m = validate.METRIC
+    one = lambda *xs: spread(xs)  # noqa: E731
+    r = validate.compare_spreads(m["goodput_steady"], one(95.0, 95.2), one(100.0, 100.1))
+    assert r.within is True and r.ratio == pytest.approx(95.1 / 100.05) and r.exceeds_spread
+    r = validate.compare_spreads(m["goodput_steady"], one(94.0), one(100.0, 99.0))
+    assert r.within is False
+    r = validate.compare_spreads(m["rtt_mean_steady"], one(33.0, 36.0), one(30.0, 31.0))
+    assert r.ratio == pytest.approx(34.5 / 30.5)  # outside 10 %, but not beyond the spread (4 = 3 + 1)
+    assert r.within is False and r.exceeds_spread is False
+    r = validate.compare_spreads(m["rtt_mean_steady"], one(33.0, 33.5), one(30.5, 31.0))
+    assert r.within is True and r.exceeds_spread is True
+    r = validate.compare_spreads(m["retrans_pct"], one(1.2), one(0.8))
+    assert r.within is True and r.diff == pytest.approx(0.4)
+    r = validate.compare_spreads(m["retrans_pct"], one(1.6), one(0.8))
+    assert r.within is False
+    r = validate.compare_spreads(m["rtt_mean_summary"], one(1.0), one(2.0))
+    assert r.within is None  # reported only
+    r = validate.compare_spreads(m["goodput_steady"], one(), one(1.0))
+    assert r.within is None and r.ratio is None
+
+
+def test_analysis_and_outputs_without_root(tmp_path):
+    """The comparison and its outputs, with the sim's results stored a second
+    time as the 'linux' runs: every ratio is exactly 1 and every scenario agrees."""
+    from ccbench.backends.sim import SimBackend
+    from ccbench.executor import execute
+    from ccbench.store import Store
+
+    p = validate.plan("quick", duration="3s", reps=2)
+    out = tmp_path / "v"
+    execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
+    sim = {(r.config_id, r.repetition): r for r in p.runs("sim")}
+    with Store(out) as store:
+        store.record_study(validate.STUDY_NAME, p.text, None)
+        for lr in p.runs("linux")[:-1]:  # one linux run missing
+            res = SimBackend().run(sim[(lr.config_id, lr.repetition)])
+            store.write_run(study=validate.STUDY_NAME, runspec=lr, backend="linux", status="ok", result=res)
+    v = validate.analyse(p, out)
+    assert [s.verdict for s in v.scenarios] == ["agree", "agree"]
+    assert v.scenarios[1].runs["linux"]["missing"] == 1 and v.scenarios[1].runs["linux"]["ok"] == 1
+    for s, rel in zip(v.scenarios, (1e-12, 0.01)):  # the second: a median of 2 sim runs against 1 "linux" run
+        for name in validate.JUDGED + ("goodput", "rtt_mean", "rtt_mean_summary"):
+            assert s.rows[name].ratio == pytest.approx(1.0, rel=rel), name
+        assert abs(s.rows["retrans_pct"].diff) < 0.01 and s.rows["jfi_steady"].sim.median == 1.0
+        g = s.rows["goodput_steady"]
+        assert 80e6 < g.sim.median < 100e6 and not g.exceeds_spread
+        assert 20_000 < s.rows["rtt_mean_steady"].sim.median < 45_000
+    paths = validate.write_outputs(v)
+    rows = list(csv.DictReader(paths["csv"].open()))
+    assert len(rows) == 2 * len(validate.METRICS) and {r["within"] for r in rows if r["judged"] == "1"} == {"1"}
+    doc = json.loads(paths["json"].read_text())
+    assert doc["counts"] == {"agree": 2, "disagree": 0, "no data": 0}
+    assert doc["tolerances"]["goodput_steady"]["tolerance"] == 0.05
+    assert "| reno | 1 | 100Mbit | 20ms | 1bdp | 0% |" in validate.markdown_table(v)
+    html = paths["html"].read_text()
+    assert html.count('<details class="run"') == 2
+
+    # --no-run compares what is there; exit 0 as both agree
+    assert main(["validate", "--grid", "quick", "--duration", "3s", "--reps", "2", "--out", str(out), "--no-run",
+                 "--format", "csv"]) == 0
+
+    from cdp import Browser, chromium_path
+
+    if chromium_path() is None:
+        return
+    with Browser(width=1400, height=1200) as b:
+        b.navigate(paths["html"].resolve().as_uri())
+        b.wait_for("window.ccbenchReady === true")
+        b.wait_for("document.getElementById('ratio-figure').getAttribute('data-drawn') === '1'")
+        cid = v.scenarios[0].config_id
+        b.eval(f"location.hash = '#sc-{cid}'")
+        b.wait_for(f"document.getElementById('series-{cid}').getAttribute('data-drawn') === '1'")
+        assert b.errors() == [] and b.eval("window.ccbenchErrors") == []
+
+
+def _root_or_skip():
+    if os.geteuid() != 0:
+        why = "ccbench validate runs the linux backend, which needs root (network namespaces, veth, TUN)"
+        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
+            pytest.skip(why + "; skipped because CCBENCH_SKIP_ROOT_TESTS=1")
+        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1 to skip it", pytrace=False)
+    from ccbench.backends.linux.backend import core_problem, environment_problems
+
+    problems = environment_problems() + [p for p in (core_problem(),) if p]
+    if problems:
+        pytest.fail("this machine cannot run the linux backend: " + "; ".join(problems), pytrace=False)
+
+
+def test_quick_validation_sim_agrees_with_the_kernel(tmp_path, capsys):
+    """reno and cubic, 100 Mbit/s, 20 ms, 1 BDP: sim within 5 % of linux on
+    goodput and 10 % on mean RTT (medians over repetitions, after the warm-up)."""
+    _root_or_skip()
+    out = tmp_path / "validate"
+    code = main(["validate", "--quick", "--out", str(out), "--retry-suspect", "2", "--format", "json"])
+    printed = capsys.readouterr()
+    doc = json.loads(printed.out)
+    assert json.loads((out / "validation.json").read_text())["counts"] == doc["counts"]
+    rows = list(csv.DictReader((out / "validation.csv").open()))
+    assert {r["metric"] for r in rows} == {m.name for m in validate.METRICS}
+    html = (out / "validation.html").read_text()
+    assert 'id="ccbench-data"' in html and "reno 1 flow 100Mbit 20ms 1bdp 0%" in html
+
+    by_cca = {s["params"]["cca"]: s for s in doc["scenarios"]}
+    assert set(by_cca) == {"reno", "cubic"}
+    problems = []
+    for cca, s in by_cca.items():
+        lin = s["runs"]["linux"]
+        assert lin["ok"] >= 1, f"{cca}: no usable linux run ({lin})"
+        for name, tol in (("goodput_steady", 0.05), ("rtt_mean_steady", 0.10)):
+            m = s["metrics"][name]
+            if m["ratio"] is None or abs(m["ratio"] - 1) > tol:
+                problems.append(f"{cca} {name}: sim {m['sim']['median']:.6g} vs linux {m['linux']['median']:.6g} "
+                                f"(ratio {m['ratio']}; linux runs {m['linux']['values']}, sim {m['sim']['values']})")
+    assert not problems, "; ".join(problems)
+    assert code == 0
