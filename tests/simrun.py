@@ -7,6 +7,31 @@ import json
 from ccbench import _core
 from ccbench.spec import parse_study
 
+MSS = 1448
+HEADER = 52  # IP + TCP + timestamp option, as the simulator puts on the wire
+
+
+def ceiling_bps(rate_bps: float) -> float:
+    """The most goodput a link can carry: its payload share."""
+    return rate_bps * MSS / (MSS + HEADER)
+
+
+def single_flow(cca: str, buffer: str, duration: str = "30s", loss: str = "0%", delay: str = "10ms") -> str:
+    return f"""
+[study]
+name = "single"
+duration = "{duration}"
+[topology]
+senders = 1
+[topology.bottleneck]
+rate = "100Mbit"
+delay = "{delay}"
+loss = "{loss}"
+buffer = "{buffer}"
+[[flows]]
+cca = "{cca}"
+"""
+
 
 def run_text(text: str, filename: str = "test.toml") -> list[tuple[object, dict]]:
     """Every run of the study, with the core's result tables."""

@@ -2,9 +2,7 @@
 
 Most tests need root (namespaces, veth, TUN). Not root: they fail with a
 message saying so, unless CCBENCH_SKIP_ROOT_TESTS=1 (then they are skipped).
-Tests that measure (goodput, RTT, loss) need the Rust emulator and load
-generator in ccbench._core; the plumbing tests (cleanup, schema) fall back
-to the slow Python stand-in in linux_standin.py when those are not built.
+Every run uses the Rust emulator and load generator in ccbench._core.
 """
 
 from __future__ import annotations
@@ -28,10 +26,8 @@ from ccbench.errors import StudyError, UsageError
 from ccbench.spec import kernel, parse_study
 
 HERE = Path(__file__).resolve().parent
-STANDIN = str(HERE / "linux_standin.py")
 IS_ROOT = os.geteuid() == 0
 CORE_PROBLEM = core_problem()
-IMPL = None if CORE_PROBLEM is None else STANDIN  # for plumbing tests
 
 
 # Run tokens this test session created (in this process, or seen owned by a runner it started).
@@ -71,9 +67,10 @@ def root():
 
 @pytest.fixture
 def core(root):
-    """The real emulator and load generator (measurements need them)."""
+    """The real emulator and load generator; ccbench always builds them in,
+    so their absence is a broken install, not a reason to skip."""
     if CORE_PROBLEM is not None:
-        pytest.skip(f"needs the Rust emulator and load generator: {CORE_PROBLEM}")
+        pytest.fail(f"the Rust emulator and load generator are missing: {CORE_PROBLEM}")
 
 
 def _ppid(pid: int):
@@ -101,10 +98,10 @@ def study(text: str, backend: str = "linux"):
     return parse_study(textwrap.dedent(text), filename="test.toml", backend=backend)
 
 
-def run1(text: str, impl=None):
+def run1(text: str):
     s = study(text)
     (r,) = s.runs()
-    return r, LinuxBackend(impl=impl).run(r)
+    return r, LinuxBackend().run(r)
 
 
 def run_measured(text: str, attempts: int = 3):
@@ -186,13 +183,13 @@ def test_not_root_is_one_clear_message_and_creates_nothing(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     before = set(OURS)
     with pytest.raises(UsageError) as e:
-        LinuxBackend(impl=STANDIN).check()
+        LinuxBackend().check()
     msg = str(e.value)
     assert msg.startswith("backend 'linux' is not available: it needs root") and "sudo" in msg
     assert "\n" not in msg
     r = study(BULK.format(duration="1s", loss="0%", cca="reno")).runs()[0]
     with pytest.raises(UsageError):
-        LinuxBackend(impl=STANDIN).run(r)
+        LinuxBackend().run(r)
     assert OURS == before  # not even a run token was drawn
 
 
@@ -266,7 +263,7 @@ def test_failed_run_leaves_nothing(root, monkeypatch):
 
     monkeypatch.setattr(be._Run, "_assemble", boom)
     with pytest.raises(RuntimeError, match="boom"):
-        run1(text, impl=IMPL)
+        run1(text)
     assert_nothing_left()
     monkeypatch.undo()
 
@@ -279,7 +276,7 @@ def test_failed_run_leaves_nothing(root, monkeypatch):
 
     monkeypatch.setattr(netns, "ip", failing_ip)
     with pytest.raises(netns.SetupError, match="no TUN for you"):
-        run1(text, impl=IMPL)
+        run1(text)
     monkeypatch.undo()
     assert_nothing_left()
 
@@ -302,7 +299,7 @@ def test_sigkilled_runner_then_doctor_cleanup(root, tmp_path):
         from ccbench.backends.linux.backend import LinuxBackend
         from ccbench.spec import load_study
         r = load_study({str(p)!r}, backend="linux").runs()[0]
-        LinuxBackend(impl={IMPL!r}).run(r)
+        LinuxBackend().run(r)
     """)
     proc = subprocess.Popen([sys.executable, "-c", runner], start_new_session=True)
     try:
@@ -342,7 +339,7 @@ def test_interrupted_run_cleans_up(root, tmp_path, sig, jobs, code):
         from ccbench import backends
         from ccbench.backends.linux.backend import LinuxBackend
         from ccbench.cli import main
-        backends.register("linux", LinuxBackend(impl={IMPL!r}), replace=True)
+        backends.register("linux", LinuxBackend(), replace=True)
         sys.exit(main(["run", {str(p)!r}, "--backend", "linux", "--out", {str(tmp_path / "out")!r},
                        "--jobs", "{jobs}"]))
     """)
@@ -390,7 +387,7 @@ def test_sim_and_linux_give_the_same_schema_and_show(root, tmp_path, monkeypatch
         request = "10KB"
         response = "100B"
     """))
-    with backends.registered("linux", LinuxBackend(impl=IMPL)):
+    with backends.registered("linux", LinuxBackend()):
         assert main(["run", "s.toml", "--backend", "sim", "--out", "sim"]) == 0
         assert main(["run", "s.toml", "--backend", "linux", "--out", "linux"]) == 0
     capsys.readouterr()
@@ -400,8 +397,8 @@ def test_sim_and_linux_give_the_same_schema_and_show(root, tmp_path, monkeypatch
 
         with Store.open_existing(b) as st:
             (run,) = st.runs()
-            # The schema is complete even when the emulator could not keep up (a busy machine;
-            # the Python stand-in always is): the run is then suspect and says why.
+            # The schema is complete even when the emulator could not keep up (a busy
+            # machine): the run is then suspect and says why.
             assert run.status == "ok" or (b == "linux" and run.status == "suspect"
                                           and run.stats["suspect_kinds"] == ["emulator"]), run.error
             rid = run.run_id
@@ -436,8 +433,7 @@ def test_sim_and_linux_give_the_same_schema_and_show(root, tmp_path, monkeypatch
         rows = st.con.execute("SELECT min(latency_us), max(latency_us) FROM rpcs WHERE run_id = ?", [rid]).fetchone()
         assert rows[0] >= 20_000
         lat = st.con.execute("SELECT count(lateness_us) FROM queue WHERE run_id = ?", [rid]).fetchone()[0]
-        if IMPL is None:
-            assert lat > 0  # the emulator reports lateness
+        assert lat > 0  # the emulator reports lateness
 
 
 # ------------------------------------------------------------------ measurements (root + Rust core)

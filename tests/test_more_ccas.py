@@ -12,32 +12,13 @@ import pytest
 
 from ccbench import _core
 from ccbench.spec import parse_study
-from simrun import goodput_between, series
-
-MSS = 1448
-HEADER = 52
+from simrun import ceiling_bps, goodput_between, series, single_flow
 
 MORE_CCAS = ["newreno", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "bbr3", "nv"]
 
 
-def study(cca: str) -> str:
-    return f"""
-[study]
-name = "more-{cca}"
-duration = "20s"
-[topology]
-senders = 1
-[topology.bottleneck]
-rate = "100Mbit"
-delay = "10ms"
-buffer = "1bdp"
-[[flows]]
-cca = "{cca}"
-"""
-
-
 def run(cca: str) -> tuple[str, dict]:
-    (r,) = parse_study(study(cca), filename=f"{cca}.toml").runs()
+    (r,) = parse_study(single_flow(cca, "1bdp", duration="20s"), filename=f"{cca}.toml").runs()
     raw = _core.simulate(json.dumps(r.config))
     return raw, json.loads(raw)
 
@@ -49,7 +30,7 @@ def test_every_algorithm_is_offered():
 @pytest.mark.parametrize("cca", MORE_CCAS)
 def test_alone_fills_the_link_and_is_deterministic(cca):
     raw, res = run(cca)
-    ceiling = 100e6 * MSS / (MSS + HEADER)
+    ceiling = ceiling_bps(100e6)
     # Past slow start (and, for the delay-based ones, their settling).
     steady = goodput_between(res, 0, 5, 20)
     assert steady >= 0.80 * ceiling, f"{cca}: {steady / 1e6:.1f} Mbit/s from 5 s to 20 s"

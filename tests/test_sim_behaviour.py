@@ -12,33 +12,7 @@ import pytest
 
 from ccbench import _core
 from ccbench.spec import parse_study
-from simrun import goodput_between, jain, run_text, series
-
-MSS = 1448
-HEADER = 52  # IP + TCP + timestamp option, as the simulator puts on the wire
-
-
-def ceiling_bps(rate_bps: float) -> float:
-    """The most goodput a link can carry: its payload share."""
-    return rate_bps * MSS / (MSS + HEADER)
-
-
-def single_flow(cca: str, buffer: str, duration: str = "30s", loss: str = "0%", delay: str = "10ms") -> str:
-    return f"""
-[study]
-name = "single"
-duration = "{duration}"
-[topology]
-senders = 1
-[topology.bottleneck]
-rate = "100Mbit"
-delay = "{delay}"
-loss = "{loss}"
-buffer = "{buffer}"
-[[flows]]
-cca = "{cca}"
-"""
-
+from simrun import MSS, HEADER, ceiling_bps, goodput_between, jain, run_text, series, single_flow
 
 def test_same_run_twice_is_bit_identical():
     text = single_flow("cubic", "1bdp", duration="5s", loss="1%")

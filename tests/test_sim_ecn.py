@@ -4,9 +4,9 @@ is deployed with."""
 
 from __future__ import annotations
 
-from simrun import run_text
+from simrun import ceiling_bps, run_text
 
-CEILING = 100e6 * 1448 / 1500
+CEILING = ceiling_bps(100e6)
 
 
 def two_flows(cca: str, qdisc: str, ecn: bool) -> dict:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from simrun import run_text, series
-
-MSS = 1448
+from simrun import MSS, run_text, series
 
 
 def study(flow_extra: str = "", tcp_extra: str = "", rate: str = "100Mbit", duration: str = "10s", cca: str = "cubic") -> str:

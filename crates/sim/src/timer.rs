@@ -30,10 +30,6 @@ impl Timer {
         self.deadline = None;
     }
 
-    pub fn deadline(&self) -> Option<Nanos> {
-        self.deadline
-    }
-
     pub fn is_armed(&self) -> bool {
         self.deadline.is_some()
     }

@@ -200,13 +200,13 @@ impl World {
         };
         for (fi, f) in cfg.flows.iter().enumerate() {
             let host = f.sender as u16;
-            let mk = |conn_id: u32, forward: bool, salt: u64| -> Result<Box<dyn cc::CongestionControl>, String> {
-                let _ = (conn_id, forward);
+            // Each connection's CCA gets its own seed (BBR's random phase).
+            let mk = |salt: u64| -> Result<Box<dyn cc::CongestionControl>, String> {
                 cc::build(&f.cca, cfg.seed ^ (salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
                     .ok_or_else(|| format!("unknown cca {:?}", f.cca))
             };
             let main = w.conns.len();
-            let cca = mk(main as u32, true, 2 * fi as u64 + 1)?;
+            let cca = mk(2 * fi as u64 + 1)?;
             let opts = ConnOpts {
                 // ECN when the host enables it or the CCA requires it (DCTCP).
                 ecn: cfg.tcp.ecn || cca.needs_ecn(),
@@ -223,7 +223,7 @@ impl World {
             });
             let resp = if f.kind == FlowKind::Rpc {
                 let id = w.conns.len();
-                let cca = mk(id as u32, false, 2 * fi as u64 + 2)?;
+                let cca = mk(2 * fi as u64 + 2)?;
                 w.conns.push(Connection {
                     sender: Sender::new(id as u32, false, host, &cfg.tcp, cca, opts),
                     receiver: Receiver::new(id as u32, false, host, &cfg.tcp, opts),
@@ -344,7 +344,7 @@ impl World {
         if p.to_receiver {
             let conn = &mut self.conns[ci];
             if p.syn {
-                conn.receiver.on_syn(&p, now, &mut self.out);
+                conn.receiver.on_syn(&p, &mut self.out);
                 self.flush();
                 return;
             }
@@ -418,7 +418,7 @@ impl World {
         flow.request_start = now;
         let (main, resp, bytes) = (flow.main, flow.resp.expect("rpc flow"), flow.request_bytes);
         // The ACK for the last response rides on this request.
-        self.conns[resp].receiver.flush_ack(now, &mut self.out);
+        self.conns[resp].receiver.flush_ack(&mut self.out);
         self.conns[main].sender.write(bytes, now, &mut self.out);
         self.flush();
     }
@@ -438,7 +438,7 @@ impl World {
             while flow.responses_sent < due {
                 flow.responses_sent += 1;
                 let bytes = flow.response_bytes;
-                self.conns[main].receiver.flush_ack(now, &mut self.out);
+                self.conns[main].receiver.flush_ack(&mut self.out);
                 self.conns[resp].sender.write(bytes, now, &mut self.out);
             }
             self.flush();

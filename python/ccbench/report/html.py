@@ -567,35 +567,24 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
     else:
         parts.append("<p>No run flagged.</p>")
 
-    # -- JFI over time
-    parts.append('<h2 id="jfi">JFI over time</h2><div class="grid">')
-    n_jfi = 0
-    for c in a.configs:
-        fig = jfi_figure(c)
-        if fig is not None:
-            fid = f"jfi-{len(figures)}"
-            figures[fid] = fig
-            eager.append(fid)
-            parts.append(f'<div class="plot" id="{fid}"></div>')
-            n_jfi += 1
-    parts.append("</div>")
-    if not n_jfi:
-        parts.append("<p class=\"muted\">No bin had a bulk flow active throughout.</p>")
+    def figure_grid(anchor: str, title: str, make, prefix: str, empty: str) -> None:
+        """One plot per configuration that has something to show."""
+        parts.append(f'<h2 id="{anchor}">{title}</h2><div class="grid">')
+        shown = 0
+        for c in a.configs:
+            fig = make(c)
+            if fig is not None:
+                fid = f"{prefix}-{len(figures)}"
+                figures[fid] = fig
+                eager.append(fid)
+                parts.append(f'<div class="plot" id="{fid}"></div>')
+                shown += 1
+        parts.append("</div>")
+        if not shown:
+            parts.append(f'<p class="muted">{empty}</p>')
 
-    # -- RPC CDFs
-    parts.append('<h2 id="rpc">RPC latency</h2><div class="grid">')
-    n_cdf = 0
-    for c in a.configs:
-        fig = cdf_figure(c)
-        if fig is not None:
-            fid = f"cdf-{len(figures)}"
-            figures[fid] = fig
-            eager.append(fid)
-            parts.append(f'<div class="plot" id="{fid}"></div>')
-            n_cdf += 1
-    parts.append("</div>")
-    if not n_cdf:
-        parts.append("<p class=\"muted\">No RPC flows.</p>")
+    figure_grid("jfi", "JFI over time", jfi_figure, "jfi", "No bin had a bulk flow active throughout.")
+    figure_grid("rpc", "RPC latency", cdf_figure, "cdf", "No RPC flows.")
 
     # -- runs
     parts.append('<h2 id="runs">Runs</h2><p class="muted">Open a run for its time series (downsampled for display '

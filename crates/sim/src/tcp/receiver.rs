@@ -37,7 +37,6 @@ pub struct Receiver {
     /// Accurate (DCTCP): the CE state of the latest segment.
     ce_state: bool,
     pub delack_timer: Timer,
-    pub acks_sent: u64,
 }
 
 impl Receiver {
@@ -56,7 +55,6 @@ impl Receiver {
             quickacks: QUICKACKS,
             ce_state: false,
             delack_timer: Timer::default(),
-            acks_sent: 0,
         }
     }
 
@@ -66,9 +64,9 @@ impl Receiver {
     }
 
     /// A SYN: answer with a SYN-ACK echoing its timestamp.
-    pub fn on_syn(&mut self, p: &Packet, now: Nanos, out: &mut Out) {
+    pub fn on_syn(&mut self, p: &Packet, out: &mut Out) {
         self.ts_recent = p.ts_val;
-        let mut a = self.ack_packet(now);
+        let mut a = self.ack_packet();
         a.syn = true;
         a.wire = self.cfg.header_bytes + 8;
         out.pkts.push(a);
@@ -83,7 +81,7 @@ impl Receiver {
                     // DCTCP: first ACK what arrived under the old CE state,
                     // so the sender sees exactly which bytes were marked.
                     if self.rcv_nxt > self.rcv_wup {
-                        self.send_ack(now, out);
+                        self.send_ack(out);
                     }
                     self.ce_state = p.ce;
                     ce_changed = true;
@@ -126,7 +124,7 @@ impl Receiver {
             immediate = true;
         }
         if immediate {
-            self.send_ack(now, out);
+            self.send_ack(out);
         } else if !self.delack_timer.is_armed() {
             if let Some(t) = self.delack_timer.arm(self.opts.timer_at(now + self.cfg.delack_ns)) {
                 out.timers.push((t, self.conn_id, TimerKind::DelAck));
@@ -155,9 +153,9 @@ impl Receiver {
 
     /// Send the pending ACK now (the application is about to write, so the
     /// ACK would ride on its data, or a timer expired).
-    pub fn flush_ack(&mut self, now: Nanos, out: &mut Out) {
+    pub fn flush_ack(&mut self, out: &mut Out) {
         if self.rcv_nxt > self.rcv_wup || self.delack_timer.is_armed() {
-            self.send_ack(now, out);
+            self.send_ack(out);
         }
     }
 
@@ -167,12 +165,11 @@ impl Receiver {
             out.timers.push((t, self.conn_id, TimerKind::DelAck));
         }
         if expired {
-            self.send_ack(now, out);
+            self.send_ack(out);
         }
     }
 
-    fn ack_packet(&self, now: Nanos) -> Packet {
-        let _ = now;
+    fn ack_packet(&self) -> Packet {
         Packet {
             conn: self.conn_id,
             to_receiver: false,
@@ -187,12 +184,12 @@ impl Receiver {
         }
     }
 
-    fn send_ack(&mut self, now: Nanos, out: &mut Out) {
+    fn send_ack(&mut self, out: &mut Out) {
         self.delack_timer.cancel();
         if self.quickacks > 0 {
             self.quickacks -= 1;
         }
-        let mut a = self.ack_packet(now);
+        let mut a = self.ack_packet();
         a.ece = self.opts.ecn && self.ce_state;
         if self.cfg.sack && !self.ooo.is_empty() {
             // The most recently changed blocks first (RFC 2018).
@@ -221,7 +218,6 @@ impl Receiver {
             a.wire += 4 + 8 * n as u32;
         }
         self.rcv_wup = self.rcv_nxt;
-        self.acks_sent += 1;
         out.pkts.push(a);
     }
 }

@@ -99,7 +99,6 @@ pub struct Sender {
     burst_segs: u32,
     burst_bytes: u64,
     burst_goal: u32,
-    syn_sent_ns: Nanos,
     last_send_ns: Nanos,
 
     // loss recovery
@@ -138,7 +137,6 @@ pub struct Sender {
 pub struct SenderStats {
     pub sent_segs: u64,
     pub retrans_segs: u64,
-    pub bytes_acked: u64,
     pub rtt: RttStats,
     /// Latest valid delivery rate (bits/s), like `tcpi_delivery_rate`.
     pub delivery_rate_bps: f64,
@@ -195,7 +193,6 @@ impl Sender {
             burst_segs: 0,
             burst_bytes: 0,
             burst_goal: 1,
-            syn_sent_ns: 0,
             last_send_ns: 0,
             high_seq: 0,
             prr_delivered: 0,
@@ -236,7 +233,6 @@ impl Sender {
     pub fn connect(&mut self, now: Nanos, out: &mut Out) {
         self.set_now(now);
         self.state = State::SynSent;
-        self.syn_sent_ns = now;
         self.send_syn(now, out);
     }
 
@@ -290,11 +286,6 @@ impl Sender {
         if self.state == State::Established {
             self.send(now, out);
         }
-    }
-
-    /// Bytes written by the application and acknowledged by the peer.
-    pub fn acked_bytes(&self) -> u64 {
-        self.snd_una
     }
 
     pub fn srtt_us(&self) -> u64 {
@@ -368,7 +359,7 @@ impl Sender {
             if outstanding > self.cfg.rmem_bytes || outstanding > self.cfg.wmem_bytes {
                 break; // receive window or send buffer full
             }
-            if self.c.packets_out == 0 && self.c.packets_in_flight() == 0 {
+            if self.c.packets_out == 0 {
                 self.restart_after_idle(now);
             }
             let i = self.queue_new_segment(len);
@@ -627,7 +618,7 @@ impl Sender {
         }
         self.cca.in_ack_event(&mut self.c, if ece { ACK_ECE } else { 0 });
 
-        self.fastretrans_alert(prior_snd_una);
+        self.fastretrans_alert();
         if ece && matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
             self.enter_cwr();
         }
@@ -657,7 +648,6 @@ impl Sender {
             self.rto_deadline = now + self.current_rto();
             self.set_xmit_timer(now, out);
         }
-        self.stats.bytes_acked = self.snd_una;
         self.send(now, out);
     }
 
@@ -906,8 +896,7 @@ impl Sender {
 
     /// The loss state machine (Linux `tcp_fastretrans_alert`, simplified:
     /// no undo, since the simulator never reorders).
-    fn fastretrans_alert(&mut self, prior_snd_una: u64) {
-        let _ = prior_snd_una;
+    fn fastretrans_alert(&mut self) {
         match self.c.ca_state {
             CaState::Recovery | CaState::Loss | CaState::Cwr if self.snd_una >= self.high_seq => {
                 let was_recovery = matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr);
@@ -1105,7 +1094,7 @@ impl Sender {
                 let prior_lost = self.c.lost;
                 self.rack_detect(now, out);
                 if self.c.lost > prior_lost {
-                    self.fastretrans_alert(self.snd_una);
+                    self.fastretrans_alert();
                     if self.c.ca_state == CaState::Recovery && !self.uses_cong_control() {
                         self.cwnd_reduction(0, true, false);
                     }

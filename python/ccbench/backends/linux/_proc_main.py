@@ -2,9 +2,9 @@
 
 Command line (set by procs.py; never a shell string):
 
-    python -m ccbench.backends.linux.<role>_proc CONFIG.json RESULT.json READY [--impl MODULE_OR_FILE]
+    python -m ccbench.backends.linux.<role>_proc CONFIG.json RESULT.json READY
 
-1. import the implementation (``ccbench._core`` by default) — the slow part;
+1. import ``ccbench._core`` — the slow part;
 2. create the READY file, then wait for one line on stdin ("go"; EOF = abort);
 3. read CONFIG.json (written by the backend just before "go", with t0 set);
 4. call the implementation's function with the config JSON text;
@@ -15,23 +15,11 @@ Command line (set by procs.py; never a shell string):
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import sys
 import traceback
 from pathlib import Path
-
-
-def _load_impl(spec: str):
-    if spec.endswith(".py"):
-        s = importlib.util.spec_from_file_location("ccbench_linux_impl", spec)
-        if s is None or s.loader is None:
-            raise ImportError(f"cannot load {spec}")
-        mod = importlib.util.module_from_spec(s)
-        s.loader.exec_module(mod)
-        return mod
-    return importlib.import_module(spec)
 
 
 def _write(path: Path, obj) -> None:
@@ -43,16 +31,12 @@ def _write(path: Path, obj) -> None:
 def main(function: str, argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     impl = "ccbench._core"
-    if "--impl" in args:
-        i = args.index("--impl")
-        impl = args[i + 1]
-        del args[i:i + 2]
     if len(args) != 3:
-        print(f"usage: CONFIG.json RESULT.json READY [--impl MODULE] (got {args})", file=sys.stderr)
+        print(f"usage: CONFIG.json RESULT.json READY (got {args})", file=sys.stderr)
         return 2
     config_path, result_path, ready_path = (Path(a) for a in args)
     try:
-        fn = getattr(_load_impl(impl), function)
+        fn = getattr(importlib.import_module(impl), function)
     except (ImportError, AttributeError) as e:
         _write(result_path, {"error": f"{impl}.{function} is not available: {e}"})
         print(f"{impl}.{function} is not available: {e}", file=sys.stderr)

@@ -23,6 +23,8 @@ A runner killed with SIGKILL leaves things behind: ``ccbench doctor
 
 from __future__ import annotations
 
+import importlib
+
 import atexit
 import contextlib
 import json
@@ -88,17 +90,11 @@ def environment_problems() -> list[str]:
     return problems
 
 
-def _load_impl(impl: Optional[str]) -> Any:
-    from ._proc_main import _load_impl as load
-
-    return load(impl or "ccbench._core")
-
-
-def core_problem(impl: Optional[str] = None) -> Optional[str]:
+def core_problem() -> Optional[str]:
     """Why the emulator / load generator cannot be used, or None."""
-    name = impl or "ccbench._core"
+    name = "ccbench._core"
     try:
-        mod = _load_impl(impl)
+        mod = importlib.import_module(name)
     except ImportError as e:
         return f"{name} cannot be imported ({e}); build it: make install"
     missing = [f for f in _REQUIRED if not hasattr(mod, f)]
@@ -169,13 +165,13 @@ def _signals_held() -> Iterator[None]:
 
 
 class _Run:
-    def __init__(self, cfg: dict, impl: Optional[str]):
+    def __init__(self, cfg: dict):
         self.cfg = cfg
         self.token = netns.new_token()
         self.dir = cleanup.run_dir(self.token)
         mtu = int(cfg["tcp"]["mss"]) + int(cfg["tcp"].get("header_bytes", 52))
         self.topo = netns.plan(self.token, len(cfg["senders"]), mtu)
-        self.procs = procs.ProcSet(self.dir, impl)
+        self.procs = procs.ProcSet(self.dir)
         self.closed = False
         self.iface: dict[str, dict] = {}
         self.tun_qdisc_drops = 0
@@ -509,20 +505,13 @@ def _rows(x: Any) -> list[dict]:
 
 
 class LinuxBackend:
-    """Runs a RunSpec on real Linux TCP (see the module docstring).
-
-    ``impl``: where emu_run / load_server / load_client come from — a module
-    name (default ``ccbench._core``) or a .py file (tests use a stand-in).
-    """
+    """Runs a RunSpec on real Linux TCP (see the module docstring)."""
 
     name = "linux"
 
-    def __init__(self, impl: Optional[str] = None):
-        self.impl = impl
-
     def check(self) -> None:
         problems = environment_problems()
-        core = core_problem(self.impl)
+        core = core_problem()
         if core:
             problems.append(core)
         if problems:
@@ -533,7 +522,7 @@ class LinuxBackend:
         cfg = runspec.config
         _validate(cfg)
         with _terminate_raises():
-            r = _Run(cfg, self.impl)
+            r = _Run(cfg)
             try:
                 r.open()
                 return r.execute()

@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import ccbench
 
@@ -80,7 +80,6 @@ class Proc:
 @dataclass
 class ProcSet:
     run_dir: Path
-    impl: Optional[str] = None  # module or .py file instead of ccbench._core (tests)
     procs: list[Proc] = field(default_factory=list)
 
     def start(self, name: str, kind: str, ns: str) -> Proc:
@@ -90,8 +89,6 @@ class ProcSet:
                  log_path=d / f"{name}.log", popen=None)  # type: ignore[arg-type]
         argv = ["ip", "netns", "exec", ns, sys.executable, "-m", f"ccbench.backends.linux.{MODULES[kind]}",
                 str(p.config_path), str(p.result_path), str(p.ready_path)]
-        if self.impl:
-            argv += ["--impl", self.impl]
         env = dict(os.environ)
         # The child imports this very ccbench, whether installed or not.
         pkg_root = str(Path(ccbench.__file__).resolve().parents[1])
