@@ -219,7 +219,8 @@ def test_ctrl_c_on_a_real_process(study_file, tmp_path, jobs):
     with Store.open_existing(tmp_path / "results" / "cli-test") as store:
         done = store.finished_runs()
         assert 1 <= len(done) < 4
-        assert store.count("runs") == len(done)  # the interrupted run is not recorded
+        rows = store.con.execute("SELECT run_id, status, error FROM runs").fetchall()
+        assert store.count("runs") == len(done), rows  # the interrupted run is not recorded
     n = len(calls(tmp_path / "calls"))
     r = subprocess.run([sys.executable, str(script), "run", str(study_file)], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=60)

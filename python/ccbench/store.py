@@ -28,6 +28,9 @@ results to the parent, which writes them.
 from __future__ import annotations
 
 import json
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -204,6 +207,23 @@ class RunRecord:
         return d
 
 
+
+@contextmanager
+def _ctrl_c_after():
+    """Hold Ctrl-C until the block ends, then deliver it: DuckDB aborts a
+    running query on SIGINT, which would cut a run's transaction in half."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread receives SIGINT
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if caught:
+            raise KeyboardInterrupt
+
 class Store:
     """A results store. Use as a context manager or call :meth:`close`.
 
@@ -334,6 +354,10 @@ class Store:
             stats,
         ]
         con = self.con
+        with _ctrl_c_after():
+            self._write_run_transaction(con, run_id, row, tables, study)
+
+    def _write_run_transaction(self, con: Any, run_id: str, row: list, tables: dict, study: str) -> None:
         con.execute("BEGIN TRANSACTION")
         try:
             for t in DATA_TABLES:

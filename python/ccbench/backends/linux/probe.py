@@ -88,7 +88,7 @@ def _probe_netns() -> list[Check]:
     return checks
 
 
-def probe(impl: Optional[str] = None) -> list[Check]:
+def probe() -> list[Check]:
     from .backend import core_problem
 
     checks: list[Check] = []
@@ -120,7 +120,7 @@ def probe(impl: Optional[str] = None) -> list[Check]:
                         + " (tcp_allowed_congestion_control; ccbench's load generator runs as root, "
                           "which may use every available one, so ccbench leaves it alone)"))
     checks.append(_bpf())
-    core = core_problem(impl)
+    core = core_problem()
     checks.append(Check("emulator and load generator", core is None, core or "built into ccbench._core"))
     if root:
         left = [r for r in cleanup.find() if not r.empty()]
