@@ -453,6 +453,12 @@ def test_bulk_goodput_and_rtt(core, cca):
     assert g <= 1.01 * CEILING
     # The idle-path RTT TCP measured is the configured 20 ms.
     assert abs(res.flows[0]["rtt_min_us"] - 20_000) <= 500
+    # The emulator ran pinned to the last CPU, the hosts' kernel work steered (RPS) to the others.
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) >= 2:
+        assert (res.stats["emu_cpu"], res.stats["emu_rps_cpus"]) == (allowed[-1], allowed[:-1]), res.note
+    else:
+        assert res.stats["emu_cpu"] is None, "one CPU: nothing to pin or steer"
 
 
 def test_random_loss_rate_and_retransmissions(core):

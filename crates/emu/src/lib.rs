@@ -5,6 +5,7 @@
 //! bottleneck; return link, access link back) on CLOCK_MONOTONIC, and writes
 //! it back to the same device when it reaches the far end.
 
+pub mod cpu;
 pub mod engine;
 pub mod frame;
 pub mod hist;
@@ -46,6 +47,11 @@ pub struct EmuConfig {
     /// the kernel refuses (the summary's `rt_priority` says what applied).
     #[serde(default = "default_rt")]
     pub rt_priority: Option<u32>,
+    /// The CPU the emulator runs on; the TUN device's received packets are
+    /// steered (RPS) to the other CPUs, so the hosts' kernel work runs
+    /// beside the emulator instead of inside its writes (see [`cpu`]).
+    #[serde(default)]
+    pub cpu: cpu::Placement,
 }
 
 pub const DEFAULT_RT_PRIORITY: u32 = 10;
@@ -134,12 +140,23 @@ pub fn run_json(input: &str) -> Result<String, String> {
         cfg.late_tolerance_ns,
         Box::new(stats),
     );
+    // Before the real-time priority: pinning moves the thread.
+    // "auto" falls back to running unpinned (said in the summary); an
+    // explicit CPU that cannot be had is an error.
+    let (placed, placement_error) = match cpu::apply(cfg.cpu, &cfg.tun) {
+        Ok(p) => (p, None),
+        Err(e) if cfg.cpu == cpu::Placement::Auto => (None, Some(e)),
+        Err(e) => return Err(e),
+    };
     let rt = cfg.rt_priority.filter(|&p| p > 0).and_then(|p| tun::set_realtime(p.min(99)).ok().map(|old| (p, old)));
     let guard = signals::SignalGuard::install();
     let reason = emu.run(&mut io, cfg.stop_at_monotonic_ns, &signals::stop_requested);
     drop(guard);
     if let Some((_, old)) = &rt {
         tun::restore_scheduling(old);
+    }
+    if let Some(a) = &placed {
+        cpu::undo(a, &cfg.tun);
     }
     let drops = tun::dev_drops(&cfg.tun).unwrap_or((0, 0));
     let extra = json!({
@@ -150,6 +167,9 @@ pub fn run_json(input: &str) -> Result<String, String> {
         "tun_rx_dropped": drops.0.saturating_sub(drops0.0),
         "rt_priority": rt.map(|(p, _)| p),
         "spin_ns": io.spin_ns,
+        "cpu": placed.as_ref().map(|a| a.cpu),
+        "rps_cpus": placed.as_ref().map(|a| a.rps.clone()),
+        "placement_error": placement_error,
     });
     let summary = emu.finish(&mut io, reason, extra);
     Ok(summary.to_string())

@@ -458,6 +458,9 @@ class _Run:
                 flag("sender", f"flow {f['id']} had data outstanding only {100 * busy_us / active_us:.0f}% of "
                                "its active time (application-limited: the load generator did not keep up)")
 
+        if emu_out.get("placement_error"):
+            info.append(f"the emulator ran unpinned: {emu_out['placement_error']}")
+
         # Every kernel retransmission is accounted for by an emulator drop, or spurious.
         retrans = sum(int(c.get("retrans_segs") or 0) for c in cflows.values())
         fwd_drops = link_counter("bottleneck", "drops") + link_counter("bottleneck", "random_losses")
@@ -480,6 +483,9 @@ class _Run:
             "cpu_busy_max": max(cpu, default=None),
             "cpu_busy_mean": sum(cpu) / len(cpu) if cpu else None,
             "interface_drops": other_drops,
+            # Where the emulator ran and where the hosts' kernel work was steered (RPS).
+            "emu_cpu": emu_out.get("cpu"),
+            "emu_rps_cpus": emu_out.get("rps_cpus"),
             "suspect_reasons": reasons,
             "suspect_kinds": sorted(kinds),
         }
