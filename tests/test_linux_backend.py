@@ -155,9 +155,32 @@ def test_unknown_cca_names_what_the_kernel_has(monkeypatch):
     study(BULK.format(duration="1s", loss="0%", cca="bbr"), backend="sim")  # the sim has it
 
 
-def test_pacing_other_than_auto_is_a_study_error():
-    with pytest.raises(StudyError, match="tcp.pacing: not supported by the linux backend"):
-        study(BULK.format(duration="1s", loss="0%", cca="reno") + "[tcp]\npacing = 'on'\n")
+def test_pacing_off_for_bbr_and_cwnd_clamp_are_study_errors():
+    with pytest.raises(StudyError) as e:
+        study(BULK.format(duration="1s", loss="0%", cca="bbr") + "[tcp]\npacing = 'off'\n")
+    msg = str(e.value)
+    assert "tcp.pacing" in msg and "paces by itself (bbr)" in msg and "allowed: 'auto' or 'on'" in msg, msg
+    study(BULK.format(duration="1s", loss="0%", cca="cubic") + "[tcp]\npacing = 'off'\n")  # cubic does not pace
+    with pytest.raises(StudyError) as e:
+        study(BULK.format(duration="1s", loss="0%", cca="cubic") + "cwnd_clamp = 100\n")
+    msg = str(e.value)
+    assert "flows.0.cwnd_clamp" in msg and "not supported by the linux backend" in msg and "got 100" in msg, msg
+    study(BULK.format(duration="1s", loss="0%", cca="cubic") + "cwnd_clamp = 100\n", backend="sim")
+
+
+def test_socket_options_carry_class_max_rate_and_pacing():
+    from ccbench.backends.linux.backend import PACING_ON_BPS, _socket_options
+
+    def opts(flow_extra: str, tcp: str = ""):
+        (r,) = study(BULK.format(duration="1s", loss="0%", cca="cubic") + flow_extra + tcp).runs()
+        return _socket_options(r.config["flows"][0], r.config["tcp"])
+
+    assert opts("") == {}
+    assert opts("queue_class = 1\n") == {"dscp": 1}
+    assert opts("max_rate = '20Mbit'\n") == {"max_pacing_rate_bps": 20_000_000}
+    assert opts("", "[tcp]\npacing = 'on'\n") == {"max_pacing_rate_bps": PACING_ON_BPS}
+    # max_rate wins over pacing = "on" (both turn pacing on; max_rate also caps it).
+    assert opts("max_rate = '20Mbit'\n", "[tcp]\npacing = 'on'\n") == {"max_pacing_rate_bps": 20_000_000}
 
 
 def test_plan_names_and_addresses():
@@ -479,3 +502,42 @@ def test_random_loss_rate_and_retransmissions(core):
         assert "spurious retransmission" in res.note
     # ...and nothing was lost outside the emulator.
     assert st["interface_drops"] == {} and st["tun_drops"] == 0
+
+
+def test_max_rate_caps_the_kernel_pacing_rate(core):
+    r, res = run_measured(BULK.format(duration="6s", loss="0%", cca="cubic") + "max_rate = '20Mbit'\n")
+    g = goodput_after(res, 0, 2.0)
+    print(f"cubic with max_rate 20 Mbit/s on 100 Mbit/s: {g / 1e6:.2f} Mbit/s after 2 s; {res.note}")
+    # SO_MAX_PACING_RATE counts whole packets: payload goodput is a little below the cap.
+    assert 0.85 * 20e6 <= g <= 1.01 * 20e6
+
+
+TWOCLASS = """
+[study]
+name = "linux-twoclass"
+duration = "10s"
+[topology.bottleneck]
+rate = "100Mbit"
+delay = "10ms"
+buffer = "1bdp"
+qdisc = {{ kind = "twoclass", classes = [{{ weight = 1 }}, {{ weight = 3 }}] }}
+[[flows]]
+cca = "cubic"
+[[flows]]
+cca = "cubic"
+queue_class = {cls}
+"""
+
+
+@pytest.mark.parametrize("cls", [1, 0])
+def test_queue_class_reaches_the_emulator(core, cls):
+    """Flow 1's DSCP puts it in the twoclass queue of weight 3: about 3/4 of the
+    link under contention; in the same queue as flow 0 the two share it."""
+    r, res = run_measured(TWOCLASS.format(cls=cls))
+    g0, g1 = goodput_after(res, 0, 3.0), goodput_after(res, 1, 3.0)
+    share = g1 / (g0 + g1)
+    print(f"queue_class {cls}: flow 1 gets {share:.3f} of {(g0 + g1) / 1e6:.1f} Mbit/s; {res.note}")
+    if cls == 1:
+        assert share >= 0.65
+    else:
+        assert 0.25 <= share <= 0.75

@@ -66,6 +66,8 @@ pub struct Frame {
     pub len: u32,
     key: u64,
     ect: bool,
+    /// Traffic class for multi-queue disciplines: the packet's DSCP.
+    class: u8,
     /// A queue asked for CE; applied to the bytes when the frame is written.
     pub ce: bool,
     pub dir: Dir,
@@ -76,7 +78,7 @@ pub struct Frame {
 
 impl Frame {
     pub fn new(buf: Box<[u8]>, pool: Rc<Pool>, len: usize, h: &Header, dir: Dir, sender: u16) -> Frame {
-        Frame { buf: Some(buf), pool, len: len as u32, key: h.flow_key(), ect: h.ect(), ce: false, dir, sender, hop: 0 }
+        Frame { buf: Some(buf), pool, len: len as u32, key: h.flow_key(), ect: h.ect(), class: h.dscp, ce: false, dir, sender, hop: 0 }
     }
 
     /// The packet's bytes, with the CE mark applied if a queue set it.
@@ -109,6 +111,9 @@ impl Pkt for Frame {
     fn ect(&self) -> bool {
         self.ect
     }
+    fn class(&self) -> u8 {
+        self.class
+    }
     fn mark_ce(&mut self) {
         if self.ect {
             self.ce = true;
@@ -138,6 +143,8 @@ mod tests {
         let out = frames[0].bytes_for_write().to_vec();
         assert_eq!(out[1] & 3, 3);
         assert_eq!(u16::from_be_bytes([out[10], out[11]]), ipv4::header_checksum(&out));
+        // The test packet carries DSCP 0x2e: its class for a multi-queue discipline.
+        assert_eq!(frames[1].class(), 0x2e);
         drop(frames);
         assert_eq!(pool.free_count(), 3);
         assert_eq!(pool.allocated(), 3);

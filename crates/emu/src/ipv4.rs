@@ -18,6 +18,9 @@ pub struct Header {
     pub total_len: u16,
     /// The ECN field (0 not-ECT, 1 ECT(1), 2 ECT(0), 3 CE).
     pub ecn: u8,
+    /// The DSCP field (the TOS byte's upper six bits): the load generator
+    /// puts a flow's `queue_class` there.
+    pub dscp: u8,
     /// Source and destination port for TCP/UDP (first fragment only), else 0.
     pub sport: u16,
     pub dport: u16,
@@ -67,6 +70,7 @@ pub fn parse(b: &[u8]) -> Option<Header> {
         proto,
         total_len,
         ecn: b[1] & 0x03,
+        dscp: b[1] >> 2,
         sport,
         dport,
     })

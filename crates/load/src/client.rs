@@ -41,6 +41,14 @@ pub struct FlowConfig {
     pub think_ns: Option<u64>,
     #[serde(default)]
     pub mss: Option<u32>,
+    /// DSCP for the flow's packets (IP_TOS = dscp << 2): the emulator's
+    /// multi-queue disciplines take it as the traffic class.
+    #[serde(default)]
+    pub dscp: Option<u8>,
+    /// SO_MAX_PACING_RATE in bit/s. Any value also turns on the kernel's
+    /// own TCP pacing for the socket (without the fq qdisc).
+    #[serde(default)]
+    pub max_pacing_rate_bps: Option<u64>,
 }
 
 /// `tcpi_bytes_acked` counts the SYN's sequence number and our header too;
@@ -96,6 +104,18 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
     if let Some(mss) = f.mss {
         if let Err(e) = sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, mss as i32) {
             out.error = fail(shared, format!("flow {}: TCP_MAXSEG {mss}: {e}", f.id));
+            return out;
+        }
+    }
+    if let Some(dscp) = f.dscp {
+        if let Err(e) = sys::set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, i32::from(dscp) << 2) {
+            out.error = fail(shared, format!("flow {}: IP_TOS (dscp {dscp}): {e}", f.id));
+            return out;
+        }
+    }
+    if let Some(bps) = f.max_pacing_rate_bps {
+        if let Err(e) = sys::set_max_pacing_rate(fd, bps / 8) {
+            out.error = fail(shared, format!("flow {}: SO_MAX_PACING_RATE {bps} bit/s: {e}", f.id));
             return out;
         }
     }

@@ -121,6 +121,15 @@ pub fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) 
     cvt(unsafe { libc::setsockopt(fd, level, opt, &v as *const _ as *const libc::c_void, 4) }).map(|_| ())
 }
 
+/// SO_MAX_PACING_RATE in bytes/s, as a 64-bit value (the kernel takes an
+/// unsigned long). Every value but ~0 also switches on TCP's internal pacing.
+pub fn set_max_pacing_rate(fd: RawFd, bytes_per_s: u64) -> io::Result<()> {
+    let v: u64 = bytes_per_s.min(u64::MAX - 1);
+    // SAFETY: pointer to a u64 and its size.
+    cvt(unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &v as *const _ as *const libc::c_void, 8) })
+        .map(|_| ())
+}
+
 pub fn set_cca(fd: RawFd, name: &str) -> io::Result<()> {
     // SAFETY: the name's bytes, their length.
     cvt(unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_ptr() as *const libc::c_void, name.len() as _) })

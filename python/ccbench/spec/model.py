@@ -26,6 +26,9 @@ CCAS: dict[str, tuple[str, ...]] = {
     "linux": ("reno", "cubic", "bbr", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "nv"),
 }
 BACKENDS: tuple[str, ...] = tuple(CCAS)
+# Algorithms that pace their sockets themselves, also without fq (Linux's bbr
+# sets the socket's pacing status in its init).
+SELF_PACED: tuple[str, ...] = ("bbr", "bbr3")
 
 
 def ccas_for(backend: str) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from math import floor
 from typing import Any, Optional
 
 from . import qdisc, units
-from .model import CCAS, DELACK_NS, HEADER_BYTES, StudyFile, ccas_for
+from .model import CCAS, DELACK_NS, HEADER_BYTES, SELF_PACED, StudyFile, ccas_for
 from .sweep import FieldError, dotted
 
 
@@ -98,9 +98,14 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                              units.format_time(v) if name == "min_rto" else units.format_size(v),
                              "a positive " + ("time" if name == "min_rto" else "size"))
 
-    if backend == "linux" and tcp.pacing != "auto":
-        raise FieldError(("tcp", "pacing"), "not supported by the linux backend: Linux paces when the algorithm "
-                         "asks (e.g. bbr) or under the fq qdisc, which is not used here", tcp.pacing, "'auto'")
+    if backend == "linux" and tcp.pacing == "off":
+        # Linux cannot stop an algorithm that paces by itself (BBR sets the
+        # socket's pacing status in its init); the others do not pace anyway.
+        paced = sorted({f.cca for f in m.flows if f.cca in SELF_PACED})
+        if paced:
+            raise FieldError(("tcp", "pacing"), "the linux backend cannot turn pacing off for an algorithm that "
+                             f"paces by itself ({', '.join(paced)})", tcp.pacing, "'auto' or 'on'",
+                             related=tuple(f"flows.{i}.cca" for i, f in enumerate(m.flows) if f.cca in SELF_PACED))
 
     # -- topology
     senders = []
@@ -159,6 +164,10 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                 problem = ("this kernel has no such congestion control"
                            + (" (it is a sim-only algorithm: use backend 'sim')" if f.cca in CCAS["sim"] else ""))
             raise FieldError(loc + ("cca",), problem, f.cca, ", ".join(allowed_ccas))
+        if backend == "linux" and f.cwnd_clamp is not None:
+            raise FieldError(loc + ("cwnd_clamp",), "not supported by the linux backend: Linux clamps a socket's "
+                             "congestion window only from a TCP-BPF program (TCP_BPF_SNDCWND_CLAMP), which "
+                             "ccbench does not load yet", f.cwnd_clamp, "leave it out for backend 'linux'")
         if f.sender >= len(senders):
             raise FieldError(loc + ("sender",), f"no such sender: the topology has {len(senders)} sender"
                              + ("" if len(senders) == 1 else "s"), f.sender,

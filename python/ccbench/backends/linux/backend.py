@@ -264,6 +264,7 @@ class _Run:
                     "id": f["id"], "cca": f["cca"], "kind": f["kind"], "start_ns": f["start_ns"],
                     "stop_ns": f["stop_ns"], "request_bytes": f.get("request_bytes"),
                     "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
+                    **_socket_options(f, cfg["tcp"]),
                 } for f in flows],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
@@ -494,6 +495,25 @@ class _Run:
         return status, note, checks
 
 
+# SO_MAX_PACING_RATE for pacing = "on" without a flow's max_rate: finite (so
+# the kernel turns its TCP pacing on) but far above any link.
+PACING_ON_BPS = 1 << 60
+
+
+def _socket_options(flow: dict, tcp: dict) -> dict:
+    """The load client's per-socket options for a flow: the DSCP that carries
+    its queue_class to the emulator, and SO_MAX_PACING_RATE for max_rate or
+    pacing = "on" (any finite value turns on the kernel's TCP pacing)."""
+    opts: dict[str, Any] = {}
+    if flow.get("queue_class"):
+        opts["dscp"] = int(flow["queue_class"])
+    if flow.get("max_rate_bps") is not None:
+        opts["max_pacing_rate_bps"] = int(flow["max_rate_bps"])
+    elif tcp.get("pacing") == "on":
+        opts["max_pacing_rate_bps"] = PACING_ON_BPS
+    return opts
+
+
 def _rows(x: Any) -> list[dict]:
     """RPC rows given as a list of objects or as columns."""
     if not x:
@@ -539,11 +559,14 @@ class LinuxBackend:
 def _validate(cfg: dict) -> None:
     """What the study checks could not know: the kernel's algorithms here."""
     from ccbench.spec import kernel
+    from ccbench.spec.model import SELF_PACED
 
     have = kernel.available() or ()
     for f in cfg["flows"]:
         if f["cca"] not in have:
             raise UsageError(f"flow {f['id']}: this kernel has no congestion control '{f['cca']}' "
                              f"(available: {', '.join(have)})")
-    if cfg["tcp"].get("pacing", "auto") != "auto":
-        raise UsageError("tcp.pacing: the linux backend supports only 'auto'")
+    if any(f.get("cwnd_clamp") is not None for f in cfg["flows"]):
+        raise UsageError("cwnd_clamp: not supported by the linux backend")
+    if cfg["tcp"].get("pacing") == "off" and any(f["cca"] in SELF_PACED for f in cfg["flows"]):
+        raise UsageError("tcp.pacing = 'off': the linux backend cannot stop bbr from pacing")

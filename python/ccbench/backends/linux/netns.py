@@ -274,6 +274,13 @@ _ROUTER = {
 }
 
 
+_RECEIVER = {
+    # Accepted connections send with the DSCP of the client's SYN, so a
+    # flow's queue_class (its DSCP) marks the return path too.
+    "net.ipv4.tcp_reflect_tos": 1,
+}
+
+
 def _add_ns(topo: Topology, ns: str) -> None:
     ip("netns", "add", ns)
     topo.created.append(ns)
@@ -293,7 +300,7 @@ def build(topo: Topology, tcp: dict) -> None:
     opts = route_options(tcp)
     for h in topo.hosts:
         _add_ns(topo, h.ns)
-        set_sysctls(h.ns, host_sys)
+        set_sysctls(h.ns, host_sys if h is not topo.receiver else {**host_sys, **_RECEIVER})
         ip("link", "add", "name", h.ifname, "netns", h.ns, "mtu", topo.mtu, "type", "veth",
            "peer", "name", h.router_ifname, "netns", r, "mtu", topo.mtu)
         plen = ipaddress.IPv4Network(h.net).prefixlen
