@@ -35,6 +35,9 @@ install-dev: $(STAMP)/toolchain
 	@command -v ip >/dev/null 2>&1 || { \
 	  echo "installing iproute2 (the linux backend builds namespaces with ip)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2; }
+	@command -v iperf3 >/dev/null 2>&1 || { \
+	  echo "installing iperf3 (the linux backend's tool = \"iperf3\" flows; tested)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3; }
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium (the HTML report test renders the report in it)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }

@@ -423,7 +423,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 str(f["sender"]),
                 fmt_time(f["start_us"]), fmt_time(f["stop_us"]),
                 "–" if f["bytes_delivered"] is None else f"{f['bytes_delivered']:,} B",
-                fmt_rate(f["goodput_bps"]), str(f["sent_segs"]), str(f["retrans_segs"]),
+                fmt_rate(f["goodput_bps"]), "–" if f["sent_segs"] is None else str(f["sent_segs"]),
+                str(f["retrans_segs"]),
                 fmt_ms(f["rtt_min_us"]), fmt_ms(f["rtt_mean_us"]), fmt_ms(f["rtt_p99_us"]),
             )
         c.print(t)

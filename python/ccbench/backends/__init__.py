@@ -83,7 +83,7 @@ FLOW_FIELDS: tuple[tuple[str, bool], ...] = (
     ("flow_id", False),
     ("bytes_delivered", False),
     ("goodput_bps", False),
-    ("sent_segs", False),
+    ("sent_segs", True),  # null when the tool does not report it (linux, tool = "iperf3")
     ("retrans_segs", False),
     ("rtt_min_us", True),  # null when the flow never took an RTT sample
     ("rtt_mean_us", True),

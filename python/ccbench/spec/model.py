@@ -202,6 +202,8 @@ class Flow(Model):
     queue_class: StrictInt = F(0, "0 or 1: the queue these flows use at a twoclass bottleneck", ge=0, le=1)
     cwnd_clamp: Optional[StrictInt] = F(None, "a whole number of segments >= 1 (a TCP-BPF style clamp)", ge=1)
     max_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (caps the pacing rate, like SO_MAX_PACING_RATE)")
+    tool: Literal["ccbench", "iperf3"] = F(
+        "ccbench", "'ccbench' or 'iperf3' (linux backend, bulk flows: driven by iperf3, its JSON imported)")
 
 
 class Analysis(Model):

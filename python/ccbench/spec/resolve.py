@@ -183,6 +183,17 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                 if v is not None and v <= 0:
                     raise FieldError(loc + (name,), "must be positive", units.format_size(v),
                                      "a positive size such as '10KB'")
+        if f.tool == "iperf3":
+            if f.kind != "bulk":
+                raise FieldError(loc + ("tool",), "iperf3 drives bulk flows only", f.tool, "'ccbench' for rpc flows",
+                                 related=(dotted(loc + ("kind",)),))
+            if backend == "linux":
+                active = (f.stop if f.stop is not None else st.duration) - f.start
+                if f.start_jitter or active % 1_000_000_000:
+                    raise FieldError(loc + ("tool",), "iperf3 runs for whole seconds: the flow's active time "
+                                     f"(stop or study.duration − start = {units.format_time(active)}) must be a "
+                                     "whole number of seconds, without start_jitter", f.tool, "'ccbench'",
+                                     related=(dotted(loc + ("start",)), dotted(loc + ("stop",)), "study.duration"))
         latest_start = f.start + f.start_jitter
         if latest_start >= st.duration:
             raise FieldError(loc + ("start",), f"start + start_jitter must be before the end of the run "
@@ -223,6 +234,8 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                 flow["max_rate_bps"] = f.max_rate
             if f.queue_class:
                 flow["queue_class"] = f.queue_class
+            if f.tool != "ccbench":
+                flow["tool"] = f.tool  # the linux backend's; the simulator runs the same bulk flow
             flows.append(flow)
             jitters.append(f.start_jitter)
             meta.append({"id": fid, "cca": f.cca, "sender": f.sender, "kind": f.kind, "group": group})

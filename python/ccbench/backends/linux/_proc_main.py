@@ -1,10 +1,11 @@
-"""Shared body of emu_proc / server_proc / client_proc.
+"""Shared body of emu_proc / server_proc / client_proc / iperf3_proc.
 
 Command line (set by procs.py; never a shell string):
 
     python -m ccbench.backends.linux.<role>_proc CONFIG.json RESULT.json READY
 
-1. import ``ccbench._core`` — the slow part;
+1. import the implementation (``ccbench._core``, or for iperf3_proc
+   ``ccbench.backends.linux.iperf3``) — the slow part;
 2. create the READY file, then wait for one line on stdin ("go"; EOF = abort);
 3. read CONFIG.json (written by the backend just before "go", with t0 set);
 4. call the implementation's function with the config JSON text;
@@ -28,9 +29,8 @@ def _write(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
-def main(function: str, argv: list[str] | None = None) -> int:
+def main(function: str, argv: list[str] | None = None, impl: str = "ccbench._core") -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    impl = "ccbench._core"
     if len(args) != 3:
         print(f"usage: CONFIG.json RESULT.json READY (got {args})", file=sys.stderr)
         return 2

@@ -39,7 +39,7 @@ from typing import Any, Iterator, Optional
 from ccbench.backends import SAMPLE_COLUMNS, RunResult
 from ccbench.errors import UsageError
 
-from . import cleanup, netns, procs
+from . import cleanup, iperf3, netns, procs
 
 SERVER_PORT = 5201
 READY_TIMEOUT_S = 30.0
@@ -224,10 +224,15 @@ class _Run:
         self.procs.start("server", "server", topo.receiver.ns)
         clients = {}
         for i, h in enumerate(topo.senders):
-            flows = [f for f in cfg["flows"] if f["sender"] == i]
+            flows = [f for f in cfg["flows"] if f["sender"] == i and f.get("tool") != "iperf3"]
             if flows:
                 clients[f"client-s{i}"] = (h, flows)
                 self.procs.start(f"client-s{i}", "client", h.ns)
+        # tool = "iperf3": a server and a client of its own per flow (iperf3.py).
+        iperf = {f"iperf3-{f['id']}": f for f in cfg["flows"] if f.get("tool") == "iperf3"}
+        for name, f in iperf.items():
+            self.procs.start(name + "-server", "iperf3", topo.receiver.ns)
+            self.procs.start(name, "iperf3", topo.senders[f["sender"]].ns)
         self.procs.wait_ready(READY_TIMEOUT_S)
 
         t0 = time.monotonic_ns() + START_MARGIN_NS
@@ -268,6 +273,18 @@ class _Run:
                 } for f in flows],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
+        for name, f in iperf.items():
+            port = iperf3.BASE_PORT + int(f["id"])
+            configs[name + "-server"] = {"role": "server", "port": port, "sample_interval_ns": interval,
+                                         "stop_at_monotonic_ns": end + END_GRACE_NS}
+            configs[name] = {
+                "role": "client", "server_ip": topo.receiver.ip, "port": port, "t0_monotonic_ns": t0,
+                "seconds": iperf3.config_seconds(f, int(cfg["duration_ns"])), "sample_interval_ns": interval,
+                "mss": mss_opt, "flow": {**f, **_socket_options(f, cfg["tcp"])},
+                "json_path": str(self.dir / f"{name}.iperf3.json"),
+                "samples_path": str(self.dir / f"{name}.samples.jsonl"),
+            }
+            clients[name] = (topo.senders[f["sender"]], [f])
         self.procs.go(configs)
         deadline = (end + END_GRACE_NS) / 1e9 + EXIT_TIMEOUT_S
         late_exit = [p.name for p in self.procs.wait(deadline)]
@@ -301,9 +318,11 @@ class _Run:
         cflows: dict[int, dict] = {}
         rpc_rows: list[dict] = []
         samples_rows: list[dict] = []
+        iperf3_summary: dict[str, Any] = {}
         for name, out in client_out.items():
             for f in out.get("flows", []):
                 cflows[int(f["flow_id"])] = f
+            iperf3_summary.update(out.get("iperf3") or {})
             rpc_rows += _rows(out.get("rpcs"))
             samples_rows += procs.read_jsonl(self.dir / f"{name}.samples.jsonl")
 
@@ -320,7 +339,8 @@ class _Run:
                 "flow_id": int(f["id"]),
                 "bytes_delivered": b,
                 "goodput_bps": b * 8 / active_s if active_s > 0 else 0.0,
-                "sent_segs": int(c.get("sent_segs") or 0),
+                # iperf3 does not report segments sent: null, not 0.
+                "sent_segs": None if c.get("tool") == "iperf3" else int(c.get("sent_segs") or 0),
                 "retrans_segs": int(c.get("retrans_segs") or 0),
                 "rtt_min_us": c.get("rtt_min_us"),
                 "rtt_mean_us": c.get("rtt_mean_us"),
@@ -369,6 +389,8 @@ class _Run:
             "emulator": emu_out,
             **checks,
         }
+        if iperf3_summary:
+            stats["iperf3"] = iperf3_summary
         return RunResult.from_dict({"flows": flows, "samples": samples, "queue": queue, "rpcs": rpcs,
                                     "stats": stats, "status": status, "note": note})
 
@@ -442,7 +464,7 @@ class _Run:
         for f, row in zip(cfg["flows"], flows):
             c = cflows[int(f["id"])]
             busy_us = float(c.get("busy_us") or 0)
-            if f["kind"] != "bulk":
+            if f["kind"] != "bulk" or c.get("tool") == "iperf3":  # iperf3 reports no limited/busy times
                 continue
             lim_r = float(c.get("rwnd_limited_us") or 0)
             lim_s = float(c.get("sndbuf_limited_us") or 0)
@@ -566,6 +588,10 @@ def _validate(cfg: dict) -> None:
         if f["cca"] not in have:
             raise UsageError(f"flow {f['id']}: this kernel has no congestion control '{f['cca']}' "
                              f"(available: {', '.join(have)})")
+    if any(f.get("tool") == "iperf3" for f in cfg["flows"]):
+        problem = iperf3.available()
+        if problem:
+            raise UsageError(f"flows with tool = 'iperf3': {problem}")
     if any(f.get("cwnd_clamp") is not None for f in cfg["flows"]):
         raise UsageError("cwnd_clamp: not supported by the linux backend")
     if cfg["tcp"].get("pacing") == "off" and any(f["cca"] in SELF_PACED for f in cfg["flows"]):

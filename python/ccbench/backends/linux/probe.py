@@ -122,6 +122,10 @@ def probe() -> list[Check]:
     checks.append(_bpf())
     core = core_problem()
     checks.append(Check("emulator and load generator", core is None, core or "built into ccbench._core"))
+    ip3 = shutil.which("iperf3")
+    # Optional: only flows with tool = "iperf3" need it (None: not a failure).
+    checks.append(Check("iperf3 (optional)", True if ip3 else None,
+                        ip3 or "not installed: flows with tool = 'iperf3' need it (apt-get install iperf3)"))
     if root:
         left = [r for r in cleanup.find() if not r.empty()]
         checks.append(Check("leftovers", not left, "none" if not left else

@@ -27,7 +27,7 @@ from typing import Any
 
 import ccbench
 
-MODULES = {"emu": "emu_proc", "server": "server_proc", "client": "client_proc"}
+MODULES = {"emu": "emu_proc", "server": "server_proc", "client": "client_proc", "iperf3": "iperf3_proc"}
 
 
 class ProcError(RuntimeError):
@@ -37,7 +37,7 @@ class ProcError(RuntimeError):
 @dataclass
 class Proc:
     name: str  # e.g. "emu", "server", "client-s0"
-    kind: str  # emu | server | client
+    kind: str  # emu | server | client | iperf3
     ns: str
     config_path: Path
     result_path: Path
