@@ -276,6 +276,46 @@ def test_padhye_by_hand():
     assert padhye_bps(1448, 0.1, 1e-6, t0_s=1.0) == pytest.approx(mathis_bps(1448, 0.1, 1e-6), rel=0.01)
 
 
+def test_loss_sweep_models_use_each_series_own_rtt():
+    """One Mathis and one Padhye curve per bulk series, at that series' RTT
+    (not the median RTT of every series at the loss point), none for RPCs."""
+    from ccbench.analysis.sweeps import sweep_plot
+
+    rtt = {"cubic": 2_000.0, "bbr": 3_000.0, "reno": 9_000.0}  # µs: three series, median 3 ms
+    cfg = {"tcp": {"mss": 1448, "min_rto_ns": 200_000_000, "delayed_ack": "linux"},
+           "bottleneck": {"rate_bps": 1e9}}
+    runs = []
+    for cca, r in rtt.items():
+        for loss in ("1%", "4%"):
+            run = synthetic_run({0: per_second(50 * M, 50 * M), 1: per_second(1 * M, 1 * M)},
+                                kinds={1: "rpc"}, run_id=f"{cca}-{loss}", config_id=f"{cca}-{loss}",
+                                params={"flows.0.cca": cca, "topology.bottleneck.loss": loss})
+            run.config = cfg
+            for f in run.flows:
+                f["rtt_mean_us"] = r
+            run.flows[1]["group_name"] = "rpc"
+            runs.append(run)
+    plot = sweep_plot(analyze(runs), "goodput", "loss")
+    bulk = [s.label for s in plot.series if s.label.startswith("g0")]
+    assert len(bulk) == 3 and len(plot.series) == 6
+    assert sorted(m.label for m in plot.models) == sorted(
+        f"{k} model · {b}" for k in ("Mathis", "Padhye") for b in bulk)  # nothing for the rpc series
+    for m in plot.models:
+        own = rtt[m.of.split("=")[-1]] / 1e6
+        assert [p.x_label for p in m.points] == ["1%", "4%"]
+        for pt in m.points:
+            p = pt.x / 100
+            want = (mathis_bps(1448, own, p) if m.label.startswith("Mathis")
+                    else padhye_bps(1448, own, p, t0_s=own + 0.2, b=2, wmax_segs=None))
+            assert pt.spread.median == pytest.approx(min(want, 1e9))
+            assert pt.rtt_us == own * 1e6
+    # the reno curve (9 ms) is 4.5x below the cubic one (2 ms) at the same loss
+    by = {m.label: m.points[0].spread.median for m in plot.models}
+    cubic = next(v for k, v in by.items() if k.startswith("Mathis") and k.endswith("cca=cubic"))
+    reno = next(v for k, v in by.items() if k.startswith("Mathis") and k.endswith("cca=reno"))
+    assert cubic / reno == pytest.approx(4.5)
+
+
 # -- settings ---------------------------------------------------------------------------------
 
 

@@ -152,7 +152,14 @@ def test_plot_command(results, tmp_path, fmt, magic, capsys):
     assert out.read_bytes().startswith(magic)
     if fmt == "svg":
         svg = out.read_text()
-        assert "cca=reno" in svg and "cca=bbr" in svg and "Mathis model" in svg
+        # grouped by the swept cca, a series pools the bulk and the RPC flows of a run: no model for it
+        assert "cca=reno" in svg and "cca=bbr" in svg and "Mathis model" not in svg
+        by_class = tmp_path / "by-class.svg"
+        assert main(["plot", str(results), "--metric", "goodput", "--x", "loss", "--format", "svg",
+                     "--out", str(by_class)]) == 0
+        svg = by_class.read_text()
+        assert "Mathis model · reno bulk · cca=bbr" in svg and "Padhye model · bbr bulk · cca=bbr" in svg
+        assert "model · cubic rpc" not in svg
 
 
 def test_plot_default_path_and_errors(results, capsys):

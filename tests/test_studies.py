@@ -5,11 +5,17 @@ profiles), every one runs on sim in its quick profile through `ccbench run
 from __future__ import annotations
 
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
 
 from ccbench.cli import main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 from ccbench.spec import load_study
 from ccbench.store import Store
 
@@ -46,6 +52,65 @@ def test_study_validates_with_every_profile(path):
         quick = load_study(path, profile="quick")
         assert quick.n_runs <= study.n_runs
         assert max(r.config["duration_ns"] for r in quick.runs()) <= max(r.config["duration_ns"] for r in study.runs())
+
+
+# -- linux profiles -------------------------------------------------------------------------
+
+# Every published experiment whose paths fit the linux backend has a `linux` profile.
+LINUX_STUDIES = {"loss-sweep", "netdev-streams", "netdev-sizes", "netdev-buffers", "fairness", "fairness-cebinae"}
+# The algorithms a linux profile may use: what the kernel these studies were
+# written on offers (tcp_available_congestion_control: reno, cubic, bbr).
+LINUX_CCAS = {"reno", "cubic", "bbr"}
+# The fastest bottleneck a linux profile may ask of the userspace emulator.
+LINUX_MAX_RATE_BPS = 1_000_000_000
+# Flow fields the linux backend does not pass on to the kernel or the emulator
+# (backends/linux/backend.py builds the load clients' flows without them and
+# the emulator classifies packets by address only): a profile using them
+# would run, but not as written.
+LINUX_IGNORED_FLOW_FIELDS = ("cwnd_clamp", "max_rate_bps", "queue_class")
+
+
+def _linux_profiles() -> list[tuple[Path, str]]:
+    return [(p, prof) for p in STUDIES for prof in load_study(p, backend="sim").profiles
+            if prof == "linux" or prof.startswith("linux-")]
+
+
+def test_every_linux_capable_study_has_a_linux_profile():
+    have = {p.stem for p, prof in _linux_profiles() if prof == "linux"}
+    assert LINUX_STUDIES <= have, LINUX_STUDIES - have
+
+
+@pytest.mark.parametrize("path,prof", _linux_profiles(), ids=lambda x: x.stem if isinstance(x, Path) else x)
+def test_linux_profile_is_valid_for_the_linux_backend(path, prof):
+    """Every linux profile selects the linux backend, asks for nothing the
+    backend cannot do, and passes the backend's own checks for every run
+    (without running it: that needs root and real time)."""
+    from ccbench.backends.linux import backend as linux, netns
+    from ccbench.spec import kernel
+
+    table = tomllib.loads(path.read_text())["profiles"][prof]
+    assert table.get("study.backend") == "linux", f"{prof} does not set study.backend = 'linux'"
+    s = load_study(path, profile=prof, backend="sim")  # resolves wherever the test runs
+    for run in s.runs():
+        cfg = run.config
+        where = f"{path.stem} --profile {prof}, run {run.params}"
+        assert {f["cca"] for f in cfg["flows"]} <= LINUX_CCAS, where
+        for f in cfg["flows"]:
+            for name in LINUX_IGNORED_FLOW_FIELDS:
+                assert not f.get(name), f"{where}: flow {f['id']} sets {name}, which the linux backend ignores"
+        assert cfg["tcp"]["hz"] is None, f"{where}: tcp.hz is simulator-only"
+        assert cfg["tcp"]["pacing"] == "auto", where
+        assert cfg["bottleneck"]["rate_bps"] <= LINUX_MAX_RATE_BPS, where
+        # the backend's pure checks: topology plan (<= 63 senders), host sysctls
+        netns.plan("0123abcd", len(cfg["senders"]), cfg["tcp"]["mss"] + cfg["tcp"]["header_bytes"])
+        netns.host_sysctls(cfg["tcp"])
+    have = set(kernel.available() or ())
+    if not LINUX_CCAS <= have:
+        pytest.skip(f"this kernel offers {sorted(have)}, not all of {sorted(LINUX_CCAS)}")
+    on_linux = load_study(path, profile=prof)  # the study's own backend: linux, its CCAs checked against the kernel
+    assert on_linux.backend == "linux" and on_linux.n_runs == s.n_runs
+    for run in on_linux.runs():
+        linux._validate(run.config)
 
 
 _QUICK: dict[Path, Path] = {}

@@ -98,6 +98,8 @@ class Point:
 class Series:
     label: str
     points: list[Point] = field(default_factory=list)
+    bulk: bool = False  # every flow behind it is a bulk flow (models are drawn only for those)
+    of: Optional[str] = None  # a model series: the label of the series it models
 
 
 @dataclass
@@ -109,7 +111,7 @@ class SweepPlot:
     unit: str
     title: str
     series: list[Series]
-    models: list[Series] = field(default_factory=list)  # Mathis, Padhye (loss sweeps, goodput)
+    models: list[Series] = field(default_factory=list)  # Mathis, Padhye per bulk series (loss sweeps, goodput)
 
 
 def _flow_key(group: str) -> Callable[[Any], str]:
@@ -137,6 +139,15 @@ def _pooled(rm: RunMetrics, key: Callable[[Any], str]) -> dict[str, Any]:
     return out
 
 
+def _bulk_pools(rm: RunMetrics, key: Callable[[Any], str]) -> dict[str, bool]:
+    """Pool name → whether every flow in it is a bulk flow."""
+    out: dict[str, bool] = {}
+    for f in rm.flows:
+        name = key(f)
+        out[name] = out.get(name, True) and f.kind == "bulk"
+    return out
+
+
 def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
                configs: Optional[Sequence[ConfigResult]] = None) -> SweepPlot:
     if metric not in METRICS:
@@ -161,15 +172,18 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
         split += [f"{k.split('.')[-1]}={c.params.get(k)}" for k in other]
         for rm in c.runs:
             if level == "run":
-                per = {"": (rm.values().get(attr), None)}
+                per = {"": (rm.values().get(attr), None, False)}
             else:
-                per = {name: (getattr(cm, attr), cm.rtt_mean_us) for name, cm in _pooled(rm, fkey).items()
+                bulk = _bulk_pools(rm, fkey)
+                per = {name: (getattr(cm, attr), cm.rtt_mean_us, bulk[name]) for name, cm in _pooled(rm, fkey).items()
                        if not (metric.startswith("rpc") and not cm.rpc_count)}
-            for name, (v, rtt) in per.items():
+            for name, (v, rtt, is_bulk) in per.items():
                 slabel = " · ".join([p for p in [name] + split if p]) or label
-                cell = cells.setdefault((slabel, xl), {"values": [], "runs": [], "rtt": [], "config": rm.run.config})
+                cell = cells.setdefault((slabel, xl), {"values": [], "runs": [], "rtt": [], "config": rm.run.config,
+                                                       "bulk": True})
                 cell["values"].append(v)
                 cell["runs"].append(rm.run_id)
+                cell["bulk"] = cell["bulk"] and is_bulk
                 if rtt is not None:
                     cell["rtt"].append(rtt)
     xs = list(dict.fromkeys(str(c.params.get(x_key, "–")) for c in configs))
@@ -179,8 +193,8 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
     if numeric:
         xs.sort(key=lambda xl: parsed[xl][0])
     series: dict[str, Series] = {}
-    for (slabel, xl) in cells:
-        series.setdefault(slabel, Series(slabel))
+    for (slabel, xl), cell in cells.items():
+        series.setdefault(slabel, Series(slabel, bulk=True)).bulk &= cell["bulk"]
     for s in series.values():
         for xl in xs:
             cell = cells.get((s.label, xl))
@@ -196,33 +210,36 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
 
 
 def model_series(plot: SweepPlot) -> list[Series]:
-    """Mathis and Padhye throughput at each loss point (module models.py), at
-    the median measured mean RTT of the plotted bulk series at that point,
-    capped at the bottleneck rate."""
+    """Mathis and Padhye throughput (module models.py) for each plotted bulk
+    series at each of its loss points, at *that series'* median measured mean
+    RTT there and with its run's mss, min_rto, delayed ACKs and receive
+    window, capped at the bottleneck rate. Series of RPC flows (or of a mix)
+    get no model. Each model series names the series it belongs to (``of``)."""
     from ccbench.analysis.models import mathis_bps, padhye_bps
 
-    by_x: dict[str, list[Point]] = {}
+    out: list[Series] = []
     for s in plot.series:
-        for p in s.points:
-            by_x.setdefault(p.x_label, []).append(p)
-    mathis, padhye = Series("Mathis model"), Series("Padhye model")
-    for xl, pts in sorted(by_x.items(), key=lambda kv: kv[1][0].x or 0.0):
-        rtts = sorted(p.rtt_us for p in pts if p.rtt_us)
-        cfg = next((p.config for p in pts if p.config), None) or {}
-        if not rtts or not pts[0].x:
+        if not s.bulk:
             continue
-        rtt_s = rtts[len(rtts) // 2] / 1e6
-        p = pts[0].x / 100.0
-        tcp = cfg.get("tcp") or {}
-        mss = tcp.get("mss", 1448)
-        cap = (cfg.get("bottleneck") or {}).get("rate_bps") or math.inf
-        t0 = rtt_s + tcp.get("min_rto_ns", 200_000_000) / 1e9
-        b = 2 if tcp.get("delayed_ack", "linux") != "off" else 1
-        wmax = tcp.get("rmem_bytes", 0) / mss if tcp.get("rmem_bytes") else None
-        m = mathis_bps(mss, rtt_s, p)
-        d = padhye_bps(mss, rtt_s, p, t0_s=t0, b=b, wmax_segs=wmax)
-        if m is not None:
-            mathis.points.append(Point(xl, pts[0].x, spread([min(m, cap)]), [], rtts[len(rtts) // 2]))
-        if d is not None:
-            padhye.points.append(Point(xl, pts[0].x, spread([min(d, cap)]), [], rtts[len(rtts) // 2]))
-    return [s for s in (mathis, padhye) if s.points]
+        mathis = Series(f"Mathis model · {s.label}", of=s.label)
+        padhye = Series(f"Padhye model · {s.label}", of=s.label)
+        for pt in s.points:
+            if not pt.rtt_us or not pt.x:
+                continue
+            rtt_s = pt.rtt_us / 1e6
+            p = pt.x / 100.0
+            cfg = pt.config or {}
+            tcp = cfg.get("tcp") or {}
+            mss = tcp.get("mss", 1448)
+            cap = (cfg.get("bottleneck") or {}).get("rate_bps") or math.inf
+            t0 = rtt_s + tcp.get("min_rto_ns", 200_000_000) / 1e9
+            b = 2 if tcp.get("delayed_ack", "linux") != "off" else 1
+            wmax = tcp.get("rmem_bytes", 0) / mss if tcp.get("rmem_bytes") else None
+            m = mathis_bps(mss, rtt_s, p)
+            d = padhye_bps(mss, rtt_s, p, t0_s=t0, b=b, wmax_segs=wmax)
+            if m is not None:
+                mathis.points.append(Point(pt.x_label, pt.x, spread([min(m, cap)]), [], pt.rtt_us))
+            if d is not None:
+                padhye.points.append(Point(pt.x_label, pt.x, spread([min(d, cap)]), [], pt.rtt_us))
+        out += [m for m in (mathis, padhye) if m.points]
+    return out

@@ -58,9 +58,11 @@ def sweep_figure(plot: SweepPlot, out: str | Path, fmt: str = "png", width_in: f
         rx = [xv(p) for p in pts for _ in p.spread.values]
         ry = [v / div for p in pts for v in p.spread.values]
         ax.scatter(rx, ry, s=6, color=colour, alpha=0.4, linewidths=0)
-    for m, style in zip(plot.models, ("--", ":")):
-        ax.plot([xv(p) for p in m.points], [p.spread.median / div for p in m.points], style, color="0.2",
-                marker=".", label=f"{m.label} (measured RTT)")
+    index = {s.label: i for i, s in enumerate(plot.series)}
+    for m in plot.models:  # in the colour of the series it models: Mathis dashed, Padhye dotted
+        style = "--" if m.label.startswith("Mathis") else ":"
+        ax.plot([xv(p) for p in m.points], [p.spread.median / div for p in m.points], style,
+                color=f"C{index.get(m.of, 0) % 10}", marker=".", linewidth=1, label=f"{m.label} (its RTT)")
     if not plot.numeric:
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats)

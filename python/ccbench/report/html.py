@@ -186,10 +186,13 @@ def sweep_figure(plot: SweepPlot) -> dict:
         data.append({"type": "scatter", "mode": "markers", "name": f"{s.label} runs", "legendgroup": s.label,
                      "showlegend": False, "x": rx, "y": ry, "text": rt, "hoverinfo": "text",
                      "marker": {"size": 5, "color": _rgba(colour, 0.45)}, "meta": {"role": "runs"}})
-    for m, dash in zip(plot.models, ("dash", "dot")):
-        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{m.label} (at measured mean RTT, capped at link rate)",
+    index = {s.label: i for i, s in enumerate(plot.series)}
+    for m in plot.models:  # in the colour of the series it models: Mathis dashed, Padhye dotted
+        dash = "dash" if m.label.startswith("Mathis") else "dot"
+        data.append({"type": "scatter", "mode": "lines+markers",
+                     "name": f"{m.label} (at that series' measured mean RTT, capped at link rate)",
                      "x": [xval(p) for p in m.points], "y": [y(p.spread.median) for p in m.points],
-                     "line": {"color": "#333", "dash": dash},
+                     "line": {"color": PALETTE[index.get(m.of, 0) % len(PALETTE)], "dash": dash, "width": 1},
                      "text": [f"{m.label}: {_fmt(p.spread.median, plot.unit)} at RTT {_fmt_ms(p.rtt_us)}"
                               for p in m.points], "hoverinfo": "text", "meta": {"role": "model"}})
     xtitle = plot.x_key + (f" ({xunit})" if xunit else "")
@@ -551,7 +554,8 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
             cells.append(f'<div class="plot" id="{fid}"></div>')
     if cells:
         parts.append('<p class="muted">Lines: mean over repetitions; band / error bars: 95% bootstrap CI of the '
-                     "mean; dots: every repetition. Beside loss sweeps: the Mathis and Padhye models.</p>")
+                     "mean; dots: every repetition. Beside loss sweeps: the Mathis (dashed) and Padhye (dotted) models "
+                     "for each series of bulk flows, at that series' own measured RTT.</p>")
         parts.append('<div class="grid">' + "".join(cells) + "</div>")
 
     # -- flagged runs
