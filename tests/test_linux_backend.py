@@ -166,6 +166,9 @@ def test_pacing_off_for_bbr_and_cwnd_clamp_are_study_errors():
     msg = str(e.value)
     assert "flows.0.cwnd_clamp" in msg and "not supported by the linux backend" in msg and "got 100" in msg, msg
     study(BULK.format(duration="1s", loss="0%", cca="cubic") + "cwnd_clamp = 100\n", backend="sim")
+    with pytest.raises(StudyError) as e:
+        study(BULK.format(duration="1s", loss="0%", cca="cubic") + "[tcp]\nhz = 250\n")
+    assert "tcp.hz" in str(e.value) and "kernel's own timers" in str(e.value), str(e.value)
 
 
 def test_socket_options_carry_class_max_rate_and_pacing():

@@ -98,6 +98,10 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                              units.format_time(v) if name == "min_rto" else units.format_size(v),
                              "a positive " + ("time" if name == "min_rto" else "size"))
 
+    if backend == "linux" and tcp.hz != "exact":
+        raise FieldError(("tcp", "hz"), "not supported by the linux backend: real hosts run the kernel's own "
+                         "timers (its CONFIG_HZ, and high-resolution timers for pacing)", tcp.hz,
+                         "leave it out for backend 'linux'")
     if backend == "linux" and tcp.pacing == "off":
         # Linux cannot stop an algorithm that paces by itself (BBR sets the
         # socket's pacing status in its init); the others do not pace anyway.
