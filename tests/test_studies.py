@@ -92,7 +92,6 @@ def test_linux_profile_is_valid_for_the_linux_backend(path, prof):
         assert {f["cca"] for f in cfg["flows"]} <= LINUX_CCAS, where
         # What the linux backend refuses (a study error there; checked here too
         # because that load below needs a kernel with every LINUX_CCAS).
-        assert not any(f.get("cwnd_clamp") for f in cfg["flows"]), f"{where}: cwnd_clamp is simulator-only"
         assert cfg["tcp"]["hz"] is None, f"{where}: tcp.hz is simulator-only"
         assert cfg["bottleneck"]["rate_bps"] <= LINUX_MAX_RATE_BPS, where
         # the backend's pure checks: topology plan (<= 63 senders), host sysctls

@@ -22,6 +22,10 @@ pub struct ClientConfig {
     pub sample_interval_ns: u64,
     pub flows: Vec<FlowConfig>,
     pub samples_path: String,
+    /// A cgroup (v2) directory created for this client: needed when a flow
+    /// has a cwnd_clamp (see clamp.rs).
+    #[serde(default)]
+    pub clamp_cgroup: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -49,6 +53,9 @@ pub struct FlowConfig {
     /// own TCP pacing for the socket (without the fq qdisc).
     #[serde(default)]
     pub max_pacing_rate_bps: Option<u64>,
+    /// Clamp the congestion window to this many segments (TCP-BPF).
+    #[serde(default)]
+    pub cwnd_clamp: Option<u32>,
 }
 
 /// `tcpi_bytes_acked` counts the SYN's sequence number and our header too;
@@ -72,6 +79,7 @@ struct Shared {
     /// only by the calling thread after every flow thread has ended, so the
     /// sampler never reads a reused descriptor.
     fds: Vec<AtomicI32>,
+    clamp: Option<crate::clamp::Clamp>,
 }
 
 fn fail(shared: &Shared, msg: String) -> Option<String> {
@@ -104,6 +112,12 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
     if let Some(mss) = f.mss {
         if let Err(e) = sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, mss as i32) {
             out.error = fail(shared, format!("flow {}: TCP_MAXSEG {mss}: {e}", f.id));
+            return out;
+        }
+    }
+    if let (Some(n), Some(c)) = (f.cwnd_clamp, shared.clamp.as_ref()) {
+        if let Err(e) = c.add(fd, n) {
+            out.error = fail(shared, format!("flow {}: cwnd clamp {n}: {e}", f.id));
             return out;
         }
     }
@@ -231,8 +245,14 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
     }
     let mut samples =
         std::io::BufWriter::new(std::fs::File::create(&cfg.samples_path).map_err(|e| format!("cannot create {}: {e}", cfg.samples_path))?);
+    let clamp = if cfg.flows.iter().any(|f| f.cwnd_clamp.is_some()) {
+        let dir = cfg.clamp_cgroup.as_deref().ok_or("a flow has cwnd_clamp but the config gives no clamp_cgroup")?;
+        Some(crate::clamp::Clamp::install(dir)?)
+    } else {
+        None
+    };
     let n = cfg.flows.len();
-    let shared = Arc::new(Shared { cfg, stop: Stop::new(), fds: (0..n).map(|_| AtomicI32::new(-1)).collect() });
+    let shared = Arc::new(Shared { cfg, stop: Stop::new(), fds: (0..n).map(|_| AtomicI32::new(-1)).collect(), clamp });
     let guard = signals::SignalGuard::install();
     sys::tight_timer_slack(); // inherited by the flow threads
     let handles: Vec<_> = (0..n)

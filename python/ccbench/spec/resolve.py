@@ -168,10 +168,6 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                 problem = ("this kernel has no such congestion control"
                            + (" (it is a sim-only algorithm: use backend 'sim')" if f.cca in CCAS["sim"] else ""))
             raise FieldError(loc + ("cca",), problem, f.cca, ", ".join(allowed_ccas))
-        if backend == "linux" and f.cwnd_clamp is not None:
-            raise FieldError(loc + ("cwnd_clamp",), "not supported by the linux backend: Linux clamps a socket's "
-                             "congestion window only from a TCP-BPF program (TCP_BPF_SNDCWND_CLAMP), which "
-                             "ccbench does not load yet", f.cwnd_clamp, "leave it out for backend 'linux'")
         if f.sender >= len(senders):
             raise FieldError(loc + ("sender",), f"no such sender: the topology has {len(senders)} sender"
                              + ("" if len(senders) == 1 else "s"), f.sender,

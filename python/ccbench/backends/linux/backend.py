@@ -39,7 +39,7 @@ from typing import Any, Iterator, Optional
 from ccbench.backends import SAMPLE_COLUMNS, RunResult
 from ccbench.errors import UsageError
 
-from . import cleanup, iperf3, netns, procs
+from . import cgroups, cleanup, iperf3, netns, procs
 
 SERVER_PORT = 5201
 READY_TIMEOUT_S = 30.0
@@ -175,6 +175,7 @@ class _Run:
         self.closed = False
         self.iface: dict[str, dict] = {}
         self.tun_qdisc_drops = 0
+        self.cgroups: dict[str, Path] = {}  # client name → its cgroup, for cwnd-clamped flows
 
     # -- lifecycle
 
@@ -205,6 +206,10 @@ class _Run:
                     cleanup.kill(strays)
             except Exception as e:  # noqa: BLE001
                 problems.append(f"stopping the processes: {e}")
+            for d in self.cgroups.values():
+                problem = cgroups.remove(d)
+                if problem:
+                    problems.append(problem)
             try:
                 netns.teardown(self.topo)
             except Exception as e:  # noqa: BLE001
@@ -227,6 +232,9 @@ class _Run:
             flows = [f for f in cfg["flows"] if f["sender"] == i and f.get("tool") != "iperf3"]
             if flows:
                 clients[f"client-s{i}"] = (h, flows)
+                if any(f.get("cwnd_clamp") is not None for f in flows):
+                    # Before the process starts: close() removes it whatever happens next.
+                    self.cgroups[f"client-s{i}"] = cgroups.create(self.token, f"c{i}")
                 self.procs.start(f"client-s{i}", "client", h.ns)
         # tool = "iperf3": a server and a client of its own per flow (iperf3.py).
         iperf = {f"iperf3-{f['id']}": f for f in cfg["flows"] if f.get("tool") == "iperf3"}
@@ -273,6 +281,9 @@ class _Run:
                 } for f in flows],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
+            if name in self.cgroups:
+                # Through our /proc root: `ip netns exec` gives the client a /sys without cgroup mounts.
+                configs[name]["clamp_cgroup"] = f"/proc/{os.getpid()}/root{self.cgroups[name]}"
         for name, f in iperf.items():
             port = iperf3.BASE_PORT + int(f["id"])
             configs[name + "-server"] = {"role": "server", "port": port, "sample_interval_ns": interval,
@@ -529,6 +540,8 @@ def _socket_options(flow: dict, tcp: dict) -> dict:
     opts: dict[str, Any] = {}
     if flow.get("queue_class"):
         opts["dscp"] = int(flow["queue_class"])
+    if flow.get("cwnd_clamp") is not None:
+        opts["cwnd_clamp"] = int(flow["cwnd_clamp"])
     if flow.get("max_rate_bps") is not None:
         opts["max_pacing_rate_bps"] = int(flow["max_rate_bps"])
     elif tcp.get("pacing") == "on":
@@ -592,7 +605,8 @@ def _validate(cfg: dict) -> None:
         problem = iperf3.available()
         if problem:
             raise UsageError(f"flows with tool = 'iperf3': {problem}")
-    if any(f.get("cwnd_clamp") is not None for f in cfg["flows"]):
-        raise UsageError("cwnd_clamp: not supported by the linux backend")
+    if any(f.get("cwnd_clamp") is not None for f in cfg["flows"]) and cgroups.root() is None:
+        raise UsageError("cwnd_clamp on linux needs a cgroup v2 hierarchy (for the TCP-BPF program) and none is "
+                         "mounted: mount one, e.g. `mount -t cgroup2 none /sys/fs/cgroup`")
     if cfg["tcp"].get("pacing") == "off" and any(f["cca"] in SELF_PACED for f in cfg["flows"]):
         raise UsageError("tcp.pacing = 'off': the linux backend cannot stop bbr from pacing")

@@ -10,6 +10,8 @@ pid and start time of the process running it). A *leftover* is any of
 * a process inside such a namespace, or whose command line names a run
   directory (``/run/ccbench/ccb<token>/``) — also one whose namespace was
   already unmounted,
+* a cgroup directory with such a name in the cgroup v2 hierarchy (runs with
+  cwnd-clamped flows), and the processes in it,
 * a run directory,
 
 whose run's owner is no longer alive. Runs whose owner is alive are in
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import netns
+from . import cgroups, netns
 
 RUN_ROOT = Path("/run/ccbench")
 RUN_DIR_RE = re.compile(r"^ccb([0-9a-f]{8})$")
@@ -71,12 +73,13 @@ class RunLeftovers:
     token: str
     namespaces: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
+    cgroups: list[Path] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     dir: Optional[Path] = None
     owner: Optional[int] = None  # alive owner: the run is in progress
 
     def empty(self) -> bool:
-        return not (self.namespaces or self.links or self.pids or self.dir)
+        return not (self.namespaces or self.links or self.cgroups or self.pids or self.dir)
 
     def describe(self) -> str:
         parts = []
@@ -84,6 +87,8 @@ class RunLeftovers:
             parts.append(f"{len(self.namespaces)} namespace{'s' if len(self.namespaces) != 1 else ''}")
         if self.links:
             parts.append(f"{len(self.links)} link{'s' if len(self.links) != 1 else ''}")
+        if self.cgroups:
+            parts.append(f"{len(self.cgroups)} cgroup{'s' if len(self.cgroups) != 1 else ''}")
         if self.pids:
             parts.append(f"{len(self.pids)} process{'es' if len(self.pids) != 1 else ''}")
         if self.dir:
@@ -129,6 +134,8 @@ def find(include_live: bool = False) -> list[RunLeftovers]:
             get(m.group(1)).namespaces.append(n)
     for n in _root_links():
         get(netns.NAME_RE.match(n).group(1)).links.append(n)
+    for d in cgroups.existing():
+        get(netns.NAME_RE.match(d.name).group(1)).cgroups.append(d)
     if RUN_ROOT.is_dir():
         for d in RUN_ROOT.iterdir():
             m = RUN_DIR_RE.match(d.name)
@@ -158,6 +165,9 @@ def find(include_live: bool = False) -> list[RunLeftovers]:
                 token = m.group(1)
         if token is not None:
             get(token).pids.append(pid)
+    for r in runs.values():  # processes in a run's cgroup are the run's too
+        for d in r.cgroups:
+            r.pids += [p for p in cgroups.pids(d) if p != me and p not in r.pids]
     out = []
     for token, r in sorted(runs.items()):
         r.owner = owner_pid(token)
@@ -192,10 +202,14 @@ def _zombie(pid: int) -> bool:
 
 
 def remove(r: RunLeftovers) -> list[str]:
-    """Remove one run's leftovers: processes, namespaces, links, directory. Returns problems."""
+    """Remove one run's leftovers: processes, cgroups, namespaces, links, directory. Returns problems."""
     problems = []
     if r.pids:
         kill(r.pids)
+    for d in r.cgroups:
+        problem = cgroups.remove(d)
+        if problem:
+            problems.append(problem)
     for ns in r.namespaces:
         try:
             netns.delete_namespace(ns)

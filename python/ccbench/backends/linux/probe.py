@@ -16,7 +16,7 @@ from typing import Optional
 
 from ccbench.spec import kernel
 
-from . import cleanup, netns
+from . import cgroups, cleanup, netns
 
 
 @dataclass
@@ -38,10 +38,13 @@ def _bpf() -> Check:
     except OSError:
         pass
     if not syscall:
-        return Check("BPF", False, "the kernel has no bpf() system call (CONFIG_BPF_SYSCALL)")
-    detail = "bpf() system call present; bpffs " + (
-        "mounted" if mounted else "not mounted (mount it if needed: mount -t bpf bpf /sys/fs/bpf)")
-    return Check("BPF", True, detail)
+        return Check("BPF", False, "the kernel has no bpf() system call (CONFIG_BPF_SYSCALL): flows with "
+                     "cwnd_clamp cannot run on linux")
+    cg = cgroups.root()
+    detail = ("bpf() system call present; bpffs " + ("mounted" if mounted else "not mounted (not needed)")
+              + "; cgroup v2 " + (f"at {cg} (cwnd_clamp's TCP-BPF program attaches there)" if cg else
+                                  "not mounted: flows with cwnd_clamp need it (mount -t cgroup2 none /sys/fs/cgroup)"))
+    return Check("BPF", True if cg else None, detail)
 
 
 def _probe_netns() -> list[Check]:
