@@ -479,6 +479,8 @@ def test_bulk_goodput_and_rtt(core, cca):
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) >= 2:
         assert (res.stats["emu_cpu"], res.stats["emu_rps_cpus"]) == (allowed[-1], allowed[:-1]), res.note
+        # ...and the load generator's processes stayed off the emulator's CPU.
+        assert res.stats["host_cpus"] == allowed[:-1], res.stats["host_cpus"]
     else:
         assert res.stats["emu_cpu"] is None, "one CPU: nothing to pin or steer"
 

@@ -4,6 +4,8 @@ Command line (set by procs.py; never a shell string):
 
     python -m ccbench.backends.linux.<role>_proc CONFIG.json RESULT.json READY
 
+0. with CCBENCH_CPUS set, run only on those CPUs (the linux backend keeps
+   the hosts' processes off the emulator's CPU);
 1. import the implementation (``ccbench._core``, or for iperf3_proc
    ``ccbench.backends.linux.iperf3``) — the slow part;
 2. create the READY file, then wait for one line on stdin ("go"; EOF = abort);
@@ -35,6 +37,9 @@ def main(function: str, argv: list[str] | None = None, impl: str = "ccbench._cor
         print(f"usage: CONFIG.json RESULT.json READY (got {args})", file=sys.stderr)
         return 2
     config_path, result_path, ready_path = (Path(a) for a in args)
+    cpus = os.environ.get("CCBENCH_CPUS")
+    if cpus:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     try:
         fn = getattr(importlib.import_module(impl), function)
     except (ImportError, AttributeError) as e:
@@ -47,7 +52,11 @@ def main(function: str, argv: list[str] | None = None, impl: str = "ccbench._cor
     try:
         config_text = config_path.read_text()
         out = fn(config_text)
-        json.loads(out)  # must be JSON
+        decoded = json.loads(out)  # must be JSON
+        if isinstance(decoded, dict):
+            # Where this process ran: the backend records it (and tests check it).
+            decoded["cpus"] = sorted(os.sched_getaffinity(0))
+            out = json.dumps(decoded)
     except BaseException as e:  # noqa: BLE001 - reported to the backend
         _write(result_path, {"error": f"{type(e).__name__}: {e}"})
         traceback.print_exc()

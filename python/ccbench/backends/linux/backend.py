@@ -225,8 +225,9 @@ class _Run:
 
     def execute(self) -> RunResult:
         cfg, topo = self.cfg, self.topo
+        emu_cpu, host_cpus = cpu_plan()
         self.procs.start("emu", "emu", topo.router_ns)
-        self.procs.start("server", "server", topo.receiver.ns)
+        self.procs.start("server", "server", topo.receiver.ns, cpus=host_cpus)
         clients = {}
         for i, h in enumerate(topo.senders):
             flows = [f for f in cfg["flows"] if f["sender"] == i and f.get("tool") != "iperf3"]
@@ -235,12 +236,12 @@ class _Run:
                 if any(f.get("cwnd_clamp") is not None for f in flows):
                     # Before the process starts: close() removes it whatever happens next.
                     self.cgroups[f"client-s{i}"] = cgroups.create(self.token, f"c{i}")
-                self.procs.start(f"client-s{i}", "client", h.ns)
+                self.procs.start(f"client-s{i}", "client", h.ns, cpus=host_cpus)
         # tool = "iperf3": a server and a client of its own per flow (iperf3.py).
         iperf = {f"iperf3-{f['id']}": f for f in cfg["flows"] if f.get("tool") == "iperf3"}
         for name, f in iperf.items():
-            self.procs.start(name + "-server", "iperf3", topo.receiver.ns)
-            self.procs.start(name, "iperf3", topo.senders[f["sender"]].ns)
+            self.procs.start(name + "-server", "iperf3", topo.receiver.ns, cpus=host_cpus)
+            self.procs.start(name, "iperf3", topo.senders[f["sender"]].ns, cpus=host_cpus)
         self.procs.wait_ready(READY_TIMEOUT_S)
 
         t0 = time.monotonic_ns() + START_MARGIN_NS
@@ -261,6 +262,7 @@ class _Run:
                 "sample_interval_ns": interval,
                 "stats_path": str(self.dir / "emu.stats.jsonl"),
                 "late_tolerance_ns": LATE_TOLERANCE_NS,
+                "cpu": "off" if emu_cpu is None else emu_cpu,
             },
             "server": {"listen": server, "stop_at_monotonic_ns": end + END_GRACE_NS},
         }
@@ -517,15 +519,36 @@ class _Run:
             "cpu_busy_max": max(cpu, default=None),
             "cpu_busy_mean": sum(cpu) / len(cpu) if cpu else None,
             "interface_drops": other_drops,
-            # Where the emulator ran and where the hosts' kernel work was steered (RPS).
+            # Where the emulator ran, where the hosts' kernel work was steered (RPS) and
+            # where the load generator's processes ran (as they reported it).
             "emu_cpu": emu_out.get("cpu"),
             "emu_rps_cpus": emu_out.get("rps_cpus"),
+            "host_cpus": sorted({c for p in self.procs.procs if p.kind != "emu"
+                                 for c in (_result_or_empty(p).get("cpus") or [])}),
             "suspect_reasons": reasons,
             "suspect_kinds": sorted(kinds),
         }
         status = "suspect" if reasons else "ok"
         note = "; ".join(reasons + info) or None
         return status, note, checks
+
+
+def cpu_plan() -> tuple[Optional[int], Optional[list[int]]]:
+    """The emulator's CPU and the hosts' processes' CPUs: the emulator gets the
+    last CPU this process may use to itself (it runs real-time there, with the
+    hosts' kernel work steered away by RPS: crates/emu/src/cpu.rs), the load
+    generator and iperf3 the others. (None, None) with a single CPU."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return None, None
+    return allowed[-1], allowed[:-1]
+
+
+def _result_or_empty(p: Any) -> dict:
+    try:
+        return p.result()
+    except procs.ProcError:
+        return {}
 
 
 # SO_MAX_PACING_RATE for pacing = "on" without a flow's max_rate: finite (so

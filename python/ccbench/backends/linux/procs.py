@@ -27,6 +27,8 @@ from typing import Any
 
 import ccbench
 
+# The CPUs a process may use (comma-separated), applied by _proc_main before anything else.
+CPUS_ENV = "CCBENCH_CPUS"
 MODULES = {"emu": "emu_proc", "server": "server_proc", "client": "client_proc", "iperf3": "iperf3_proc"}
 
 
@@ -82,7 +84,8 @@ class ProcSet:
     run_dir: Path
     procs: list[Proc] = field(default_factory=list)
 
-    def start(self, name: str, kind: str, ns: str) -> Proc:
+    def start(self, name: str, kind: str, ns: str, cpus: list[int] | None = None) -> Proc:
+        """Start one process; ``cpus``: the CPUs it may run on (default: inherited)."""
         d = self.run_dir
         p = Proc(name=name, kind=kind, ns=ns, config_path=d / f"{name}.config.json",
                  result_path=d / f"{name}.result.json", ready_path=d / f"{name}.ready",
@@ -94,6 +97,9 @@ class ProcSet:
         pkg_root = str(Path(ccbench.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join([pkg_root] + [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x])
         env.setdefault("RUST_BACKTRACE", "1")
+        env.pop(CPUS_ENV, None)
+        if cpus:
+            env[CPUS_ENV] = ",".join(str(c) for c in cpus)
         with open(p.log_path, "wb") as log:
             p.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                        env=env, start_new_session=True, close_fds=True)
