@@ -47,6 +47,38 @@ def _bpf() -> Check:
     return Check("BPF", True if cg else None, detail)
 
 
+def _preemption() -> Check:
+    """The kernel's preemption model: with "none" (or "voluntary") another
+    process's long system call on the emulator's CPU can delay it by
+    milliseconds despite its real-time priority (seen: runs flagged as
+    stalled by 10-12 ms while a build ran)."""
+    mode = None
+    for arg in Path("/proc/cmdline").read_text().split() if Path("/proc/cmdline").exists() else []:
+        if arg.startswith("preempt="):
+            mode = arg.split("=", 1)[1]
+    if mode is None:
+        try:
+            import gzip
+
+            with gzip.open("/proc/config.gz", "rt") as f:
+                cfg = f.read()
+            for m in ("NONE", "VOLUNTARY", "LAZY", "RT"):
+                if f"CONFIG_PREEMPT_{m}=y" in cfg:
+                    mode = m.lower()
+                    break
+            else:
+                if "CONFIG_PREEMPT=y" in cfg:
+                    mode = "full"
+        except OSError:
+            pass
+    if mode is None:
+        return Check("kernel preemption", None, "unknown (no preempt= on the command line, no /proc/config.gz)")
+    good = mode in ("full", "lazy", "rt")
+    return Check("kernel preemption", True if good else None,
+                 mode + ("" if good else ": other processes' system calls can delay the real-time emulator by "
+                         "milliseconds (runs then come back suspect: 'stalled'); boot with preempt=full to avoid it"))
+
+
 def _probe_netns() -> list[Check]:
     checks = []
     token = netns.new_token()
@@ -123,6 +155,7 @@ def probe() -> list[Check]:
                         + " (tcp_allowed_congestion_control; ccbench's load generator runs as root, "
                           "which may use every available one, so ccbench leaves it alone)"))
     checks.append(_bpf())
+    checks.append(_preemption())
     core = core_problem()
     checks.append(Check("emulator and load generator", core is None, core or "built into ccbench._core"))
     ip3 = shutil.which("iperf3")
