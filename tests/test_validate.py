@@ -116,8 +116,20 @@ def test_analysis_and_outputs_without_root(tmp_path):
     assert doc["counts"] == {"agree": 2, "disagree": 0, "no data": 0}
     assert doc["tolerances"]["goodput_steady"]["tolerance"] == 0.05
     assert "| reno | 1 | 100Mbit | 20ms | 1bdp | 0% |" in validate.markdown_table(v)
+    summary = validate.markdown_summary(v)
+    assert "| reno | 1.000 – 1.000 |" in summary and "| 1 / 1 |" in summary
+    assert "| cca | cubic | 1 / 1 | 0 | 0 |" in summary  # agreement per value of the axes that vary
     html = paths["html"].read_text()
     assert html.count('<details class="run"') == 2
+
+    # --rerun-sim: every finished sim run is set aside and runs again; the linux runs stay.
+    sim_ids = [r.run_id for r in p.runs("sim")]
+    assert sorted(validate._set_aside(out, sim_ids, "--rerun-sim", only_suspect=False)) == sorted(sim_ids)
+    again = execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
+    assert again.executed == len(sim_ids)
+    with Store(out) as store:
+        assert {r.status for r in store.runs(run_ids=sim_ids)} == {"ok"}
+        assert len([r for r in store.runs() if r.backend == "linux"]) == len(p.runs("linux")) - 1
 
     # --no-run compares what is there; exit 0 as both agree
     assert main(["validate", "--grid", "quick", "--duration", "3s", "--reps", "2", "--out", str(out), "--no-run",

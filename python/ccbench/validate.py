@@ -1,7 +1,7 @@
 """`ccbench validate`: how far is the simulator from the real Linux kernel?
 
     ccbench validate [--grid quick|medium|full | --quick] [--reps N] [--duration T]
-                     [--out DIR] [--jobs N] [--retry-suspect N] [--no-run]
+                     [--out DIR] [--jobs N] [--retry-suspect N] [--rerun-sim] [--no-run]
                      [--format table|csv|json|markdown]
 
 A grid of small dumbbell scenarios (one FIFO bottleneck, N bulk flows of one
@@ -295,18 +295,25 @@ class _LoadWatch:
         self.inner.finish()
 
 
-def _set_aside_suspect(out: Path, run_ids: Sequence[str]) -> list[str]:
-    """Mark the suspect runs among ``run_ids`` failed so the executor runs them
-    again (the retry replaces the row and its data); returns them."""
-    from ccbench.store import Store
+def _set_aside(out: Path, run_ids: Sequence[str], why: str, only_suspect: bool = True) -> list[str]:
+    """Mark runs among ``run_ids`` (only the suspect ones, or every finished
+    one) failed so the executor runs them again (the new run replaces the row
+    and its data); returns them."""
+    from ccbench.store import DB_FILENAME, Store
 
+    if not (out / DB_FILENAME).exists():
+        return []
     with Store(out) as store:
-        ids = [r.run_id for r in store.runs(run_ids=run_ids) if r.status == "suspect"]
+        ids = [r.run_id for r in store.runs(run_ids=run_ids)
+               if r.status == "suspect" or (not only_suspect and r.status == "ok")]
         for rid in ids:
-            store.con.execute(
-                "UPDATE runs SET status = 'failed', error = 'suspect, set aside to be run again by "
-                "ccbench validate: ' || coalesce(error, '') WHERE run_id = ?", [rid])
+            store.con.execute("UPDATE runs SET status = 'failed', error = ? || coalesce(error, '') WHERE run_id = ?",
+                              [f"set aside to be run again by ccbench validate ({why}): ", rid])
     return ids
+
+
+def _set_aside_suspect(out: Path, run_ids: Sequence[str]) -> list[str]:
+    return _set_aside(out, run_ids, "suspect")
 
 
 def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, console: Any = None,
@@ -713,6 +720,42 @@ def table(v: Validation) -> Any:
     return t
 
 
+AXES = ("cca", "flows", "rate", "rtt", "buffer", "loss")
+
+
+def markdown_summary(v: Validation) -> str:
+    """Per algorithm: the range of each ratio and the agreement count; then the
+    agreement per value of every axis (for docs/validation/README.md)."""
+
+    def rng(xs: list[Optional[float]], fmt: str) -> str:
+        xs = [x for x in xs if x is not None]
+        return "–" if not xs else f"{format(min(xs), fmt)} – {format(max(xs), fmt)}"
+
+    lines = ["| cca | goodput ratio (steady) | goodput ratio (whole run) | mean RTT ratio | retx % sim − linux "
+             "| agree |", "|---|---|---|---|---|---|"]
+    for cca in v.grid.ccas:
+        sc = [s for s in v.scenarios if str(s.params["cca"]) == cca]
+        if not sc:
+            continue
+        agree = sum(1 for s in sc if s.verdict == "agree")
+        lines.append(f"| {cca} | {rng([s.rows['goodput_steady'].ratio for s in sc], '.3f')} "
+                     f"| {rng([s.rows['goodput'].ratio for s in sc], '.3f')} "
+                     f"| {rng([s.rows['rtt_mean_steady'].ratio for s in sc], '.3f')} "
+                     f"| {rng([s.rows['retrans_pct'].diff for s in sc], '+.2f')} | {agree} / {len(sc)} |")
+    lines += ["", "| axis | value | agree | goodput outside ±5 % | mean RTT outside ±10 % |", "|---|---|---|---|---|"]
+    for axis in AXES:
+        values = list(dict.fromkeys(str(s.params[axis]) for s in v.scenarios))
+        if len(values) < 2:
+            continue
+        for val in values:
+            sc = [s for s in v.scenarios if str(s.params[axis]) == val]
+            agree = sum(1 for s in sc if s.verdict == "agree")
+            bad_g = sum(1 for s in sc if s.rows["goodput_steady"].within is False)
+            bad_r = sum(1 for s in sc if s.rows["rtt_mean_steady"].within is False)
+            lines.append(f"| {axis} | {val} | {agree} / {len(sc)} | {bad_g} | {bad_r} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(v: Validation) -> str:
     """The per-scenario table as Markdown (for docs/validation/README.md)."""
     head = ("| cca | flows | rate | RTT | buffer | loss | goodput sim / linux (Mbit/s) | ratio | whole-run ratio "
@@ -1013,6 +1056,9 @@ def add_command(sub: Any) -> None:
                    help="sim runs at the same time (default 1; 0 = one per CPU); linux runs are always serial")
     v.add_argument("--retry-suspect", type=int, default=1, metavar="N",
                    help="run a linux run that came back suspect again, up to N times (default 1)")
+    v.add_argument("--rerun-sim", action="store_true",
+                   help="run the sim half again even where it is finished (after a change to the simulator); "
+                        "the linux runs are kept")
     v.add_argument("--no-run", action="store_true", help="only compare what the results directory holds")
     v.add_argument("--format", choices=("table", "csv", "json", "markdown"), default="table",
                    help="what to print (markdown: the table of docs/validation/README.md)")
@@ -1072,6 +1118,11 @@ def cmd_validate(args: Any) -> int:
                  started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if args.no_run:
         log = _previous_log(out) or log
+    if args.rerun_sim and args.no_run:
+        raise UsageError("--rerun-sim runs the simulator; it cannot be combined with --no-run")
+    if args.rerun_sim:
+        n = len(_set_aside(out, [r.run_id for r in p.runs("sim")], "--rerun-sim", only_suspect=False))
+        info.print(f"--rerun-sim: {n} finished sim runs will run again", soft_wrap=True)
     if not args.no_run:
         todo = len(_unfinished(out, [r.run_id for r in p.runs("linux")]))
         info.print(f"validate grid {p.grid.name}: {p.grid.size} scenarios × {p.reps} repetitions × {p.duration} on "
@@ -1090,7 +1141,7 @@ def cmd_validate(args: Any) -> int:
     elif args.format == "json":
         sys.stdout.write(json_text(v))
     elif args.format == "markdown":
-        sys.stdout.write(markdown_table(v))
+        sys.stdout.write(markdown_summary(v) + "\n" + markdown_table(v))
     else:
         con.print(table(v))
         con.print(summary_line(v), soft_wrap=True)
