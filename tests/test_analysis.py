@@ -118,6 +118,48 @@ def test_utilisation_by_hand():
     assert rm.jfi == pytest.approx((40 + 35) ** 2 / (2 * (40 ** 2 + 35 ** 2)))
 
 
+CEILING = 1448 / (1448 + 52)  # payload share of a full 1500-byte packet
+
+
+def test_steady_utilisation_does_not_count_bytes_held_behind_a_hole():
+    """A full link (payload at CEILING × rate throughout), but flow 0 loses a
+    packet just before the window: its in-order count stalls for 100 ms while
+    the link keeps carrying its data (held out of order at the receiver), then
+    jumps when the retransmission fills the hole. The window [2 s, 3 s) then
+    sees 50 ms too much payload: naively 1.05 × 0.965 = 1.014 > 1. The bytes
+    delivered beyond what the link can carry after 2 s crossed it before 2 s,
+    so they are not the window's."""
+    full = CEILING * 100 * M
+    f0 = [full / 2] * 30
+    f0[19], f0[20] = 0.0, full  # stalled in (1.9, 2.0], released in (2.0, 2.1]
+    run = synthetic_run({0: f0, 1: [full / 2] * 30})
+    run.config = {"tcp": {"mss": 1448, "header_bytes": 52}}
+    rm = run_metrics(run, AnalysisSettings(steady_after_us=2 * S))
+    naive = (cumulative_at(run.series[0], 0, 3 * S) - cumulative_at(run.series[0], 0, 2 * S)
+             + cumulative_at(run.series[1], 0, 3 * S) - cumulative_at(run.series[1], 0, 2 * S)) * 8 / (100 * M)
+    assert naive == pytest.approx(1.05 * CEILING) and naive > 1  # the old definition
+    assert rm.utilisation_steady == pytest.approx(CEILING)
+    assert rm.steady_held_bytes == pytest.approx(0.1 * full / 2 / 8)  # 100 ms of flow 0's half
+    # whole run: nothing was held before the run started
+    assert rm.utilisation == pytest.approx(CEILING, rel=1e-6)
+    # the same hole inside the window (stall and release both in it) changes nothing
+    g0 = [full / 2] * 30
+    g0[24], g0[25] = 0.0, full
+    run2 = synthetic_run({0: g0, 1: [full / 2] * 30})
+    rm2 = run_metrics(run2, AnalysisSettings(steady_after_us=2 * S))  # no config: mss 1448, header 52
+    assert rm2.utilisation_steady == pytest.approx(CEILING) and rm2.steady_held_bytes == pytest.approx(0, abs=1e-3)
+
+
+def test_steady_utilisation_is_not_lowered_by_a_draining_queue():
+    """A queue that drains during the window does not let the link carry more
+    than its rate: deliveries at the ceiling stay at the ceiling, and a link
+    below the ceiling is not corrected."""
+    full = CEILING * 100 * M
+    run = synthetic_run({0: [full] * 20 + [0.8 * full] * 10})
+    rm = run_metrics(run, AnalysisSettings(steady_after_us=1 * S))
+    assert rm.utilisation_steady == pytest.approx((10 * CEILING + 10 * 0.8 * CEILING) / 20)
+    assert rm.steady_held_bytes == pytest.approx(0, abs=1e-3)
+
 # -- JFI over time, convergence --------------------------------------------------------------
 
 

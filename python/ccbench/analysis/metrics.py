@@ -9,7 +9,9 @@ Per flow (:class:`FlowMetrics`)
                      reported by the backend (flows table).
   goodput_steady_bps the same over the steady-state window ∩ the flow's active
                      time, from the cumulative delivered-bytes samples
-                     (linearly interpolated between samples, 0 at the start).
+                     (linearly interpolated between samples, 0 at the start);
+                     in-order counts, so bytes held behind a loss at the
+                     window's edges move it (see utilisation_steady).
   bytes              bytes delivered.
   retrans_segs, sent_segs; retrans_pct = 100 · retrans_segs / sent_segs.
   rtt_min/mean/p99   over every RTT sample the sender took (backend summary).
@@ -35,7 +37,27 @@ Per run (:class:`RunMetrics`)
   utilisation        Σ bytes delivered by all flows × 8 / (bottleneck rate ×
                      run duration) — payload only, so a full link reads about
                      mss/(mss + header bytes), e.g. 0.965.
-  utilisation_steady the same over the steady-state window.
+  utilisation_steady the same over the steady-state window [t0, t1), not
+                     counting payload that crossed the link before t0: the
+                     delivered-bytes samples count bytes *in order* (the
+                     receiver's rcv_nxt on sim, the sender's bytes_acked on
+                     linux), so after a loss the count stalls while the link
+                     keeps carrying the flow's later data (held out of order
+                     at the receiver) and jumps when the retransmission fills
+                     the hole. A window that starts inside such a hole would
+                     count the held bytes as its own and can read above 1
+                     (seen: 1.0165 sim, 1.0144 linux, BBR at 100 Mbit/s). With
+                     D(t) the in-order bytes of all flows and r = rate ×
+                     mss/(mss + header bytes) the most payload the link can
+                     carry per second, at least L = max(D(t0), max over sample
+                     times s in (t0, t1] of D(s) − r·(s − t0)) bytes had crossed
+                     the link by t0, so utilisation_steady = (D(t1) − L) × 8 /
+                     (rate × (t1 − t0)) ≤ mss/(mss + header). L − D(t0) is
+                     steady_held_bytes (0 when no interval delivers faster
+                     than the link can carry). It can still read low by the
+                     bytes held out of order at t1 / (rate × window), which
+                     the samples cannot tell (docs/analysis.md).
+  steady_held_bytes  L − D(t0) above.
   jfi                Jain's index (Σx)²/(n·Σx²) over the goodput of all flows.
   jfi_by_class       the same within each class.
   jfi_series         JFI over time: for each bin [k·b, (k+1)·b) (b = 1 s), the
@@ -64,6 +86,7 @@ from ccbench.analysis.summary import jain_index
 
 __all__ = [
     "percentile", "jain_index", "cumulative_at", "goodput_between", "interval_rates", "steady_window",
+    "payload_ceiling", "delivered_in_window",
     "jfi_series", "convergence", "FlowMetrics", "ClassMetrics", "RunMetrics", "Convergence",
     "flow_metrics", "class_metrics", "run_metrics",
 ]
@@ -120,6 +143,45 @@ def interval_rates(series: Optional[FlowSeries], start_us: float) -> tuple[np.nd
     keep = dt > 0
     rate = np.diff(ds)[keep] * 8e6 / dt[keep]
     return ts[1:][keep], rate
+
+
+DEFAULT_MSS = 1448  # the study defaults (ccbench.spec.model), for runs without a config
+DEFAULT_HEADER_BYTES = 52  # IPv4 20 + TCP 20 + timestamp option 12
+
+
+def payload_ceiling(run: RunData) -> float:
+    """The share of the bottleneck rate that payload can fill: mss / (mss +
+    header bytes) from the run's config (0.9653 for 1448 + 52)."""
+    tcp = (run.config or {}).get("tcp") or {}
+    mss = float(tcp.get("mss") or DEFAULT_MSS)
+    header = float(tcp.get("header_bytes") if tcp.get("header_bytes") is not None else DEFAULT_HEADER_BYTES)
+    return mss / (mss + header)
+
+
+def delivered_in_window(run: RunData, t0: float, t1: float, payload_bps: float) -> tuple[float, float]:
+    """(bytes, held): the payload of all flows that crossed the bottleneck in
+    [t0, t1] as far as the in-order delivered-bytes samples tell, and the bytes
+    delivered in the window that must have crossed it before t0.
+
+    With D(t) = Σ in-order delivered bytes and r = payload_bps / 8e6 (bytes/µs),
+    L = max(D(t0), max over sample times s in (t0, t1] of D(s) − r·(s − t0))
+    is a lower bound of the bytes that had crossed the link by t0 (no more
+    than r·(s − t0) can cross after t0); bytes = D(t1) − L ≤ r·(t1 − t0),
+    held = L − D(t0)."""
+    flows = [(run.series.get(int(f["flow_id"])), float(f.get("start_us") or 0)) for f in run.flows]
+    times = {float(t1)}
+    for s, _ in flows:
+        if s is not None and len(s.time_us):
+            times.update(s.time_us[(s.time_us > t0) & (s.time_us <= t1)].tolist())
+    ts = np.array(sorted(times), dtype=float)
+    d = np.zeros(len(ts))
+    d0 = 0.0
+    for s, start in flows:
+        d += cumulative_at(s, start, ts)
+        d0 += float(cumulative_at(s, start, t0))
+    r = payload_bps / 8e6
+    lower = max(d0, float(np.max(d - r * (ts - t0))))
+    return float(d[-1] - lower), lower - d0
 
 
 def steady_window(run: RunData, settings: AnalysisSettings) -> tuple[float, float]:
@@ -329,6 +391,9 @@ class RunMetrics:
     drops: Optional[int]
     ecn_marks: Optional[int]
     anomalies: list[Any] = field(default_factory=list)  # ccbench.analysis.anomalies.Anomaly
+    #: bytes delivered in order in the steady-state window that crossed the
+    #: link before it (not counted in utilisation_steady; module docstring)
+    steady_held_bytes: Optional[float] = None
 
     @property
     def run_id(self) -> str:
@@ -375,16 +440,13 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
                 lat.extend(r["latency_us"].tolist())
         classes[g] = class_metrics(g, members, lat)
     cap = run.bottleneck_bps
-    util = util_steady = None
+    util = util_steady = held = None
     if cap and run.duration_us > 0:
         total = sum(f.bytes or 0 for f in fms)
         util = total * 8e6 / (cap * run.duration_us)
         t0, t1 = window
         if t1 > t0:
-            sb = 0.0
-            for f in run.flows:
-                d = cumulative_at(run.series.get(int(f["flow_id"])), float(f.get("start_us") or 0), [t0, t1])
-                sb += d[1] - d[0]
+            sb, held = delivered_in_window(run, t0, t1, cap * payload_ceiling(run))
             util_steady = sb * 8e6 / (cap * (t1 - t0))
     jt, jv = jfi_series(run, settings.jfi_bin_us)
     q = run.queue.get("bottleneck")
@@ -400,7 +462,7 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
         jfi=jain_index(gp) if gp else None, jfi_by_class={g: c.jfi for g, c in classes.items()},
         jfi_times_us=jt, jfi_values=jv, convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us),
         backlog_mean_bytes=bmean, backlog_max_bytes=bmax, backlog_mean_pkts=pmean, backlog_max_pkts=pmax,
-        drops=drops, ecn_marks=marks,
+        drops=drops, ecn_marks=marks, steady_held_bytes=held,
     )
     rm.anomalies = detect(run, settings, rm)
     return rm

@@ -469,7 +469,12 @@ def _run_section(rm: RunMetrics, flags: Sequence[Any], fig_id: str) -> str:
     if run.status == "suspect":
         badges += '<span class="badge sus">suspect</span>'
     extra = []
-    extra.append(f"utilisation {_fmt(rm.utilisation, '')} (steady {_fmt(rm.utilisation_steady, '')}), "
+    held = ""
+    if rm.steady_held_bytes and rm.steady_held_bytes >= 1000:
+        b = rm.steady_held_bytes
+        size = f"{b / 1e6:.3g} MB" if b >= 1e6 else _kb(b)
+        held = f", not counting {size} delivered in it that crossed the link before it"
+    extra.append(f"utilisation {_fmt(rm.utilisation, '')} (steady {_fmt(rm.utilisation_steady, '')}{held}), "
                  f"JFI {_fmt(rm.jfi, '')}, bottleneck backlog mean {_kb(rm.backlog_mean_bytes)} / max "
                  f"{_kb(rm.backlog_max_bytes)}, drops {rm.drops if rm.drops is not None else '–'}, "
                  f"ECN marks {rm.ecn_marks if rm.ecn_marks is not None else '–'}; steady-state window "
