@@ -57,7 +57,8 @@ def test_study_validates_with_every_profile(path):
 # -- linux profiles -------------------------------------------------------------------------
 
 # Every published experiment whose paths fit the linux backend has a `linux` profile.
-LINUX_STUDIES = {"loss-sweep", "netdev-streams", "netdev-sizes", "netdev-buffers", "fairness", "fairness-cebinae"}
+LINUX_STUDIES = {"loss-sweep", "netdev-streams", "netdev-sizes", "netdev-buffers", "fairness", "fairness-cebinae",
+                 "mss-sweep"}
 # The algorithms a linux profile may use: what the kernel these studies were
 # written on offers (tcp_available_congestion_control: reno, cubic, bbr).
 LINUX_CCAS = {"reno", "cubic", "bbr"}
