@@ -119,6 +119,14 @@ impl Receiver {
         } else {
             immediate = true; // duplicate
         }
+        // Linux 6.x: a full-sized segment with PSH (or a short one) sets
+        // ICSK_ACK_PUSHED (`tcp_measure_rcv_mss`); when the application has
+        // read everything queued, `tcp_cleanup_rbuf` sends the ACK at once.
+        // Applications here read in-order data as soon as it arrives, and
+        // nothing is left unread once no out-of-order data is held.
+        if p.psh && self.rcv_nxt > before && self.ooo.is_empty() {
+            immediate = true;
+        }
         let unacked = self.rcv_nxt - self.rcv_wup;
         if ce_changed || self.cfg.delayed_ack == DelayedAck::Off || self.quickacks > 0 || unacked > self.cfg.mss as u64 {
             immediate = true;
@@ -219,5 +227,47 @@ impl Receiver {
         }
         self.rcv_wup = self.rcv_nxt;
         out.pkts.push(a);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::test_cfg as tcp_cfg;
+
+    fn seg(seq: u64, psh: bool) -> Packet {
+        Packet { to_receiver: true, seq, len: 1448, psh, ..Packet::default() }
+    }
+
+    /// After quick-ACK mode, a lone full-sized segment waits for the
+    /// delayed-ACK timer, but one with PSH is acknowledged at once (Linux
+    /// 6.x: ICSK_ACK_PUSHED, then `tcp_cleanup_rbuf` once the reader has
+    /// drained the queue).
+    #[test]
+    fn pushed_segment_is_acked_at_once() {
+        let mut r = Receiver::new(0, true, 0, &tcp_cfg(), ConnOpts::default());
+        let mut out = Out::default();
+        let mut seq = 0;
+        // Leave quick-ACK mode: every segment so far is ACKed immediately.
+        for _ in 0..QUICKACKS {
+            out.clear();
+            r.on_data(&seg(seq, false), 0, &mut out);
+            assert_eq!(out.pkts.len(), 1);
+            seq += 1448;
+        }
+        out.clear();
+        r.on_data(&seg(seq, false), 0, &mut out);
+        assert!(out.pkts.is_empty(), "a lone segment without PSH waits");
+        assert_eq!(out.timers.len(), 1);
+        seq += 1448;
+        out.clear();
+        r.on_data(&seg(seq, false), 0, &mut out);
+        assert_eq!(out.pkts.len(), 1, "two segments are ACKed");
+        seq += 1448;
+        out.clear();
+        r.on_data(&seg(seq, true), 0, &mut out);
+        assert_eq!(out.pkts.len(), 1, "a lone PSH segment is ACKed at once");
+        assert_eq!(out.pkts[0].ack, seq + 1448);
+        assert!(!r.delack_timer.is_armed());
     }
 }

