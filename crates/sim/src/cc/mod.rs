@@ -116,6 +116,9 @@ pub struct Conn {
     pub snd_nxt: u64,
     /// Time of the last data transmission in microseconds (`lsndtime`).
     pub lsndtime_us: u64,
+    /// CONFIG_HZ of the modelled kernel: the tick of `jiffies`, which
+    /// CUBIC's epoch clock counts in.
+    pub hz: u64,
 }
 
 impl Conn {
@@ -150,6 +153,7 @@ impl Conn {
             snd_una: 0,
             snd_nxt: 0,
             lsndtime_us: 0,
+            hz: 1000,
         }
     }
 

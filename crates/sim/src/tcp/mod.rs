@@ -77,5 +77,6 @@ fn test_cfg() -> crate::config::TcpConfig {
         ecn: false,
         pacing: crate::config::Pacing::Auto,
         hz: None,
+        kernel_hz: None,
     }
 }

@@ -152,6 +152,7 @@ pub struct SenderStats {
 impl Sender {
     pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig, cca: Box<dyn CongestionControl>, opts: ConnOpts) -> Sender {
         let mut c = Conn::new(cfg.mss, cfg.init_cwnd);
+        c.hz = cfg.kernel_hz.map_or(1000, u64::from);
         c.header_bytes = cfg.header_bytes;
         c.ecn = opts.ecn;
         if let Some(clamp) = opts.cwnd_clamp {
