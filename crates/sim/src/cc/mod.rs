@@ -216,7 +216,9 @@ pub struct AckSample {
     /// RTT of the most recently sent segment this ACK delivered (Linux
     /// `ca_rtt_us`), in microseconds; -1 when it was retransmitted or none.
     pub rtt_us: i64,
-    /// Packets in flight before this ACK.
+    /// Segments delivered since the most recently sent segment this ACK
+    /// delivered was sent — about what was in flight then (Linux passes
+    /// `mss × (tp->delivered − rs->prior_delivered)` in bytes).
     pub in_flight: u32,
 }
 

@@ -632,7 +632,10 @@ impl Sender {
                 Some((sent, _, false)) => (now.saturating_sub(sent) / NS_PER_US) as i64,
                 _ => -1,
             };
-            let s = AckSample { pkts_acked: acked, rtt_us: ca_rtt_us, in_flight: prior_in_flight };
+            // Linux: mss × (delivered − rs.prior_delivered), the data
+            // delivered since the newest segment this ACK covers was sent.
+            let in_flight = (self.c.delivered - rs.prior_delivered).min(u32::MAX as u64) as u32;
+            let s = AckSample { pkts_acked: acked, rtt_us: ca_rtt_us, in_flight };
             self.cca.pkts_acked(&mut self.c, &s);
         }
 
@@ -1242,6 +1245,42 @@ mod tests {
 
     fn ack(n: u64, at: Nanos) -> Packet {
         Packet { ack: n * 1448, ts_ecr: at - 10_000_000, ..Packet::default() }
+    }
+
+    /// A CCA that records the samples `pkts_acked` sees.
+    struct Recorder(std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>);
+
+    impl CongestionControl for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn ssthresh(&mut self, c: &mut Conn) -> u32 {
+            c.cwnd / 2
+        }
+        fn pkts_acked(&mut self, _c: &mut Conn, s: &AckSample) {
+            self.0.borrow_mut().push(*s);
+        }
+    }
+
+    /// `pkts_acked` gets Linux's `in_flight`: what was delivered since the
+    /// newest segment the ACK covers was sent, not what is out now.
+    #[test]
+    fn ack_sample_in_flight_is_delivered_since_send() {
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut s = Sender::new(0, true, 0, &tcp_cfg(), Box::new(Recorder(seen.clone())), ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        // Ten segments out; the first ACK covers two of them, both sent
+        // before anything was delivered.
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        assert_eq!(seen.borrow().last().unwrap().in_flight, 2);
+        // Segments 11 and 12 went out after that ACK (delivered = 2); when
+        // they are acked, 12 segments have been delivered: 10 since.
+        s.on_ack(&ack(10, 21_000_000), 21_000_000, &mut out);
+        s.on_ack(&ack(12, 30_000_000), 30_000_000, &mut out);
+        assert_eq!(seen.borrow().last().unwrap().in_flight, 10);
     }
 
     /// (end segment index, PSH) of the data segments in `out`.
