@@ -60,3 +60,21 @@ def test_coarse_timers_do_not_matter_to_an_unpaced_ack_clocked_sender():
     exact = run_text(study(cca="cubic"))[0][1]["flows"][0]["goodput_bps"]
     hz100 = run_text(study(cca="cubic", tcp_extra="hz = 100"))[0][1]["flows"][0]["goodput_bps"]
     assert abs(hz100 / exact - 1) < 0.05
+
+
+def test_kernel_hz_reaches_cubic_and_only_when_given(tmp_path):
+    from ccbench.spec.load import parse_study
+
+    base = parse_study(study(cca="cubic")).runs()[0].config
+    assert "kernel_hz" not in base["tcp"]  # config ids of existing studies stay
+    given = parse_study(study(cca="cubic", tcp_extra="kernel_hz = 250")).runs()[0].config
+    assert given["tcp"]["kernel_hz"] == 250
+    with pytest.raises(Exception, match="kernel_hz"):
+        parse_study(study(cca="cubic", tcp_extra="kernel_hz = 200"))
+    # CUBIC's epoch clock follows it: loss-limited CUBIC at a 10 ms RTT
+    # grows differently with 4 ms jiffies than with 1 ms ones.
+    lossy = dict(rate="100Mbit", duration="8s", cca="cubic")
+    text = study(**lossy).replace('buffer = "1bdp"', 'buffer = "1bdp"\nloss = "1%"')
+    hz1000 = run_text(text)[0][1]["flows"][0]["goodput_bps"]
+    hz250 = run_text(text.replace("[tcp]\n", "[tcp]\nkernel_hz = 250\n"))[0][1]["flows"][0]["goodput_bps"]
+    assert hz250 != hz1000

@@ -39,6 +39,10 @@ pub struct TcpConfig {
     /// fire only on ticks of 1/hz. None = exact (Linux's high-resolution timers).
     #[serde(default)]
     pub hz: Option<u32>,
+    /// CONFIG_HZ of the modelled kernel, for jiffies-based CCA clocks
+    /// (CUBIC). None = 1000.
+    #[serde(default)]
+    pub kernel_hz: Option<u32>,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,6 +33,8 @@ pub struct Packet {
     pub ece: bool,
     /// Congestion window reduced (RFC 3168), on data.
     pub cwr: bool,
+    /// PSH: the last segment of an application write (Linux `tcp_push`).
+    pub psh: bool,
     /// Traffic class of the flow (see `netcore::Pkt::class`).
     pub class: u8,
 }

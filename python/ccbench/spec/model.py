@@ -77,6 +77,7 @@ def _mss(value: Any) -> int:
 
 MSS_ALLOWED = "payload bytes per segment from 88 to 65495, e.g. 1448 or '8948B'"
 HZ_ALLOWED = "'exact' or a timer frequency in Hz from 1 to 100000, such as 100, 250 or 1000"
+KERNEL_HZ_ALLOWED = "the kernel's CONFIG_HZ: 100, 250, 300 or 1000"
 
 
 def _hz(value: Any) -> Any:
@@ -185,6 +186,8 @@ class Tcp(Model):
     ecn: StrictBool = F(False, "true or false")
     pacing: Literal["auto", "on", "off"] = F("auto", "'auto', 'on' or 'off'")
     hz: Annotated[Any, PlainValidator(_hz)] = F("exact", HZ_ALLOWED)
+    # The simulated kernel's CONFIG_HZ (CUBIC's jiffies clock); absent = 1000.
+    kernel_hz: Optional[Literal[100, 250, 300, 1000]] = F(None, KERNEL_HZ_ALLOWED)
 
 
 class Flow(Model):

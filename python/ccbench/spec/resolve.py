@@ -256,6 +256,8 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
             "ecn": tcp.ecn,
             "pacing": tcp.pacing,
             "hz": None if tcp.hz == "exact" else tcp.hz,
+            # Only when given, so that configurations without it keep their ids.
+            **({"kernel_hz": tcp.kernel_hz} if tcp.kernel_hz is not None else {}),
         },
         "senders": senders,
         "bottleneck": bottleneck,

@@ -4,7 +4,8 @@
 //! Window growth in congestion avoidance follows
 //!     W(t) = C·(t − K)³ + W_max,   K = cbrt(W_max·(1 − β)/C)
 //! with C = 0.4 and β = 0.7, evaluated like Linux:
-//! * time is kept in jiffies (HZ = 1000 here) and converted to 1/1024 s, and
+//! * time is kept in jiffies (of the connection's CONFIG_HZ, `Conn::hz`,
+//!   1000 unless `[tcp] kernel_hz` says otherwise) and converted to 1/1024 s, and
 //!   the target is taken one min-RTT ahead (t + delay_min);
 //! * cwnd does not jump to the target: a counter `cnt` (ACKs per +1 segment)
 //!   is derived from the distance to the target and applied through
@@ -21,9 +22,6 @@
 
 use super::{AckSample, CaEvent, CaState, CongestionControl, Conn};
 
-/// Kernel tick rate used for CUBIC's jiffies-based epoch clock.
-/// (CONFIG_HZ=1000; distributions ship 250 or 1000.)
-const HZ: u64 = 1000;
 /// β scaled by 1024 (Linux module parameter `beta` = 717 ≈ 0.7).
 const BETA_SCALE: u32 = 1024;
 const BETA: u32 = 717;
@@ -130,12 +128,12 @@ impl Default for Cubic {
 }
 
 fn jiffies(c: &Conn) -> u64 {
-    c.now_us * HZ / 1_000_000
+    c.now_us * c.hz / 1_000_000
 }
 
 /// `usecs_to_jiffies`: rounds up.
-fn usecs_to_jiffies(us: u64) -> u64 {
-    (us * HZ).div_ceil(1_000_000)
+fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
+    (us * c.hz).div_ceil(1_000_000)
 }
 
 /// Floor of the cube root, exact and platform-independent. (Linux uses a
@@ -221,7 +219,7 @@ impl Cubic {
         self.ack_cnt = self.ack_cnt.saturating_add(acked);
 
         // Nothing changed since the last computation: keep cnt.
-        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time) <= HZ / 32 {
+        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time) <= c.hz / 32 {
             return;
         }
 
@@ -251,8 +249,8 @@ impl Cubic {
 
             // t = time since epoch start plus one min RTT (aim where the
             // curve will be when this window's ACKs return), in 1/1024 s.
-            let t_j = now - epoch_start + usecs_to_jiffies(self.delay_min as u64);
-            let t = (t_j << BICTCP_HZ) / HZ;
+            let t_j = now - epoch_start + usecs_to_jiffies(c, self.delay_min as u64);
+            let t = (t_j << BICTCP_HZ) / c.hz;
             let offs = t.abs_diff(self.k) as u128;
             // C·(t−K)³ in segments (u128: no overflow for long epochs).
             let delta = (CUBE_RTT_SCALE * offs * offs * offs) >> (10 + 3 * BICTCP_HZ);
@@ -419,7 +417,7 @@ impl CongestionControl for Cubic {
         };
         let lsnd_us = last_ack_us.saturating_sub(self.last_rtt_seen_us);
         let now = jiffies(c);
-        let lsnd = lsnd_us * HZ / 1_000_000;
+        let lsnd = lsnd_us * c.hz / 1_000_000;
         if now > lsnd {
             let shifted = epoch + (now - lsnd);
             self.epoch_start = Some(shifted.min(now));
@@ -440,7 +438,7 @@ impl CongestionControl for Cubic {
         }
         // Ignore delay samples during the first second after a reduction.
         if let Some(e) = self.epoch_start {
-            if jiffies(c).saturating_sub(e) < HZ {
+            if jiffies(c).saturating_sub(e) < c.hz {
                 return;
             }
         }
@@ -527,6 +525,41 @@ mod tests {
         cc.init(&mut c);
         c.packets_out = c.cwnd;
         (cc, c)
+    }
+
+    /// The epoch clock counts in the kernel's jiffies: with CONFIG_HZ=250
+    /// the min RTT added to t rounds up to whole 4 ms ticks (4.001 ms → 8 ms,
+    /// against 5 ms at HZ=1000), which aims the window further ahead.
+    #[test]
+    fn epoch_clock_follows_kernel_hz() {
+        let cnt_at = |hz: u64| {
+            let mut cc = Cubic::default();
+            let mut c = Conn::new(1448, 10_000);
+            c.hz = hz;
+            cc.init(&mut c);
+            c.ssthresh = 10_000;
+            c.packets_out = 10_000;
+            c.now_us = 1_000_000;
+            cc.pkts_acked(&mut c, &one_segment_acked(4_001, 10_000));
+            loss(&mut cc, &mut c); // W_max = 10000, cwnd = 7002
+            c.now_us = 3_000_000; // a new epoch starts at the next ACK
+            c.is_cwnd_limited_flag = true;
+            c.max_packets_out = c.cwnd;
+            cc.cong_avoid(&mut c, 1);
+            // The kernel's arithmetic, by hand: t in 1/1024 s, K from
+            // W_max − cwnd, target = W_max − C·(K − t)³.
+            let cwnd = c.cwnd;
+            let t = (((4_001 * hz).div_ceil(1_000_000)) << 10) / hz;
+            let k = cube_root(CUBE_FACTOR * (10_000 - cwnd) as u64);
+            let offs = (k - t) as u128;
+            let target = 10_000 - ((410 * offs * offs * offs) >> 40) as u32;
+            (cc.cnt, cwnd / (target - cwnd))
+        };
+        let (got250, want250) = cnt_at(250);
+        let (got1000, want1000) = cnt_at(1000);
+        assert_eq!(got250, want250);
+        assert_eq!(got1000, want1000);
+        assert_ne!(got250, got1000);
     }
 
     fn w_cubic(t: f64, w_max: f64) -> f64 {

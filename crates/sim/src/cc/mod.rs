@@ -116,6 +116,9 @@ pub struct Conn {
     pub snd_nxt: u64,
     /// Time of the last data transmission in microseconds (`lsndtime`).
     pub lsndtime_us: u64,
+    /// CONFIG_HZ of the modelled kernel: the tick of `jiffies`, which
+    /// CUBIC's epoch clock counts in.
+    pub hz: u64,
 }
 
 impl Conn {
@@ -150,6 +153,7 @@ impl Conn {
             snd_una: 0,
             snd_nxt: 0,
             lsndtime_us: 0,
+            hz: 1000,
         }
     }
 
@@ -212,7 +216,9 @@ pub struct AckSample {
     /// RTT of the most recently sent segment this ACK delivered (Linux
     /// `ca_rtt_us`), in microseconds; -1 when it was retransmitted or none.
     pub rtt_us: i64,
-    /// Packets in flight before this ACK.
+    /// Segments delivered since the most recently sent segment this ACK
+    /// delivered was sent — about what was in flight then (Linux passes
+    /// `mss × (tp->delivered − rs->prior_delivered)` in bytes).
     pub in_flight: u32,
 }
 

@@ -19,18 +19,12 @@
 //! is NV.
 //!
 //! Units as Linux: rates in 100 bit/s, RTTs in µs, stamps in jiffies
-//! (HZ = 1000). No BPF program supplies a base RTT.
-//!
-//! Reconstructed: Linux's `ack_sample.in_flight` is the bytes outstanding
-//! when the acked segment was sent (end_seq − snd_una at transmit); the
-//! engine gives the segments in flight before the ACK, which in slow start
-//! is about twice that and would inflate the rate. NV keeps (snd_nxt,
-//! snd_una) as of each ACK: a segment ending at E was sent after the last
-//! ACK whose snd_nxt was below E, when snd_una was that ACK's.
+//! (HZ = 1000). No BPF program supplies a base RTT. The rate's numerator is
+//! Linux's `ack_sample.in_flight`: the data delivered since the newest
+//! segment the ACK covers was sent (`AckSample::in_flight`).
 
 use super::util::{jiffies, Rng, HZ};
 use super::{AckSample, CaState, CongestionControl, Conn, INFINITE_SSTHRESH};
-use std::collections::VecDeque;
 
 /// Linux module parameters at their defaults.
 const NV_PAD: u32 = 10;
@@ -53,8 +47,6 @@ const NV_INIT_RTT: u32 = u32::MAX;
 const NV_MIN_CWND: u32 = 4;
 const NV_MIN_CWND_GROW: u32 = 2;
 const NV_TSO_CWND_BOUND: u32 = 80;
-/// Cap on the (snd_nxt, snd_una) history.
-const HISTORY_MAX: usize = 1 << 14;
 
 #[derive(Clone, Debug)]
 pub struct Nv {
@@ -82,8 +74,6 @@ pub struct Nv {
     rtt_start_seq: u64,
     last_snd_una: u64,
     no_cong_cnt: u32,
-    /// (snd_nxt, snd_una) as of each ACK, oldest first.
-    history: VecDeque<(u64, u64)>,
 }
 
 impl Default for Nv {
@@ -112,7 +102,6 @@ impl Nv {
             rtt_start_seq: 0,
             last_snd_una: 0,
             no_cong_cnt: 0,
-            history: VecDeque::with_capacity(256),
         }
     }
 
@@ -122,30 +111,6 @@ impl Nv {
 
     pub fn growth_allowed(&self) -> bool {
         self.allow_cwnd_growth
-    }
-
-    /// Bytes in flight when the segment ending at snd_una was sent (see
-    /// the module doc); None without history.
-    fn tx_in_flight(&mut self, c: &Conn) -> Option<u64> {
-        let end = c.snd_una;
-        while self.history.len() >= 2 && self.history[1].0 < end {
-            self.history.pop_front();
-        }
-        match self.history.front() {
-            Some(&(nxt, una)) if nxt < end => Some(end - una),
-            _ => None,
-        }
-    }
-
-    fn record(&mut self, c: &Conn) {
-        if self.history.back().is_none_or(|&(nxt, _)| nxt != c.snd_nxt) {
-            if self.history.len() >= HISTORY_MAX {
-                self.history.pop_front();
-            }
-            self.history.push_back((c.snd_nxt, c.snd_una));
-        } else if let Some(last) = self.history.back_mut() {
-            last.1 = c.snd_una;
-        }
     }
 
     fn nv_reset(&mut self, c: &Conn) {
@@ -219,14 +184,6 @@ impl CongestionControl for Nv {
 
     /// `tcpnv_acked` (in `acked`): the congestion avoidance decisions.
     fn pkts_acked(&mut self, c: &mut Conn, s: &AckSample) {
-        let tx_in_flight = self.tx_in_flight(c);
-        self.record(c);
-        self.acked(c, s, tx_in_flight);
-    }
-}
-
-impl Nv {
-    fn acked(&mut self, c: &mut Conn, s: &AckSample, tx_in_flight: Option<u64>) {
         if s.rtt_us < 0 {
             return;
         }
@@ -240,7 +197,7 @@ impl Nv {
         }
         let bytes_acked = c.snd_una - self.last_snd_una;
         self.last_snd_una = c.snd_una;
-        let in_flight = tx_in_flight.unwrap_or(s.in_flight as u64 * c.mss as u64);
+        let in_flight = s.in_flight as u64 * c.mss as u64;
         if in_flight == 0 {
             return;
         }
@@ -358,7 +315,7 @@ impl Nv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cc::testutil::{acks, QueuePipe, MSS};
+    use crate::cc::testutil::{acks, QueuePipe};
 
     /// One NV flow on a FIFO bottleneck of `bdp` segments per base RTT.
     fn pipe(base_us: u64, bdp: u32, seed: u64) -> QueuePipe<Nv> {
@@ -409,23 +366,6 @@ mod tests {
             "cwnd {}",
             p.c.cwnd
         );
-    }
-
-    #[test]
-    fn in_flight_is_taken_at_send_time() {
-        let mut nv = Nv::default();
-        let mut c = Conn::new(MSS as u32, 10);
-        nv.init(&mut c);
-        // ACK 1: una 0 → 10, nxt 100 (segments ×MSS); then 10 more sent.
-        c.snd_una = 10 * MSS;
-        c.snd_nxt = 100 * MSS;
-        assert_eq!(nv.tx_in_flight(&c), None);
-        nv.record(&c);
-        // ACK 2 acks a segment sent after ACK 1 (ends at 105): sent when
-        // una was 10, so 95 segments were out, whatever is out now.
-        c.snd_una = 105 * MSS;
-        c.snd_nxt = 200 * MSS;
-        assert_eq!(nv.tx_in_flight(&c), Some(95 * MSS));
     }
 
     #[test]

@@ -38,8 +38,9 @@ pub struct QueuePipe<C> {
     pub c: Conn,
     base_us: f64,
     pkt_us: f64,
-    /// (send time, ACK arrival time) of segments in flight, in order.
-    flight: VecDeque<(f64, f64)>,
+    /// (send time, ACK arrival time, `delivered` at send) of segments in
+    /// flight, in order.
+    flight: VecDeque<(f64, f64, u64)>,
     last_departure: f64,
     pub now: f64,
 }
@@ -66,7 +67,7 @@ impl<C: CongestionControl> QueuePipe<C> {
             // Propagation is all on the return path; the queue is first.
             let depart = self.now.max(self.last_departure) + self.pkt_us;
             self.last_departure = depart;
-            self.flight.push_back((self.now, depart + self.base_us - self.pkt_us));
+            self.flight.push_back((self.now, depart + self.base_us - self.pkt_us, self.c.delivered));
             self.c.snd_nxt += MSS;
         }
         self.c.packets_out = self.flight.len() as u32;
@@ -76,11 +77,12 @@ impl<C: CongestionControl> QueuePipe<C> {
 
     /// Process one ACK; returns its RTT sample (µs).
     pub fn ack(&mut self) -> u64 {
-        let in_flight = self.flight.len() as u32;
-        let (sent, at) = self.flight.pop_front().unwrap();
+        let (sent, at, delivered_at_send) = self.flight.pop_front().unwrap();
         self.now = at;
         self.c.now_us = at as u64;
         self.c.snd_una += MSS;
+        self.c.delivered += 1;
+        let in_flight = (self.c.delivered - delivered_at_send) as u32;
         self.c.packets_out = self.flight.len() as u32;
         let rtt = (at - sent) as u64;
         self.cc.pkts_acked(&mut self.c, &one_segment_acked(rtt as i64, in_flight));

@@ -60,3 +60,23 @@ impl Out {
         self.timers.clear();
     }
 }
+
+/// Linux's defaults as the study files give them, for unit tests.
+#[cfg(test)]
+fn test_cfg() -> crate::config::TcpConfig {
+    crate::config::TcpConfig {
+        mss: 1448,
+        header_bytes: 52,
+        init_cwnd: 10,
+        min_rto_ns: 200_000_000,
+        delayed_ack: crate::config::DelayedAck::Linux,
+        delack_ns: 40_000_000,
+        sack: true,
+        rmem_bytes: 6 << 20,
+        wmem_bytes: 4 << 20,
+        ecn: false,
+        pacing: crate::config::Pacing::Auto,
+        hz: None,
+        kernel_hz: None,
+    }
+}

@@ -20,6 +20,8 @@ const LOST: u8 = 2;
 const RETRANS: u8 = 4;
 const EVER_RETRANS: u8 = 8;
 const APP_LIMITED: u8 = 16;
+/// The segment carries PSH: it ends an application write.
+const PUSH: u8 = 32;
 
 /// Linux TCP_TIMEOUT_INIT and TCP_RTO_MAX.
 const RTO_INIT: Nanos = NS_PER_SEC;
@@ -77,6 +79,9 @@ pub struct Sender {
     /// Bytes the application has handed over so far; `unlimited` for bulk.
     write_seq: u64,
     unlimited: bool,
+    /// Bulk sender: ends of the application's writes not yet sent; the
+    /// segment holding each gets PSH. See `note_app_refill`.
+    push_seqs: VecDeque<u64>,
     rtxq: VecDeque<Seg>,
 
     // RTT and RTO (RFC 6298 as Linux computes it)
@@ -147,6 +152,7 @@ pub struct SenderStats {
 impl Sender {
     pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig, cca: Box<dyn CongestionControl>, opts: ConnOpts) -> Sender {
         let mut c = Conn::new(cfg.mss, cfg.init_cwnd);
+        c.hz = cfg.kernel_hz.map_or(1000, u64::from);
         c.header_bytes = cfg.header_bytes;
         c.ecn = opts.ecn;
         if let Some(clamp) = opts.cwnd_clamp {
@@ -178,6 +184,7 @@ impl Sender {
             snd_nxt: 0,
             write_seq: 0,
             unlimited: false,
+            push_seqs: VecDeque::new(),
             rtxq: VecDeque::with_capacity(256),
             srtt_ns: 0,
             rttvar_ns: 0,
@@ -378,12 +385,36 @@ impl Sender {
         }
     }
 
+    /// A bulk application refills the send buffer as ACKs free it. Linux
+    /// sizes the send buffer just above what cwnd needs (`tcp_sndbuf_expand`
+    /// runs only when the buffer, not cwnd, held the sender back), so the
+    /// buffer is full whenever an ACK frees `freed` bytes: the writer wakes,
+    /// appends that much behind the data already queued, and `tcp_sendmsg`
+    /// ends the write with `tcp_push`, which sets PSH on its last segment.
+    /// (Measured on Linux 6.18 through the emulator, 10 Mbit/s, 40 ms, CUBIC:
+    /// 43 % of the data segments carry PSH, a median 2 segments apart.)
+    fn note_app_refill(&mut self, freed: u64) {
+        if self.unlimited && freed > 0 {
+            let queued_end = self.push_seqs.back().map_or(self.snd_nxt, |&e| e.max(self.snd_nxt));
+            self.push_seqs.push_back(queued_end + freed);
+        }
+    }
+
     /// Take `len` new bytes from the application into the retransmit queue.
     fn queue_new_segment(&mut self, len: u64) -> usize {
+        let end = self.snd_nxt + len;
+        let mut push = false;
+        while let Some(&e) = self.push_seqs.front() {
+            if e > end {
+                break;
+            }
+            push |= e > self.snd_nxt;
+            self.push_seqs.pop_front();
+        }
         self.rtxq.push_back(Seg {
             seq: self.snd_nxt,
             len: len as u32,
-            flags: 0,
+            flags: if push { PUSH } else { 0 },
             sent_ns: 0,
             first_tx_ns: 0,
             delivered_ns: 0,
@@ -522,6 +553,7 @@ impl Sender {
         p.seq = seq;
         p.len = len;
         p.wire = len + self.cfg.header_bytes;
+        p.psh = self.rtxq[i].flags & PUSH != 0;
         if !retrans && self.cwr_pending {
             p.cwr = true;
             self.cwr_pending = false;
@@ -600,7 +632,10 @@ impl Sender {
                 Some((sent, _, false)) => (now.saturating_sub(sent) / NS_PER_US) as i64,
                 _ => -1,
             };
-            let s = AckSample { pkts_acked: acked, rtt_us: ca_rtt_us, in_flight: prior_in_flight };
+            // Linux: mss × (delivered − rs.prior_delivered), the data
+            // delivered since the newest segment this ACK covers was sent.
+            let in_flight = (self.c.delivered - rs.prior_delivered).min(u32::MAX as u64) as u32;
+            let s = AckSample { pkts_acked: acked, rtt_us: ca_rtt_us, in_flight };
             self.cca.pkts_acked(&mut self.c, &s);
         }
 
@@ -638,6 +673,7 @@ impl Sender {
             self.c.pacing_rate = self.c.max_pacing_rate;
         }
 
+        self.note_app_refill(self.snd_una - prior_snd_una);
         if self.tlp_high_seq.is_some_and(|h| self.snd_una >= h) {
             self.tlp_high_seq = None;
         }
@@ -1199,5 +1235,85 @@ impl Sender {
         self.tlp_high_seq = Some(self.snd_nxt);
         self.rto_deadline = now + self.current_rto();
         self.set_xmit_timer(now, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::test_cfg as tcp_cfg;
+
+    fn ack(n: u64, at: Nanos) -> Packet {
+        Packet { ack: n * 1448, ts_ecr: at - 10_000_000, ..Packet::default() }
+    }
+
+    /// A CCA that records the samples `pkts_acked` sees.
+    struct Recorder(std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>);
+
+    impl CongestionControl for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn ssthresh(&mut self, c: &mut Conn) -> u32 {
+            c.cwnd / 2
+        }
+        fn pkts_acked(&mut self, _c: &mut Conn, s: &AckSample) {
+            self.0.borrow_mut().push(*s);
+        }
+    }
+
+    /// `pkts_acked` gets Linux's `in_flight`: what was delivered since the
+    /// newest segment the ACK covers was sent, not what is out now.
+    #[test]
+    fn ack_sample_in_flight_is_delivered_since_send() {
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut s = Sender::new(0, true, 0, &tcp_cfg(), Box::new(Recorder(seen.clone())), ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        // Ten segments out; the first ACK covers two of them, both sent
+        // before anything was delivered.
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        assert_eq!(seen.borrow().last().unwrap().in_flight, 2);
+        // Segments 11 and 12 went out after that ACK (delivered = 2); when
+        // they are acked, 12 segments have been delivered: 10 since.
+        s.on_ack(&ack(10, 21_000_000), 21_000_000, &mut out);
+        s.on_ack(&ack(12, 30_000_000), 30_000_000, &mut out);
+        assert_eq!(seen.borrow().last().unwrap().in_flight, 10);
+    }
+
+    /// (end segment index, PSH) of the data segments in `out`.
+    fn sent(out: &Out) -> Vec<(u64, bool)> {
+        out.pkts.iter().filter(|p| p.len > 0).map(|p| ((p.seq + p.len as u64) / 1448, p.psh)).collect()
+    }
+
+    /// A bulk writer refills what each ACK frees, and each write ends with
+    /// PSH (Linux `tcp_push` at the end of `tcp_sendmsg`): the write starts
+    /// behind what is already queued.
+    #[test]
+    fn bulk_refill_writes_end_with_psh() {
+        let cca = crate::cc::by_name("reno").unwrap();
+        let mut s = Sender::new(0, true, 0, &tcp_cfg(), cca, ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        out.clear();
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        // The initial window is the first write: no ACK has freed anything.
+        assert_eq!(sent(&out), (1..=10).map(|i| (i, false)).collect::<Vec<_>>());
+        out.clear();
+        // Two segments acked: slow start sends four, the refill write of
+        // two segments (11, 12) ends with PSH.
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(11, false), (12, true), (13, false), (14, false)]);
+        out.clear();
+        // The next write follows the queued data: segments 15 and 16.
+        s.on_ack(&ack(4, 21_000_000), 21_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(15, false), (16, true), (17, false), (18, false)]);
+        out.clear();
+        // One segment acked: a one-segment write.
+        s.on_ack(&ack(5, 22_000_000), 22_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(19, true), (20, false)]);
     }
 }
