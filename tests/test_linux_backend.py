@@ -155,12 +155,17 @@ def test_unknown_cca_names_what_the_kernel_has(monkeypatch):
     study(BULK.format(duration="1s", loss="0%", cca="bbr"), backend="sim")  # the sim has it
 
 
-def test_pacing_off_for_bbr_and_hz_are_study_errors():
+def test_pacing_off_for_bbr_and_hz_are_study_errors(monkeypatch):
     with pytest.raises(StudyError) as e:
         study(BULK.format(duration="1s", loss="0%", cca="bbr") + "[tcp]\npacing = 'off'\n")
     msg = str(e.value)
     assert "tcp.pacing" in msg and "paces by itself (bbr)" in msg and "allowed: 'auto' or 'on'" in msg, msg
     study(BULK.format(duration="1s", loss="0%", cca="cubic") + "[tcp]\npacing = 'off'\n")  # cubic does not pace
+    monkeypatch.setattr(kernel, "config_hz", lambda: 250)
+    with pytest.raises(StudyError) as e:
+        study(BULK.format(duration="1s", loss="0%", cca="cubic") + "[tcp]\nkernel_hz = 1000\n")
+    assert "tcp.kernel_hz" in str(e.value) and "CONFIG_HZ is 250" in str(e.value), str(e.value)
+    study(BULK.format(duration="1s", loss="0%", cca="cubic") + "[tcp]\nkernel_hz = 250\n")
     with pytest.raises(StudyError) as e:
         study(BULK.format(duration="1s", loss="0%", cca="cubic") + "[tcp]\nhz = 250\n")
     assert "tcp.hz" in str(e.value) and "kernel's own timers" in str(e.value), str(e.value)

@@ -189,3 +189,18 @@ def test_quick_validation_sim_agrees_with_the_kernel(tmp_path, capsys):
                                 f"(ratio {m['ratio']}; linux runs {m['linux']['values']}, sim {m['sim']['values']})")
     assert not problems, "; ".join(problems)
     assert code == 0
+
+
+def test_sim_runs_get_the_kernels_hz_without_changing_run_ids(monkeypatch):
+    from ccbench.spec import kernel
+
+    monkeypatch.setattr(kernel, "config_hz", lambda: None)
+    plain = validate.plan("quick")
+    monkeypatch.setattr(kernel, "config_hz", lambda: 250)
+    p = validate.plan("quick")
+    assert p.sim_tcp == {"kernel_hz": 250}
+    assert [r.run_id for r in p.runs("sim")] == [r.run_id for r in plain.runs("sim")]
+    assert {r.config["tcp"]["kernel_hz"] for r in p.runs("sim")} == {250}
+    assert all("kernel_hz" not in r.config["tcp"] for r in p.runs("linux"))
+    assert all("kernel_hz" not in r.config["tcp"] for r in plain.runs("sim"))
+

@@ -37,6 +37,11 @@ run together):
   retrans_pct        100 · Σ retransmitted / Σ sent segments   ±0.5 percentage points
   jfi_steady         Jain's index of the flows' steady goodput    ±0.05 (absolute)
 
+The sim runs get ``tcp.kernel_hz`` = this kernel's CONFIG_HZ (read from
+/proc/config.gz) so that CUBIC's jiffies clock matches the Linux hosts'; it
+is applied to their configs after the run ids are fixed, so both halves
+still pair (``sim_tcp`` in validation.json says what was applied).
+
 A scenario *agrees* when both judged metrics are within tolerance. Mean RTT
 is compared on the srtt series of the samples table on both backends
 because that is all Linux exposes (tcpi_rtt, sampled every interval), while
@@ -68,6 +73,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 STUDY_NAME = "validate"
+KERNEL_HZ = (100, 250, 300, 1000)  # the simulator's tcp.kernel_hz values
 DEFAULT_OUT = Path("results") / "validate"
 SAMPLE_INTERVAL = "100ms"
 START_JITTER = "10ms"  # each flow starts up to this much later (seeded): repetitions differ on sim too
@@ -220,9 +226,17 @@ class Plan:
     studies: dict  # backend -> Study
     duration_us: int
     warmup_us: int
+    # tcp settings given to the sim runs only, outside their run ids: the
+    # Linux hosts' CONFIG_HZ (kernel_hz), which the simulator should match
+    # but the study text cannot carry without changing every run id.
+    sim_tcp: dict = field(default_factory=dict)
 
     def runs(self, backend: str) -> list:
-        return self.studies[backend].runs()
+        runs = self.studies[backend].runs()
+        if backend == "sim":
+            for r in runs:
+                r.config["tcp"].update(self.sim_tcp)
+        return runs
 
     def run_ids(self) -> list[str]:
         return [r.run_id for b in ("sim", "linux") for r in self.runs(b)]
@@ -236,7 +250,7 @@ def warmup_us(duration_us: int) -> int:
 def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None) -> Plan:
     """The grid's study on both backends. Raises StudyError/UsageError on bad values."""
     from ccbench.errors import UsageError
-    from ccbench.spec import parse_study
+    from ccbench.spec import kernel, parse_study
 
     if isinstance(grid, str):
         if grid not in GRIDS:
@@ -250,7 +264,9 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
     studies = {b: parse_study(text, filename=f"<validate grid {grid.name}>", backend=b) for b in ("sim", "linux")}
     first = studies["sim"].runs()[0]
     dur_us = int(first.config["duration_ns"]) // 1000
-    return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us))
+    hz = kernel.config_hz()
+    sim_tcp = {"kernel_hz": hz} if hz in KERNEL_HZ else {}
+    return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us), sim_tcp)
 
 
 # -- running -------------------------------------------------------------------------------
@@ -479,6 +495,7 @@ class Validation:
     out: Path
     log: Optional[RunLog] = None
     machine: dict = field(default_factory=dict)
+    sim_tcp: dict = field(default_factory=dict)  # Plan.sim_tcp
 
     def counts(self) -> dict[str, int]:
         out = {"agree": 0, "disagree": 0, "no data": 0}
@@ -503,6 +520,7 @@ class Validation:
                            "of the larger |median| (ccbench.analysis.compare)",
             "counts": self.counts(),
             "machine": self.machine,
+            "sim_tcp": self.sim_tcp,
             "invocation": self.log.as_dict() if self.log else None,
             "results": str(self.out),
             "scenarios": [s.as_dict() for s in self.scenarios],
@@ -595,7 +613,7 @@ def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> "Validation":
             rows[m.name] = compare_spreads(m, spread(v[m.name] for v in values["sim"]),
                                            spread(v[m.name] for v in values["linux"]))
         scenarios.append(Scenario(cid, _scenario_params(params[cid]), rows, runs, usable))
-    return Validation(p.grid, p.duration_us, p.warmup_us, p.reps, scenarios, out, log, machine_info())
+    return Validation(p.grid, p.duration_us, p.warmup_us, p.reps, scenarios, out, log, machine_info(), p.sim_tcp)
 
 
 # -- output --------------------------------------------------------------------------------

@@ -63,3 +63,28 @@ def available() -> Optional[tuple[str, ...]]:
     if got is None:
         return None
     return tuple(dict.fromkeys(got + modules()))
+
+
+def config_hz() -> Optional[int]:
+    """This kernel's CONFIG_HZ (its jiffies clock, which e.g. CUBIC counts
+    time in), from /proc/config.gz or /boot/config-<release>; None if unknown."""
+    import gzip
+
+    texts = []
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            texts.append(f.read())
+    except OSError:
+        pass
+    try:
+        texts.append(Path(f"/boot/config-{os.uname().release}").read_text())
+    except OSError:
+        pass
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith("CONFIG_HZ="):
+                try:
+                    return int(line.split("=", 1)[1])
+                except ValueError:
+                    return None
+    return None

@@ -102,6 +102,13 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
         raise FieldError(("tcp", "hz"), "not supported by the linux backend: real hosts run the kernel's own "
                          "timers (its CONFIG_HZ, and high-resolution timers for pacing)", tcp.hz,
                          "leave it out for backend 'linux'")
+    if backend == "linux" and tcp.kernel_hz is not None:
+        from . import kernel
+
+        hz = kernel.config_hz()
+        if hz is not None and hz != tcp.kernel_hz:
+            raise FieldError(("tcp", "kernel_hz"), f"the linux backend runs this kernel, whose CONFIG_HZ is {hz}",
+                             tcp.kernel_hz, f"{hz}, or leave it out")
     if backend == "linux" and tcp.pacing == "off":
         # Linux cannot stop an algorithm that paces by itself (BBR sets the
         # socket's pacing status in its init); the others do not pace anyway.
