@@ -21,12 +21,39 @@
 //! Units as Linux: rates in 100 bit/s, RTTs in µs, stamps in jiffies
 //! (HZ = 1000). No BPF program supplies a base RTT.
 //!
-//! Reconstructed: Linux's `ack_sample.in_flight` is the bytes outstanding
-//! when the acked segment was sent (end_seq − snd_una at transmit); the
-//! engine gives the segments in flight before the ACK, which in slow start
-//! is about twice that and would inflate the rate. NV keeps (snd_nxt,
-//! snd_una) as of each ACK: a segment ending at E was sent after the last
-//! ACK whose snd_nxt was below E, when snd_una was that ACK's.
+//! `ack_sample.in_flight` is Linux's since 4.17 ("tcp_rate: consolidate
+//! inflight tracking"): mss × (delivered now − delivered when the most
+//! recently sent segment this ACK delivered was sent), i.e. the segments
+//! delivered while that segment was in flight. The engine passes the
+//! packets in flight before the ACK instead (in slow start about twice as
+//! many), so NV rebuilds Linux's value: it keeps (snd_nxt, delivered, time)
+//! as of each ACK. A segment ending at E was sent after the last ACK whose
+//! snd_nxt was below E, with that ACK's delivered count; the newest
+//! segment of a cumulative ACK ends at snd_una, and that of an ACK with
+//! SACKed data outstanding was sent `rtt_us` ago.
+//!
+//! Faithful behaviour that makes NV look erratic in shared, shallow
+//! queues (studies/netdev/README.md):
+//! * `tcpnv_reset`, after every loss, recovery or ECN reduction, clears
+//!   `nv_last_rtt`, and the next sample sets `nv_min_rtt` to twice the
+//!   current (queue-inflated) RTT; from then on the minimum of the
+//!   smoothed RTT. NV takes the standing queue for the base RTT, sees no
+//!   congestion and grows like Reno until the next loss, whose reset
+//!   starts the cycle again.
+//! * Every 3.75–6.25 s `nv_min_rtt` becomes the smallest smoothed RTT of
+//!   the last period, so a queue that stood for a whole period becomes the
+//!   base RTT too, and a flow that joins a standing queue never sees the
+//!   base RTT at all.
+//! * A decrease needs 60 ACKs (30 in slow start) since the last decision
+//!   and 2 RTTs, and every loss restarts the count: losses every few RTTs
+//!   leave NV no chance to decrease.
+//! * Each flow keeps up to nv_pad (10) segments queued: n flows need
+//!   about 10·n packets of buffer before NV holds them without loss.
+//!
+//! Not modelled (the engine's limits): Linux's TSO/GSO bursts and GRO at
+//! 10 Gbit/s give NV a few ACKs per round trip (what its `nv_min_cwnd`
+//! logic is for), where this engine ACKs every second segment.
+//! `nv_catchup` is never set in Linux either; no undo (the engine has none).
 
 use super::util::{jiffies, Rng, HZ};
 use super::{AckSample, CaState, CongestionControl, Conn, INFINITE_SSTHRESH};
@@ -53,8 +80,18 @@ const NV_INIT_RTT: u32 = u32::MAX;
 const NV_MIN_CWND: u32 = 4;
 const NV_MIN_CWND_GROW: u32 = 2;
 const NV_TSO_CWND_BOUND: u32 = 80;
-/// Cap on the (snd_nxt, snd_una) history.
+/// Cap on the per-ACK history.
 const HISTORY_MAX: usize = 1 << 14;
+
+/// The state as of one ACK (before the segments it releases are sent):
+/// segments ending beyond `nxt`, sent before the next mark, were sent when
+/// `delivered` segments had been delivered.
+#[derive(Clone, Copy, Debug)]
+struct TxMark {
+    nxt: u64,
+    delivered: u64,
+    at_us: u64,
+}
 
 #[derive(Clone, Debug)]
 pub struct Nv {
@@ -82,8 +119,8 @@ pub struct Nv {
     rtt_start_seq: u64,
     last_snd_una: u64,
     no_cong_cnt: u32,
-    /// (snd_nxt, snd_una) as of each ACK, oldest first.
-    history: VecDeque<(u64, u64)>,
+    /// What segments sent after each ACK carry, oldest first.
+    history: VecDeque<TxMark>,
 }
 
 impl Default for Nv {
@@ -124,27 +161,42 @@ impl Nv {
         self.allow_cwnd_growth
     }
 
-    /// Bytes in flight when the segment ending at snd_una was sent (see
-    /// the module doc); None without history.
-    fn tx_in_flight(&mut self, c: &Conn) -> Option<u64> {
+    /// Linux's `ack_sample.in_flight` (bytes): mss × the segments
+    /// delivered since the newest segment this ACK delivered was sent.
+    fn tx_in_flight(&mut self, c: &Conn, rtt_us: i64) -> u64 {
         let end = c.snd_una;
-        while self.history.len() >= 2 && self.history[1].0 < end {
+        while self.history.len() >= 2 && self.history[1].nxt < end {
             self.history.pop_front();
         }
-        match self.history.front() {
-            Some(&(nxt, una)) if nxt < end => Some(end - una),
-            _ => None,
-        }
+        let prior = if c.sacked_out > 0 && rtt_us >= 0 {
+            // The newest delivered segment is a SACKed one, sent rtt_us ago.
+            let sent_us = c.now_us.saturating_sub(rtt_us as u64);
+            let i = self.history.partition_point(|m| m.at_us <= sent_us);
+            self.history.get(i.saturating_sub(1))
+        } else {
+            // A cumulative ACK: the newest segment ends at snd_una.
+            let i = self.history.partition_point(|m| m.nxt < end);
+            self.history.get(i.saturating_sub(1))
+        };
+        let prior = prior.map_or(c.delivered, |m| m.delivered);
+        c.delivered.saturating_sub(prior) * c.mss as u64
     }
 
     fn record(&mut self, c: &Conn) {
-        if self.history.back().is_none_or(|&(nxt, _)| nxt != c.snd_nxt) {
-            if self.history.len() >= HISTORY_MAX {
-                self.history.pop_front();
+        let mark = TxMark {
+            nxt: c.snd_nxt,
+            delivered: c.delivered,
+            at_us: c.now_us,
+        };
+        match self.history.back_mut() {
+            // Nothing was sent since the last ACK: this one replaces it.
+            Some(last) if last.nxt == c.snd_nxt => *last = mark,
+            _ => {
+                if self.history.len() >= HISTORY_MAX {
+                    self.history.pop_front();
+                }
+                self.history.push_back(mark);
             }
-            self.history.push_back((c.snd_nxt, c.snd_una));
-        } else if let Some(last) = self.history.back_mut() {
-            last.1 = c.snd_una;
         }
     }
 
@@ -167,6 +219,9 @@ impl CongestionControl for Nv {
 
     fn init(&mut self, c: &mut Conn) {
         self.nv_reset(c);
+        // Segments sent before the first ACK carry the delivered count now.
+        self.history.clear();
+        self.record(c);
         self.allow_cwnd_growth = true;
         self.min_rtt_reset_jiffies = jiffies(c) + 2 * HZ;
         self.min_rtt = NV_INIT_RTT;
@@ -219,14 +274,14 @@ impl CongestionControl for Nv {
 
     /// `tcpnv_acked` (in `acked`): the congestion avoidance decisions.
     fn pkts_acked(&mut self, c: &mut Conn, s: &AckSample) {
-        let tx_in_flight = self.tx_in_flight(c);
+        let in_flight = self.tx_in_flight(c, s.rtt_us);
         self.record(c);
-        self.acked(c, s, tx_in_flight);
+        self.acked(c, s, in_flight);
     }
 }
 
 impl Nv {
-    fn acked(&mut self, c: &mut Conn, s: &AckSample, tx_in_flight: Option<u64>) {
+    fn acked(&mut self, c: &mut Conn, s: &AckSample, in_flight: u64) {
         if s.rtt_us < 0 {
             return;
         }
@@ -240,7 +295,6 @@ impl Nv {
         }
         let bytes_acked = c.snd_una - self.last_snd_una;
         self.last_snd_una = c.snd_una;
-        let in_flight = tx_in_flight.unwrap_or(s.in_flight as u64 * c.mss as u64);
         if in_flight == 0 {
             return;
         }
@@ -360,9 +414,35 @@ mod tests {
     use super::*;
     use crate::cc::testutil::{acks, QueuePipe, MSS};
 
+    /// NV behind an engine that counts delivered segments (`tp->delivered`),
+    /// which the shared test pipe leaves to the CCA.
+    struct Counted(Nv);
+
+    impl CongestionControl for Counted {
+        fn name(&self) -> &'static str {
+            self.0.name()
+        }
+        fn init(&mut self, c: &mut Conn) {
+            self.0.init(c)
+        }
+        fn ssthresh(&mut self, c: &mut Conn) -> u32 {
+            self.0.ssthresh(c)
+        }
+        fn cong_avoid(&mut self, c: &mut Conn, acked: u32) {
+            self.0.cong_avoid(c, acked)
+        }
+        fn set_state(&mut self, c: &mut Conn, s: CaState) {
+            self.0.set_state(c, s)
+        }
+        fn pkts_acked(&mut self, c: &mut Conn, s: &AckSample) {
+            c.delivered += s.pkts_acked as u64;
+            self.0.pkts_acked(c, s)
+        }
+    }
+
     /// One NV flow on a FIFO bottleneck of `bdp` segments per base RTT.
-    fn pipe(base_us: u64, bdp: u32, seed: u64) -> QueuePipe<Nv> {
-        QueuePipe::new(Nv::with_seed(seed), base_us, bdp)
+    fn pipe(base_us: u64, bdp: u32, seed: u64) -> QueuePipe<Counted> {
+        QueuePipe::new(Counted(Nv::with_seed(seed)), base_us, bdp)
     }
 
     #[test]
@@ -412,20 +492,73 @@ mod tests {
     }
 
     #[test]
-    fn in_flight_is_taken_at_send_time() {
+    fn in_flight_counts_what_was_delivered_while_the_segment_flew() {
+        let mss = MSS as u32;
         let mut nv = Nv::default();
-        let mut c = Conn::new(MSS as u32, 10);
+        let mut c = Conn::new(mss, 10);
         nv.init(&mut c);
-        // ACK 1: una 0 → 10, nxt 100 (segments ×MSS); then 10 more sent.
-        c.snd_una = 10 * MSS;
-        c.snd_nxt = 100 * MSS;
-        assert_eq!(nv.tx_in_flight(&c), None);
+        // The initial window: the first ACK delivers one segment sent
+        // before any ACK, so one segment was delivered while it flew (not
+        // the ten in flight before the ACK).
+        c.snd_nxt = 10 * MSS;
+        c.snd_una = MSS;
+        c.delivered = 1;
+        assert_eq!(nv.tx_in_flight(&c, 20), MSS);
         nv.record(&c);
-        // ACK 2 acks a segment sent after ACK 1 (ends at 105): sent when
-        // una was 10, so 95 segments were out, whatever is out now.
+        // ACK 2 (snd_nxt 100): una 10, and 15 segments above a reordered
+        // hole at 10..20 SACKed: 25 delivered. Then 10 more are sent.
+        c.now_us = 100;
+        c.snd_nxt = 100 * MSS;
+        c.snd_una = 10 * MSS;
+        c.sacked_out = 15;
+        c.delivered = 25;
+        nv.record(&c);
+        c.snd_nxt = 110 * MSS;
+        // ACK 3 acks up to 105, a segment sent after ACK 2: 95 segments were
+        // unacknowledged when it was sent, but 15 of them had arrived, so
+        // 80 were delivered while it flew — Linux ≥ 4.17's
+        // mss × (delivered − prior_delivered), not end − snd_una.
+        c.now_us = 200;
         c.snd_una = 105 * MSS;
-        c.snd_nxt = 200 * MSS;
-        assert_eq!(nv.tx_in_flight(&c), Some(95 * MSS));
+        c.sacked_out = 0;
+        c.delivered = 105;
+        assert_eq!(nv.tx_in_flight(&c, 90), 80 * MSS);
+        nv.record(&c);
+        // ACK 4 SACKs a segment sent 50 µs ago (after ACK 3), with a hole
+        // left at snd_una: the newest segment is the SACKed one.
+        c.now_us = 260;
+        c.sacked_out = 1;
+        c.delivered = 106;
+        assert_eq!(nv.tx_in_flight(&c, 50), MSS);
+        // One sent 150 µs ago (after ACK 2, before ACK 3).
+        assert_eq!(nv.tx_in_flight(&c, 150), 81 * MSS);
+    }
+
+    #[test]
+    fn after_a_reduction_min_rtt_restarts_at_twice_the_rtt_as_in_linux() {
+        // tcpnv_reset clears nv_last_rtt, so the first sample after a loss
+        // episode sets nv_min_rtt to twice the (queue-inflated) RTT; only
+        // nv_min_rtt_new keeps the base RTT, until the period switch.
+        let mut p = pipe(20, 20, 1);
+        p.run_for(0.5);
+        assert!(p.cc.0.min_rtt <= 25, "{}", p.cc.0.min_rtt);
+        let c = &mut p.c;
+        p.cc.0.set_state(c, CaState::Recovery);
+        c.ca_state = CaState::Recovery;
+        p.cc.0.set_state(c, CaState::Open);
+        c.ca_state = CaState::Open;
+        c.now_us += 10;
+        c.snd_una += MSS;
+        c.delivered += 1;
+        let s = AckSample {
+            pkts_acked: 1,
+            rtt_us: 90,
+            in_flight: 0,
+        };
+        p.cc.0.pkts_acked(c, &s);
+        assert_eq!(p.cc.0.min_rtt, 90);
+        assert!(p.cc.0.min_rtt_new <= 25);
+        assert!(!p.cc.0.growth_allowed());
     }
 
     #[test]
@@ -462,7 +595,7 @@ mod tests {
         let period = |seed| {
             let mut p = pipe(200, 100, seed);
             p.run_for(2.5);
-            p.cc.min_rtt_reset_jiffies
+            p.cc.0.min_rtt_reset_jiffies
         };
         let a = period(1);
         assert_eq!(a, period(1));
