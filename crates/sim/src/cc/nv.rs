@@ -22,6 +22,29 @@
 //! (HZ = 1000). No BPF program supplies a base RTT. The rate's numerator is
 //! Linux's `ack_sample.in_flight`: the data delivered since the newest
 //! segment the ACK covers was sent (`AckSample::in_flight`).
+//!
+//! Faithful behaviour that makes NV look erratic in shared, shallow
+//! queues (studies/netdev/README.md):
+//! * `tcpnv_reset`, after every loss, recovery or ECN reduction, clears
+//!   `nv_last_rtt`, and the next sample sets `nv_min_rtt` to twice the
+//!   current (queue-inflated) RTT; from then on the minimum of the
+//!   smoothed RTT. NV takes the standing queue for the base RTT, sees no
+//!   congestion and grows like Reno until the next loss, whose reset
+//!   starts the cycle again.
+//! * Every 3.75–6.25 s `nv_min_rtt` becomes the smallest smoothed RTT of
+//!   the last period, so a queue that stood for a whole period becomes the
+//!   base RTT too, and a flow that joins a standing queue never sees the
+//!   base RTT at all.
+//! * A decrease needs 60 ACKs (30 in slow start) since the last decision
+//!   and 2 RTTs, and every loss restarts the count: losses every few RTTs
+//!   leave NV no chance to decrease.
+//! * Each flow keeps up to nv_pad (10) segments queued: n flows need
+//!   about 10·n packets of buffer before NV holds them without loss.
+//!
+//! Not modelled (the engine's limits): Linux's TSO/GSO bursts and GRO at
+//! 10 Gbit/s give NV a few ACKs per round trip (what its `nv_min_cwnd`
+//! logic is for), where this engine ACKs every second segment.
+//! `nv_catchup` is never set in Linux either; no undo (the engine has none).
 
 use super::util::{jiffies, Rng, HZ};
 use super::{AckSample, CaState, CongestionControl, Conn, INFINITE_SSTHRESH};
@@ -197,10 +220,8 @@ impl CongestionControl for Nv {
         }
         let bytes_acked = c.snd_una - self.last_snd_una;
         self.last_snd_una = c.snd_una;
+        // No early return for in_flight 0 (Linux has none: the rate is then 0).
         let in_flight = s.in_flight as u64 * c.mss as u64;
-        if in_flight == 0 {
-            return;
-        }
         let rtt_us = s.rtt_us.min(u32::MAX as i64) as u32;
         // Smoothed RTT: ½ old + ½ new.
         let avg_rtt = if self.last_rtt > 0 {
@@ -320,6 +341,33 @@ mod tests {
     /// One NV flow on a FIFO bottleneck of `bdp` segments per base RTT.
     fn pipe(base_us: u64, bdp: u32, seed: u64) -> QueuePipe<Nv> {
         QueuePipe::new(Nv::with_seed(seed), base_us, bdp)
+    }
+
+    #[test]
+    fn after_a_reduction_min_rtt_restarts_at_twice_the_rtt_as_in_linux() {
+        // tcpnv_reset clears nv_last_rtt, so the first sample after a loss
+        // episode sets nv_min_rtt to twice the (queue-inflated) RTT; only
+        // nv_min_rtt_new keeps the base RTT, until the period switch.
+        let mut p = pipe(20, 20, 1);
+        p.run_for(0.5);
+        assert!(p.cc.min_rtt <= 25, "{}", p.cc.min_rtt);
+        let c = &mut p.c;
+        p.cc.set_state(c, CaState::Recovery);
+        c.ca_state = CaState::Recovery;
+        p.cc.set_state(c, CaState::Open);
+        c.ca_state = CaState::Open;
+        c.now_us += 10;
+        c.snd_una += c.mss as u64;
+        c.delivered += 1;
+        let s = AckSample {
+            pkts_acked: 1,
+            rtt_us: 90,
+            in_flight: 0,
+        };
+        p.cc.pkts_acked(c, &s);
+        assert_eq!(p.cc.min_rtt, 90);
+        assert!(p.cc.min_rtt_new <= 25);
+        assert!(!p.cc.growth_allowed());
     }
 
     #[test]
