@@ -187,6 +187,15 @@ def test_socket_options_carry_class_max_rate_and_pacing():
     assert opts("max_rate = '20Mbit'\n", "[tcp]\npacing = 'on'\n") == {"max_pacing_rate_bps": 20_000_000}
 
 
+def test_cpu_busy_level_follows_the_rt_cap():
+    from ccbench.backends.linux.backend import cpu_busy_level
+
+    assert cpu_busy_level(950_000, 1_000_000) == pytest.approx(0.93)  # the kernel's default cap, 0.95
+    assert cpu_busy_level(-1, 1_000_000) == pytest.approx(0.98)  # no RT throttling
+    assert cpu_busy_level(None, None) == pytest.approx(0.98)
+    assert cpu_busy_level(500_000, 1_000_000) == pytest.approx(0.48)
+
+
 def test_plan_names_and_addresses():
     topo = netns.plan("0123abcd", 63, 1500)
     names = [topo.router_ns, topo.tun] + [n for h in topo.hosts for n in (h.ns, h.ifname, h.router_ifname)]
