@@ -940,7 +940,7 @@ def html_page(v: Validation) -> str:
         + f". Command: <code>{_esc(log.get('command') or 'ccbench validate')}</code>; results "
         f"<code>{_esc(str(v.out))}</code>; ccbench {_esc(m.get('ccbench'))}; made "
         f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC.</p>")
-    parts.append(f'<h2 id="ratios">Ratios</h2><div class="plot" id="ratio-figure"></div>'
+    parts.append('<h2 id="ratios">Ratios</h2><div class="plot" id="ratio-figure"></div>'
                  '<p class="muted">Shaded: ±5 % (goodput) and ±10 % (RTT) around 1.</p>')
 
     # the table

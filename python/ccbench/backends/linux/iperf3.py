@@ -35,7 +35,7 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import Any, Optional
+from typing import Optional
 
 BASE_PORT = 5301  # flow i listens on BASE_PORT + i
 EXIT_GRACE_S = 5.0  # after its planned end, how long iperf3 gets to print its JSON
