@@ -425,8 +425,9 @@ def test_sim_and_linux_give_the_same_schema_and_show(root, tmp_path, monkeypatch
     """))
     with backends.registered("linux", LinuxBackend()):
         assert main(["run", "s.toml", "--backend", "sim", "--out", "sim"]) == 0
-        assert main(["run", "s.toml", "--backend", "linux", "--out", "linux"]) == 0
-    capsys.readouterr()
+        # --jobs is for the simulator: linux runs are real time, one at a time.
+        assert main(["run", "s.toml", "--backend", "linux", "--out", "linux", "--jobs", "2"]) == 0
+    assert "--jobs 2 ignored: linux runs are real time and run one at a time" in capsys.readouterr().err
     shown = {}
     for b in ("sim", "linux"):
         from ccbench.store import Store

@@ -232,6 +232,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_results_dir(study.results_name)
 
     out_c, err_c = _stdout(), _stderr()
+    if study.backend == "linux" and jobs > 1:
+        # Each linux run is real time and takes a CPU for its emulator (and the
+        # rest for its hosts): two at once would disturb each other.
+        err_c.print(f"note: --jobs {args.jobs} ignored: linux runs are real time and run one at a time",
+                    soft_wrap=True)
+        jobs = 1
     summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c))
     if summary.interrupted:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
