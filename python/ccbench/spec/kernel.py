@@ -65,26 +65,29 @@ def available() -> Optional[tuple[str, ...]]:
     return tuple(dict.fromkeys(got + modules()))
 
 
-def config_hz() -> Optional[int]:
-    """This kernel's CONFIG_HZ (its jiffies clock, which e.g. CUBIC counts
-    time in), from /proc/config.gz or /boot/config-<release>; None if unknown."""
+def build_config() -> Optional[str]:
+    """This kernel's build configuration (/proc/config.gz, else
+    /boot/config-<release>), or None if neither can be read."""
     import gzip
 
-    texts = []
     try:
         with gzip.open("/proc/config.gz", "rt") as f:
-            texts.append(f.read())
+            return f.read()
     except OSError:
         pass
     try:
-        texts.append(Path(f"/boot/config-{os.uname().release}").read_text())
+        return Path(f"/boot/config-{os.uname().release}").read_text()
     except OSError:
-        pass
-    for text in texts:
-        for line in text.splitlines():
-            if line.startswith("CONFIG_HZ="):
-                try:
-                    return int(line.split("=", 1)[1])
-                except ValueError:
-                    return None
+        return None
+
+
+def config_hz() -> Optional[int]:
+    """This kernel's CONFIG_HZ (its jiffies clock, which e.g. CUBIC counts
+    time in); None if unknown."""
+    for line in (build_config() or "").splitlines():
+        if line.startswith("CONFIG_HZ="):
+            try:
+                return int(line.split("=", 1)[1])
+            except ValueError:
+                return None
     return None

@@ -421,6 +421,8 @@ class _Run:
             "t0_monotonic_ns": t0,
             "emulator": emu_out,
             **checks,
+            # Where the load generator's processes ran, as they reported it.
+            "host_cpus": sorted({c for out in (server_out, *client_out.values()) for c in out.get("cpus") or []}),
         }
         if iperf3_summary:
             stats["iperf3"] = iperf3_summary
@@ -540,12 +542,9 @@ class _Run:
             "cpu_busy_max": max(cpu, default=None),
             "cpu_busy_mean": sum(cpu) / len(cpu) if cpu else None,
             "interface_drops": other_drops,
-            # Where the emulator ran, where the hosts' kernel work was steered (RPS) and
-            # where the load generator's processes ran (as they reported it).
+            # Where the emulator ran and where the hosts' kernel work was steered (RPS).
             "emu_cpu": emu_out.get("cpu"),
             "emu_rps_cpus": emu_out.get("rps_cpus"),
-            "host_cpus": sorted({c for p in self.procs.procs if p.kind != "emu"
-                                 for c in (_result_or_empty(p).get("cpus") or [])}),
             "suspect_reasons": reasons,
             "suspect_kinds": sorted(kinds),
         }
@@ -563,13 +562,6 @@ def cpu_plan() -> tuple[Optional[int], Optional[list[int]]]:
     if len(allowed) < 2:
         return None, None
     return allowed[-1], allowed[:-1]
-
-
-def _result_or_empty(p: Any) -> dict:
-    try:
-        return p.result()
-    except procs.ProcError:
-        return {}
 
 
 # SO_MAX_PACING_RATE for pacing = "on" without a flow's max_rate: finite (so

@@ -56,23 +56,17 @@ def _preemption() -> Check:
     for arg in Path("/proc/cmdline").read_text().split() if Path("/proc/cmdline").exists() else []:
         if arg.startswith("preempt="):
             mode = arg.split("=", 1)[1]
+    cfg = kernel.build_config() if mode is None else None
+    if cfg is not None:
+        for m in ("NONE", "VOLUNTARY", "LAZY", "RT"):
+            if f"CONFIG_PREEMPT_{m}=y" in cfg:
+                mode = m.lower()
+                break
+        else:
+            if "CONFIG_PREEMPT=y" in cfg:
+                mode = "full"
     if mode is None:
-        try:
-            import gzip
-
-            with gzip.open("/proc/config.gz", "rt") as f:
-                cfg = f.read()
-            for m in ("NONE", "VOLUNTARY", "LAZY", "RT"):
-                if f"CONFIG_PREEMPT_{m}=y" in cfg:
-                    mode = m.lower()
-                    break
-            else:
-                if "CONFIG_PREEMPT=y" in cfg:
-                    mode = "full"
-        except OSError:
-            pass
-    if mode is None:
-        return Check("kernel preemption", None, "unknown (no preempt= on the command line, no /proc/config.gz)")
+        return Check("kernel preemption", None, "unknown (no preempt= on the command line, no kernel config to read)")
     good = mode in ("full", "lazy", "rt")
     return Check("kernel preemption", True if good else None,
                  mode + ("" if good else ": other processes' system calls can delay the real-time emulator by "
