@@ -1,23 +1,25 @@
-//! The emulator's event loop: the simulator's dumbbell of `netcore` links,
-//! driven by a real clock and a packet device.
+//! The emulator's event loop: a network of `netcore` links (the simulator's
+//! links and queue disciplines) driven by a real clock and a packet device.
 //!
 //! Every link call gets the time the event was *due*, not the time the loop
 //! got round to it, so a late wake-up delays a packet's write but never
 //! shifts the link's schedule (the same arithmetic as the simulator's). A
-//! packet read from the device enters its first link at the clock's reading
-//! just after the read, after every event due by then has been processed.
+//! packet read from the device enters the first link of its path at the
+//! clock's reading just after the read, after every event due by then has
+//! been processed; it is written back when it leaves the last one.
 //!
 //! The loop is generic over [`Io`] (the device and the clock), so tests drive
 //! it with a fake device and a virtual clock.
 
-use crate::frame::{Dir, Frame, Pool};
+use crate::frame::{Frame, Pool, Route, NO_FLOW};
 use crate::hist::Hist;
 use crate::ipv4;
+use crate::route::Routing;
 use netcore::link::{Link, Offered};
 use netcore::{Nanos, NS_PER_US};
 use serde_json::{json, Value};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io::{self, Write};
 use std::rc::Rc;
 
@@ -39,9 +41,6 @@ pub trait Io {
         0
     }
 }
-
-pub const BOTTLENECK: usize = 0;
-pub const REVERSE: usize = 1;
 
 /// Reads handled before the loop looks at its timers again.
 const READ_BATCH: usize = 64;
@@ -67,27 +66,95 @@ pub struct Counters {
     pub late_pkts: u64,
 }
 
-pub struct Addresses {
-    pub receiver: u32,
-    /// Sender host IPv4 address → its index.
-    pub senders: HashMap<u32, u16>,
+/// Flows moved to new paths at a given time (a route event, or a decision
+/// of the controller).
+#[derive(Clone, Debug)]
+pub struct RouteChange {
+    pub at: Nanos,
+    /// (flow index, path, return path)
+    pub moves: Vec<(u16, u16, u16)>,
+}
+
+/// One row of the run's `events` table (docs/interfaces.md §2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventRow {
+    pub time_us: i64,
+    pub kind: &'static str,
+    pub flow_id: Option<u32>,
+    pub state: Option<String>,
+    pub link: Option<String>,
+    pub detail: String,
+}
+
+impl EventRow {
+    fn json(&self) -> Value {
+        json!({"time_us": self.time_us, "kind": self.kind, "flow_id": self.flow_id, "state": self.state,
+               "link": self.link, "detail": self.detail})
+    }
+}
+
+/// What the controller sees at each sample (docs/interfaces.md §1, "controller").
+pub struct SampleView<'a> {
+    /// The end of the interval (monotonic ns).
+    pub at: Nanos,
+    pub interval: Nanos,
+    /// Utilisation of each link over the interval (0 for pipes too: they are measured as well).
+    pub utilisation: &'a [f64],
+    /// Per flow (routing order): sequence bytes delivered so far, and over the interval.
+    pub delivered: &'a [(u64, u64)],
+    /// Per flow: its current path.
+    pub paths: &'a [u16],
+}
+
+/// A path controller run at every sample interval (the NOTED controller).
+pub trait PathControl {
+    /// Decide: flows to move now, and the rows to record.
+    fn on_sample(&mut self, view: &SampleView) -> (Vec<(u16, u16, u16)>, Vec<EventRow>);
+}
+
+/// The network the emulator carries packets over.
+pub struct Net {
+    pub links: Vec<Link<Frame>>,
+    /// Directed link names (the `queue` table's `link`).
+    pub names: Vec<String>,
+    pub routing: Routing,
+    /// Route events, sorted by time.
+    pub changes: Vec<RouteChange>,
+    pub controller: Option<Box<dyn PathControl>>,
+}
+
+impl Net {
+    /// A path's link names, for an event's detail.
+    pub fn path_text(&self, path: u16) -> String {
+        self.routing.paths[path as usize].iter().map(|&l| self.names[l as usize].as_str()).collect::<Vec<_>>().join(" ")
+    }
 }
 
 pub struct Emulator {
-    /// Bottleneck, reverse, access out per sender, access back per sender.
-    pub links: Vec<Link<Frame>>,
-    nsenders: usize,
+    pub net: Net,
     heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
     seq: u64,
     pool: Rc<Pool>,
-    addrs: Addresses,
     late_tolerance: Nanos,
     pub c: Counters,
-    /// Lateness of the packets leaving the forward (bottleneck) and reverse
-    /// paths: this interval and the whole run.
-    lat: [Hist; 2],
-    lat_total: [Hist; 2],
+    /// Links that queue (sampled), in link order.
+    sampled: Vec<usize>,
+    /// Per link: lateness of the packets that crossed it and were delivered
+    /// this interval / over the run (used for sampled links only).
+    lat: Vec<Hist>,
+    lat_total: Vec<Hist>,
+    /// All delivered packets, this interval / the run.
+    lat_all: Hist,
+    lat_all_total: Hist,
     late_interval: u64,
+    /// Next route change.
+    next_change: usize,
+    /// Event rows since the last stats line, and all of them.
+    events_new: Vec<EventRow>,
+    pub events: Vec<EventRow>,
+    /// Per link: tx_bytes at the last sample; per flow: delivered at the last sample.
+    last_tx: Vec<u64>,
+    last_delivered: Vec<u64>,
     // Sampling.
     t0: Nanos,
     interval: Nanos,
@@ -104,38 +171,36 @@ fn code(link: usize, arrive: bool) -> u32 {
 }
 
 impl Emulator {
-    /// `links` in the order bottleneck, reverse, access out (per sender),
-    /// access back (per sender).
-    pub fn new(
-        links: Vec<Link<Frame>>,
-        addrs: Addresses,
-        pool: Rc<Pool>,
-        t0: Nanos,
-        interval: Nanos,
-        late_tolerance: Nanos,
-        stats: Box<dyn Write>,
-    ) -> Emulator {
-        let nsenders = (links.len() - 2) / 2;
-        assert_eq!(links.len(), 2 + 2 * nsenders);
+    pub fn new(net: Net, pool: Rc<Pool>, t0: Nanos, interval: Nanos, late_tolerance: Nanos, stats: Box<dyn Write>) -> Emulator {
         assert!(interval > 0);
+        assert_eq!(net.links.len(), net.names.len());
+        let n = net.links.len();
+        let sampled = (0..n).filter(|&l| net.links[l].qdisc().is_some()).collect();
+        let nflows = net.routing.flows.len();
         Emulator {
-            links,
-            nsenders,
             heap: BinaryHeap::with_capacity(4096),
             seq: 0,
             pool,
-            addrs,
             late_tolerance,
             c: Counters::default(),
-            lat: [Hist::default(), Hist::default()],
-            lat_total: [Hist::default(), Hist::default()],
+            sampled,
+            lat: vec![Hist::default(); n],
+            lat_total: vec![Hist::default(); n],
+            lat_all: Hist::default(),
+            lat_all_total: Hist::default(),
             late_interval: 0,
+            next_change: 0,
+            events_new: Vec::new(),
+            events: Vec::new(),
+            last_tx: vec![0; n],
+            last_delivered: vec![0; nflows],
             t0,
             interval,
             next_sample: 0,
             last_sample: (0, 0, 0),
             started: (0, 0, 0),
             stats,
+            net,
         }
     }
 
@@ -145,18 +210,12 @@ impl Emulator {
     }
 
     fn link_of(&self, f: &Frame) -> usize {
-        let s = f.sender as usize;
-        match (f.dir, f.hop) {
-            (Dir::Forward, 0) => 2 + s,
-            (Dir::Forward, _) => BOTTLENECK,
-            (Dir::Reverse, 0) => REVERSE,
-            (Dir::Reverse, _) => 2 + self.nsenders + s,
-        }
+        self.net.routing.paths[f.route.path as usize][f.hop as usize] as usize
     }
 
     fn offer(&mut self, f: Frame, now: Nanos) {
         let l = self.link_of(&f);
-        match self.links[l].offer(f, now) {
+        match self.net.links[l].offer(f, now) {
             Offered::TxStarted(t) => self.schedule(t, code(l, false)),
             Offered::InLine(Some(t)) => self.schedule(t, code(l, true)),
             _ => {}
@@ -165,14 +224,22 @@ impl Emulator {
 
     /// Process every event due by `now`, each at its own due time.
     fn run_due<I: Io>(&mut self, io: &mut I, now: Nanos) {
-        while let Some(&Reverse((at, _, code))) = self.heap.peek() {
-            if at > now {
+        loop {
+            let next_link = self.heap.peek().map_or(Nanos::MAX, |Reverse(e)| e.0);
+            let next_change = self.net.changes.get(self.next_change).map_or(Nanos::MAX, |c| c.at);
+            if next_change <= now && next_change <= next_link {
+                let ch = self.net.changes[self.next_change].clone();
+                self.next_change += 1;
+                self.apply(ch.at, &ch.moves, "route", None);
+                continue;
+            }
+            if next_link > now {
                 break;
             }
-            self.heap.pop();
+            let Some(Reverse((at, _, code))) = self.heap.pop() else { break };
             let l = (code >> 1) as usize;
             if code & 1 == 0 {
-                let d = self.links[l].tx_done(at);
+                let d = self.net.links[l].tx_done(at);
                 if let Some(t) = d.arrival {
                     self.schedule(t, self::code(l, true));
                 }
@@ -180,12 +247,12 @@ impl Emulator {
                     self.schedule(t, self::code(l, false));
                 }
             } else {
-                let (mut f, next) = self.links[l].arrive();
+                let (mut f, next) = self.net.links[l].arrive();
                 if let Some(t) = next {
                     self.schedule(t, self::code(l, true));
                 }
                 f.hop += 1;
-                if f.hop < 2 {
+                if (f.hop as usize) < self.net.routing.paths[f.route.path as usize].len() {
                     self.offer(f, at);
                 } else {
                     self.deliver(io, f, at);
@@ -194,7 +261,33 @@ impl Emulator {
         }
     }
 
-    /// Write a packet that has crossed both its links.
+    /// Move flows to new paths at `at` and record it (kind "route", or the
+    /// controller's action on `link`).
+    fn apply(&mut self, at: Nanos, moves: &[(u16, u16, u16)], kind: &'static str, link: Option<&str>) {
+        for &(fi, path, ret) in moves {
+            let f = &mut self.net.routing.flows[fi as usize];
+            f.path = path;
+            f.ret = ret;
+            let id = f.id;
+            let detail = self.net.path_text(path);
+            let row = EventRow {
+                time_us: self.time_us(at),
+                kind,
+                flow_id: Some(id),
+                state: (kind == "controller").then(|| "action".to_string()),
+                link: link.map(str::to_string),
+                detail,
+            };
+            self.record(row);
+        }
+    }
+
+    fn record(&mut self, row: EventRow) {
+        self.events_new.push(row.clone());
+        self.events.push(row);
+    }
+
+    /// Write a packet that has crossed every link of its path.
     fn deliver<I: Io>(&mut self, io: &mut I, mut f: Frame, due: Nanos) {
         let t = io.now();
         match io.send(f.bytes_for_write()) {
@@ -202,34 +295,32 @@ impl Emulator {
             Err(_) => self.c.tun_write_errors += 1,
         }
         let late = t.saturating_sub(due);
-        let i = (f.dir == Dir::Reverse) as usize;
-        self.lat[i].add(late);
+        for &l in &self.net.routing.paths[f.route.path as usize] {
+            self.lat[l as usize].add(late);
+        }
+        self.lat_all.add(late);
         if late > self.late_tolerance {
             self.late_interval += 1;
             self.c.late_pkts += 1;
+        }
+        if f.route.flow != NO_FLOW && f.route.data {
+            self.net.routing.flows[f.route.flow as usize].on_delivered(f.seq, f.seq_len, f.syn);
         }
     }
 
     /// A packet just read, at time `t`.
     fn on_packet<I: Io>(&mut self, io: &mut I, buf: Box<[u8]>, len: usize, t: Nanos) {
         self.c.pkts_read += 1;
-        let h = ipv4::parse(&buf[..len]);
-        let class = h.and_then(|h| {
-            if h.dst == self.addrs.receiver {
-                self.addrs.senders.get(&h.src).map(|&s| (h, Dir::Forward, s))
-            } else if h.src == self.addrs.receiver {
-                self.addrs.senders.get(&h.dst).map(|&s| (h, Dir::Reverse, s))
-            } else {
-                None
-            }
-        });
+        let class: Option<(ipv4::Header, Route)> =
+            ipv4::parse(&buf[..len]).and_then(|h| self.net.routing.classify(&h).map(|r| (h, r)));
         match class {
-            Some((h, dir, s)) => {
-                match dir {
-                    Dir::Forward => self.c.forward_pkts += 1,
-                    Dir::Reverse => self.c.reverse_pkts += 1,
+            Some((h, route)) => {
+                if self.net.routing.forward[route.path as usize] {
+                    self.c.forward_pkts += 1;
+                } else {
+                    self.c.reverse_pkts += 1;
                 }
-                let f = Frame::new(buf, self.pool.clone(), len, &h, dir, s);
+                let f = Frame::new(buf, self.pool.clone(), len, &h, route);
                 self.offer(f, t);
             }
             None => {
@@ -293,17 +384,18 @@ impl Emulator {
             }
             if got == 0 {
                 let due = self.heap.peek().map_or(Nanos::MAX, |Reverse(e)| e.0);
-                let deadline = due.min(self.next_sample).min(stop_at).min(now + MAX_WAIT);
+                let change = self.net.changes.get(self.next_change).map_or(Nanos::MAX, |c| c.at);
+                let deadline = due.min(change).min(self.next_sample).min(stop_at).min(now + MAX_WAIT);
                 io.wait(deadline);
             }
         }
     }
 
-    fn link_json(&self, l: usize) -> Value {
-        let link = &self.links[l];
-        let q = link.qdisc().expect("bottleneck and reverse links have a queue");
+    fn link_json(&self, l: usize, utilisation: Option<f64>, lat: &Hist) -> Value {
+        let link = &self.net.links[l];
+        let q = link.qdisc().expect("sampled links have a queue");
         let st = q.stats();
-        json!({
+        let mut v = json!({
             "backlog_bytes": q.backlog_bytes(),
             "backlog_pkts": q.backlog_pkts(),
             "drops": st.dropped,
@@ -311,7 +403,12 @@ impl Emulator {
             "ecn_marks": st.ecn_marked,
             "tx_pkts": link.tx_pkts,
             "tx_bytes": link.tx_bytes,
-        })
+            "lateness_us": lateness_json(lat),
+        });
+        if let Some(u) = utilisation {
+            v["utilisation"] = json!(u);
+        }
+        v
     }
 
     fn time_us(&self, t: Nanos) -> i64 {
@@ -327,23 +424,61 @@ impl Emulator {
         (now.1.saturating_sub(then.1) as f64 / wall, now.2.saturating_sub(then.2) as f64 / wall)
     }
 
+    /// Per flow (id, delivered bytes so far) for the stats line.
+    fn flows_json(&self) -> Value {
+        let r = &self.net.routing;
+        Value::Object(
+            r.flows
+                .iter()
+                .map(|f| (f.id.to_string(), json!({"delivered_bytes": f.delivered, "path": f.path, "return_path": f.ret})))
+                .collect(),
+        )
+    }
+
     /// One line of the stats file, for the interval ending at `at`.
     fn sample<I: Io>(&mut self, io: &mut I, at: Nanos) {
         let reading = (io.now(), io.cpu_ns(), io.spin_ns());
         let (cpu, spin) = Self::fractions(reading, self.last_sample);
-        let mut all = self.lat[0].clone();
-        all.merge(&self.lat[1]);
-        let mut links = serde_json::Map::new();
-        for (i, name) in ["bottleneck", "reverse"].into_iter().enumerate() {
-            let mut v = self.link_json(i);
-            v["lateness_us"] = lateness_json(&self.lat[i]);
-            links.insert(name.into(), v);
+        // Utilisation of every link over the interval: the controller's input.
+        let bits = self.interval as f64 / 1e9;
+        let util: Vec<f64> = self
+            .net
+            .links
+            .iter()
+            .zip(&self.last_tx)
+            .map(|(l, &last)| (l.tx_bytes - last) as f64 * 8.0 / (l.rate_bps as f64 * bits))
+            .collect();
+        for (l, last) in self.net.links.iter().zip(self.last_tx.iter_mut()) {
+            *last = l.tx_bytes;
         }
-        let line = json!({
+        if let Some(mut ctl) = self.net.controller.take() {
+            let delivered: Vec<(u64, u64)> =
+                self.net.routing.flows.iter().zip(&self.last_delivered).map(|(f, &d)| (f.delivered, f.delivered - d)).collect();
+            let paths: Vec<u16> = self.net.routing.flows.iter().map(|f| f.path).collect();
+            let view = SampleView { at, interval: self.interval, utilisation: &util, delivered: &delivered, paths: &paths };
+            let (moves, rows) = ctl.on_sample(&view);
+            for row in rows {
+                self.record(row);
+            }
+            for (fi, path, ret) in moves {
+                let f = &mut self.net.routing.flows[fi as usize];
+                f.path = path;
+                f.ret = ret;
+            }
+            self.net.controller = Some(ctl);
+        }
+        for (f, d) in self.net.routing.flows.iter().zip(self.last_delivered.iter_mut()) {
+            *d = f.delivered;
+        }
+        let mut links = serde_json::Map::new();
+        for &l in &self.sampled {
+            links.insert(self.net.names[l].clone(), self.link_json(l, Some(util[l]), &self.lat[l]));
+        }
+        let mut line = json!({
             "time_us": self.time_us(at),
             "links": links,
-            "lateness_us": lateness_json(&all),
-            "pkts": all.count,
+            "lateness_us": lateness_json(&self.lat_all),
+            "pkts": self.lat_all.count,
             "late_pkts": self.late_interval,
             "tun_read_errors": self.c.tun_read_errors,
             "tun_write_errors": self.c.tun_write_errors,
@@ -351,11 +486,19 @@ impl Emulator {
             "cpu_busy_fraction": cpu,
             "spin_fraction": spin,
         });
-        self.write_line(&line);
-        for i in 0..2 {
-            self.lat_total[i].merge(&self.lat[i]);
-            self.lat[i].clear();
+        if !self.net.routing.flows.is_empty() {
+            line["flows"] = self.flows_json();
         }
+        if !self.events_new.is_empty() {
+            line["events"] = Value::Array(self.events_new.drain(..).map(|e| e.json()).collect());
+        }
+        self.write_line(&line);
+        for l in 0..self.lat.len() {
+            let h = std::mem::take(&mut self.lat[l]);
+            self.lat_total[l].merge(&h);
+        }
+        let h = std::mem::take(&mut self.lat_all);
+        self.lat_all_total.merge(&h);
         self.late_interval = 0;
         self.last_sample = reading;
     }
@@ -374,17 +517,15 @@ impl Emulator {
         let reading = (io.now(), io.cpu_ns(), io.spin_ns());
         let now = reading.0;
         let (cpu, spin) = Self::fractions(reading, self.started);
-        for i in 0..2 {
-            let h = std::mem::take(&mut self.lat[i]);
-            self.lat_total[i].merge(&h);
+        for l in 0..self.lat.len() {
+            let h = std::mem::take(&mut self.lat[l]);
+            self.lat_total[l].merge(&h);
         }
-        let mut all = self.lat_total[0].clone();
-        all.merge(&self.lat_total[1]);
+        let h = std::mem::take(&mut self.lat_all);
+        self.lat_all_total.merge(&h);
         let mut links = serde_json::Map::new();
-        for (i, name) in ["bottleneck", "reverse"].into_iter().enumerate() {
-            let mut v = self.link_json(i);
-            v["lateness_us"] = lateness_json(&self.lat_total[i]);
-            links.insert(name.into(), v);
+        for &l in &self.sampled {
+            links.insert(self.net.names[l].clone(), self.link_json(l, None, &self.lat_total[l]));
         }
         let c = &self.c;
         let mut v = json!({
@@ -393,8 +534,8 @@ impl Emulator {
             "time_us": self.time_us(now),
             "wall_us": now.saturating_sub(self.started.0) / NS_PER_US,
             "links": links,
-            "lateness_us": lateness_json(&all),
-            "pkts": all.count,
+            "lateness_us": lateness_json(&self.lat_all_total),
+            "pkts": self.lat_all_total.count,
             "late_pkts": c.late_pkts,
             "pkts_read": c.pkts_read,
             "pkts_written": c.pkts_written,
@@ -407,6 +548,12 @@ impl Emulator {
             "spin_fraction": spin,
             "pool_buffers": self.pool.allocated(),
         });
+        if !self.net.routing.flows.is_empty() {
+            v["flows"] = self.flows_json();
+        }
+        if !self.events.is_empty() || self.net.controller.is_some() || !self.net.changes.is_empty() {
+            v["events"] = Value::Array(self.events.iter().map(|e| e.json()).collect());
+        }
         if let (Value::Object(m), Value::Object(e)) = (&mut v, extra) {
             m.extend(e);
         }
@@ -428,7 +575,7 @@ fn lateness_json(h: &Hist) -> Value {
 mod tests {
     use super::*;
     use crate::ipv4::tests::packet;
-    use crate::{addresses, build_links, EmuConfig};
+    use crate::EmuConfig;
     use std::cell::RefCell;
     use std::collections::VecDeque;
 
@@ -483,6 +630,9 @@ mod tests {
         }
     }
 
+    const BOTTLENECK: usize = 0;
+    const REVERSE: usize = 1;
+
     const S0: [u8; 4] = [10, 1, 0, 2];
     const S1: [u8; 4] = [10, 1, 1, 2];
     const RX: [u8; 4] = [10, 2, 0, 2];
@@ -504,8 +654,7 @@ mod tests {
         cfg.check().unwrap();
         let sink = Sink::default();
         let mut emu = Emulator::new(
-            build_links(cfg),
-            addresses(cfg),
+            cfg.build_net().unwrap(),
             Pool::new(2048, 16),
             cfg.t0_monotonic_ns,
             cfg.sample_interval_ns,
@@ -532,8 +681,8 @@ mod tests {
         // then sender 1's access link back (52 B at 1 Gbit/s: 416 ns) + 3 ms.
         assert_eq!(io.outputs[1], (500_000 + 4_160 + 9_000_000 + 416 + 3_000_000, ack));
         assert_eq!((emu.c.forward_pkts, emu.c.reverse_pkts, emu.c.pkts_written), (1, 1, 2));
-        assert_eq!(emu.links[BOTTLENECK].tx_pkts, 1);
-        assert_eq!(emu.links[REVERSE].tx_pkts, 1);
+        assert_eq!(emu.net.links[BOTTLENECK].tx_pkts, 1);
+        assert_eq!(emu.net.links[REVERSE].tx_pkts, 1);
     }
 
     #[test]
@@ -545,7 +694,7 @@ mod tests {
         let (io, emu, _, summary) = run(&cfg, inputs, 0, 1_000_000_000);
         // One on the wire and ten queued; the rest dropped at the tail.
         assert_eq!(io.outputs.len(), 11);
-        assert_eq!(emu.links[BOTTLENECK].qdisc().unwrap().stats().dropped, 39);
+        assert_eq!(emu.net.links[BOTTLENECK].qdisc().unwrap().stats().dropped, 39);
         assert_eq!(summary["links"]["bottleneck"]["drops"], 39);
         for (i, (t, p)) in io.outputs.iter().enumerate() {
             assert_eq!(*t, 1_200 + 1_000_000 + (i as u64 + 1) * 120_000 + 9_000_000, "packet {i}");
@@ -618,11 +767,11 @@ mod tests {
     #[test]
     fn ecn_marks_reach_the_wire_with_valid_checksums() {
         let mut cfg = config(100);
-        cfg.bottleneck = serde_json::from_value(json!({
+        cfg.bottleneck = Some(serde_json::from_value(json!({
             "rate_bps": 100_000_000, "delay_ns": 9_000_000, "loss": 0.0, "buffer_bytes": null,
             "buffer_pkts": 100, "qdisc": {"kind": "step_ecn", "threshold_bytes": 3000}
         }))
-        .unwrap();
+        .unwrap());
         // Ten ECT(0) packets at once: those arriving to a backlog of at
         // least 3000 B (two queued packets) are marked CE.
         let inputs = (0..10).map(|i| (0, packet(S0, RX, 1000 + i, 5201, 1500, 2))).collect();
@@ -639,7 +788,7 @@ mod tests {
     #[test]
     fn a_stop_request_ends_the_loop() {
         let cfg = config(100);
-        let mut emu = Emulator::new(build_links(&cfg), addresses(&cfg), Pool::new(2048, 4), 0, 100_000_000, 1, Box::new(io::sink()));
+        let mut emu = Emulator::new(cfg.build_net().unwrap(), Pool::new(2048, 4), 0, 100_000_000, 1, Box::new(io::sink()));
         let mut io = FakeIo { t: 0, inputs: VecDeque::new(), outputs: vec![], wake_late: 0 };
         let calls = std::cell::Cell::new(0);
         let stop = || {
@@ -654,7 +803,7 @@ mod tests {
     #[test]
     fn random_loss_is_seeded() {
         let mut cfg = config(100_000);
-        cfg.bottleneck.loss = 0.1;
+        cfg.bottleneck.as_mut().unwrap().loss = 0.1;
         let inputs: Vec<_> = (0..2000u64).map(|i| (i * 200_000, packet(S0, RX, 1, 2, 100, 0))).collect();
         let (a, _, _, sa) = run(&cfg, inputs.clone(), 0, 1_000_000_000);
         let (b, _, _, _) = run(&cfg, inputs, 0, 1_000_000_000);
@@ -662,5 +811,104 @@ mod tests {
         assert!((150..250).contains(&lost), "{lost}");
         assert_eq!(a.outputs.len() as u64, 2000 - lost);
         assert_eq!(a.outputs, b.outputs);
+    }
+
+    /// Two hosts, two routers; a direct link and a two-link detour.
+    fn graph_config(events: Value) -> EmuConfig {
+        let link = |name: &str, from: &str, to: &str, rate: u64, delay: u64, pkts: Option<u64>| {
+            json!({"name": name, "from": from, "to": to, "rate_bps": rate, "delay_ns": delay, "loss": 0.0,
+                   "buffer_bytes": null, "buffer_pkts": pkts, "qdisc": {"kind": "fifo"}})
+        };
+        serde_json::from_value(json!({
+            "tun": "fake", "seed": 1, "stop_at_monotonic_ns": 0, "sample_interval_ns": 100_000_000,
+            "t0_monotonic_ns": 0, "stats_path": "/dev/null", "late_tolerance_ns": 20_000,
+            "network": {"nodes": [{"name": "a", "kind": "host"}, {"name": "b", "kind": "host"},
+                                  {"name": "r1", "kind": "router"}, {"name": "r2", "kind": "router"},
+                                  {"name": "r3", "kind": "router"}],
+                        "links": [link("primary", "r1", "r2", 100_000_000, 10_000_000, Some(100)),
+                                  link("primary/back", "r2", "r1", 100_000_000, 10_000_000, Some(100)),
+                                  link("alt1", "r1", "r3", 50_000_000, 1_000_000, Some(100)),
+                                  link("alt2", "r3", "r2", 50_000_000, 1_000_000, Some(100)),
+                                  link("alt2/back", "r2", "r3", 50_000_000, 1_000_000, Some(100)),
+                                  link("alt1/back", "r3", "r1", 50_000_000, 1_000_000, Some(100)),
+                                  link("a-r1", "a", "r1", 10_000_000_000, 0, None),
+                                  link("r1-a", "r1", "a", 10_000_000_000, 0, None),
+                                  link("b-r2", "b", "r2", 10_000_000_000, 0, None),
+                                  link("r2-b", "r2", "b", 10_000_000_000, 0, None)]},
+            "hosts": [{"name": "a", "ip": "10.1.0.2"}, {"name": "b", "ip": "10.2.0.2"}],
+            "flows": [{"id": 3, "src": "a", "dst": "b", "client_port": 10003, "server_port": 5201,
+                       "path": ["a-r1", "primary", "r2-b"], "return_path": ["b-r2", "primary/back", "r1-a"]}],
+            "events": events,
+        }))
+        .unwrap()
+    }
+
+    fn with_seq(mut p: Vec<u8>, seq: u32, syn: bool) -> Vec<u8> {
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        if syn {
+            p[33] = 0x02;
+        }
+        p
+    }
+
+    #[test]
+    fn graph_paths_by_flow_ports_and_a_route_change() {
+        let (a, b) = ([10, 1, 0, 2], [10, 2, 0, 2]);
+        let cfg = graph_config(json!([{"at_ns": 50_000_000, "flows": [3],
+            "path": ["a-r1", "alt1", "alt2", "r2-b"], "return_path": ["b-r2", "alt2/back", "alt1/back", "r1-a"]}]));
+        let inputs = vec![
+            (0, with_seq(packet(a, b, 10003, 5201, 40, 0), 999, true)),
+            (1_000_000, with_seq(packet(a, b, 10003, 5201, 1040, 0), 1000, false)),
+            (2_000_000, packet(b, a, 5201, 10003, 40, 0)),
+            // Another connection between the same hosts: the shortest path by delay (the detour, 2 ms).
+            (3_000_000, packet(a, b, 10009, 5201, 1000, 0)),
+            // After the route change at 50 ms: the detour.
+            (60_000_000, with_seq(packet(a, b, 10003, 5201, 1040, 0), 2000, false)),
+            (61_000_000, packet(b, a, 5201, 10003, 40, 0)),
+        ];
+        let (io, emu, sink, summary) = run(&cfg, inputs, 0, 300_000_000);
+        let tx = |bytes: u64, rate: u64| (bytes * 8 * 1_000_000_000).div_ceil(rate);
+        let times: Vec<Nanos> = io.outputs.iter().map(|o| o.0).collect();
+        let mut want = vec![
+            tx(40, 10_000_000_000) + tx(40, 100_000_000) + 10_000_000 + tx(40, 10_000_000_000),
+            1_000_000 + tx(1040, 10_000_000_000) + tx(1040, 100_000_000) + 10_000_000 + tx(1040, 10_000_000_000),
+            3_000_000 + tx(1000, 10_000_000_000) + 2 * (tx(1000, 50_000_000) + 1_000_000) + tx(1000, 10_000_000_000),
+            2_000_000 + tx(40, 10_000_000_000) + tx(40, 100_000_000) + 10_000_000 + tx(40, 10_000_000_000),
+            60_000_000 + tx(1040, 10_000_000_000) + 2 * (tx(1040, 50_000_000) + 1_000_000) + tx(1040, 10_000_000_000),
+            61_000_000 + tx(40, 10_000_000_000) + 2 * (tx(40, 50_000_000) + 1_000_000) + tx(40, 10_000_000_000),
+        ];
+        want.sort();
+        assert_eq!(times, want);
+        // Two data segments of 1000 payload bytes (20 + 20 bytes of headers) past the SYN.
+        assert_eq!(emu.net.routing.flows[0].delivered, 2000);
+        assert_eq!(summary["flows"]["3"]["delivered_bytes"], 2000);
+        let ev = &summary["events"][0];
+        assert_eq!((ev["time_us"].as_i64(), ev["kind"].as_str(), ev["flow_id"].as_u64()), (Some(50_000), Some("route"), Some(3)));
+        assert_eq!(ev["detail"], "a-r1 alt1 alt2 r2-b");
+        // Every queueing link is in the stats, by name, with tx_bytes and utilisation; pipes are not.
+        let text = String::from_utf8(sink.0.borrow().clone()).unwrap();
+        let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        let links = first["links"].as_object().unwrap();
+        let mut names: Vec<&str> = links.keys().map(|k| k.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["alt1", "alt1/back", "alt2", "alt2/back", "primary", "primary/back"]);
+        assert_eq!(links["primary"]["tx_bytes"], 1080);
+        let u = links["primary"]["utilisation"].as_f64().unwrap();
+        assert!((u - 1080.0 * 8.0 / 1e7).abs() < 1e-12, "{u}");
+        assert_eq!(first["events"][0]["kind"], "route");
+        assert_eq!(summary["forwarded_unclassified"], 0);
+    }
+
+    #[test]
+    fn bad_graphs_are_errors_naming_the_field() {
+        let mut cfg = graph_config(json!([]));
+        cfg.flows[0].path = vec!["a-r1".into(), "alt2".into(), "r2-b".into()];
+        let e = cfg.build_net().err().unwrap();
+        assert!(e.contains("flow 3: path") && e.contains("alt2"), "{e}");
+        let mut cfg = graph_config(json!([]));
+        cfg.flows[0].path = vec!["a-r1".into(), "nosuch".into()];
+        assert!(cfg.build_net().err().unwrap().contains("no link named \"nosuch\""));
+        let cfg = graph_config(json!([{"at_ns": 1, "flows": [4], "path": [], "return_path": []}]));
+        assert!(cfg.build_net().err().unwrap().contains("events[0]: no flow 4"));
     }
 }

@@ -51,14 +51,18 @@ impl Pool {
     }
 }
 
-/// Which way a frame crosses the dumbbell.
+/// Where a frame goes (set by the router when it is read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dir {
-    /// Sender host → receiver: access link, then the bottleneck.
-    Forward,
-    /// Receiver → sender host: the return link, then the access link back.
-    Reverse,
+pub struct Route {
+    /// Index into the emulator's path table: the links it crosses, in order.
+    pub path: u16,
+    /// The flow it belongs to (index into the routing's flows), or [`NO_FLOW`].
+    pub flow: u16,
+    /// Data direction of that flow (client → server), else its return path.
+    pub data: bool,
 }
+
+pub const NO_FLOW: u16 = u16::MAX;
 
 pub struct Frame {
     buf: Option<Box<[u8]>>,
@@ -70,15 +74,32 @@ pub struct Frame {
     class: u8,
     /// A queue asked for CE; applied to the bytes when the frame is written.
     pub ce: bool,
-    pub dir: Dir,
-    pub sender: u16,
-    /// Links crossed so far (0 or 1).
+    pub route: Route,
+    /// Links of its path crossed so far.
     pub hop: u8,
+    /// TCP sequence number, its length in sequence space and SYN (for the
+    /// flow's delivered bytes).
+    pub seq: u32,
+    pub seq_len: u32,
+    pub syn: bool,
 }
 
 impl Frame {
-    pub fn new(buf: Box<[u8]>, pool: Rc<Pool>, len: usize, h: &Header, dir: Dir, sender: u16) -> Frame {
-        Frame { buf: Some(buf), pool, len: len as u32, key: h.flow_key(), ect: h.ect(), class: h.dscp, ce: false, dir, sender, hop: 0 }
+    pub fn new(buf: Box<[u8]>, pool: Rc<Pool>, len: usize, h: &Header, route: Route) -> Frame {
+        Frame {
+            buf: Some(buf),
+            pool,
+            len: len as u32,
+            key: h.flow_key(),
+            ect: h.ect(),
+            class: h.dscp,
+            ce: false,
+            route,
+            hop: 0,
+            seq: h.seq,
+            seq_len: h.seq_len,
+            syn: h.syn,
+        }
     }
 
     /// The packet's bytes, with the CE mark applied if a queue set it.
@@ -135,7 +156,7 @@ mod tests {
         for _ in 0..3 {
             let mut b = pool.take();
             b[..100].copy_from_slice(&pkt);
-            frames.push(Frame::new(b, pool.clone(), 100, &h, Dir::Forward, 0));
+            frames.push(Frame::new(b, pool.clone(), 100, &h, Route { path: 0, flow: NO_FLOW, data: true }));
         }
         assert_eq!(pool.allocated(), 3);
         assert_eq!(pool.free_count(), 0);

@@ -24,6 +24,12 @@ pub struct Header {
     /// Source and destination port for TCP/UDP (first fragment only), else 0.
     pub sport: u16,
     pub dport: u16,
+    /// TCP (first fragment with a whole TCP header): the sequence number,
+    /// the payload length (the SYN and FIN flags count one each, as in the
+    /// sequence space) and whether SYN is set; else 0, 0, false.
+    pub seq: u32,
+    pub seq_len: u32,
+    pub syn: bool,
 }
 
 impl Header {
@@ -64,6 +70,17 @@ pub fn parse(b: &[u8]) -> Option<Header> {
         sport = u16::from_be_bytes([b[ihl], b[ihl + 1]]);
         dport = u16::from_be_bytes([b[ihl + 2], b[ihl + 3]]);
     }
+    let (mut seq, mut seq_len, mut syn) = (0, 0, false);
+    if proto == TCP && frag_offset == 0 && total_len as usize >= ihl + 20 {
+        let t = &b[ihl..];
+        let doff = (t[12] >> 4) as usize * 4;
+        if doff >= 20 && total_len as usize >= ihl + doff {
+            seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+            syn = t[13] & 0x02 != 0;
+            let fin = t[13] & 0x01 != 0;
+            seq_len = (total_len as usize - ihl - doff) as u32 + syn as u32 + fin as u32;
+        }
+    }
     Some(Header {
         src: u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
         dst: u32::from_be_bytes([b[16], b[17], b[18], b[19]]),
@@ -73,6 +90,9 @@ pub fn parse(b: &[u8]) -> Option<Header> {
         dscp: b[1] >> 2,
         sport,
         dport,
+        seq,
+        seq_len,
+        syn,
     })
 }
 
@@ -131,6 +151,9 @@ pub(crate) mod tests {
         b[16..20].copy_from_slice(&dst);
         b[20..22].copy_from_slice(&sport.to_be_bytes());
         b[22..24].copy_from_slice(&dport.to_be_bytes());
+        if len >= 40 {
+            b[32] = 5 << 4; // TCP data offset: a bare 20-byte header
+        }
         let c = header_checksum(&b);
         b[10..12].copy_from_slice(&c.to_be_bytes());
         b
@@ -163,6 +186,18 @@ pub(crate) mod tests {
         let mut b = packet([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 100, 0);
         b[0] = 0x44;
         assert_eq!(parse(&b), None);
+    }
+
+    #[test]
+    fn tcp_sequence_numbers_and_payload() {
+        let mut b = packet([10, 0, 0, 1], [10, 0, 1, 2], 40000, 5201, 1500, 0);
+        b[24..28].copy_from_slice(&0xfffffff0u32.to_be_bytes());
+        let h = parse(&b).unwrap();
+        assert_eq!((h.seq, h.seq_len, h.syn), (0xfffffff0, 1460, false));
+        let mut syn = packet([10, 0, 0, 1], [10, 0, 1, 2], 40000, 5201, 40, 0);
+        syn[33] = 0x02;
+        let h = parse(&syn).unwrap();
+        assert_eq!((h.seq_len, h.syn), (1, true));
     }
 
     #[test]

@@ -1,36 +1,56 @@
 //! ccbench's real-time link emulator for the linux backend
 //! (docs/interfaces.md §4). It runs in the router namespace, reads every
-//! packet between the sender hosts and the receiver from one TUN device,
-//! carries it over the simulator's dumbbell of `netcore` links (access link,
-//! bottleneck; return link, access link back) on CLOCK_MONOTONIC, and writes
-//! it back to the same device when it reaches the far end.
+//! packet between the hosts from one TUN device, carries it over the links
+//! of its path (`netcore` links: the simulator's queues, serialisation and
+//! delays) on CLOCK_MONOTONIC, and writes it back to the same device when it
+//! leaves the last one. The network is the dumbbell (sender access links,
+//! bottleneck, return link) or a general graph (`network`, per-flow paths,
+//! route changes and the NOTED controller): see [`net`] and [`route`].
 
 pub mod cpu;
 pub mod engine;
 pub mod frame;
 pub mod hist;
 pub mod ipv4;
+pub mod net;
+pub mod route;
 pub mod tun;
 
-use engine::{Addresses, Emulator};
-use frame::{Frame, Pool};
-use netcore::link::Link;
+use engine::Emulator;
+use frame::Pool;
 use serde::Deserialize;
 use serde_json::json;
-use sim::config::{bottleneck_links, LinkConfig};
-use std::collections::HashMap;
+use sim::config::LinkConfig;
 use std::net::Ipv4Addr;
 
-/// The emulator's config (docs/interfaces.md §4).
+/// The emulator's config (docs/interfaces.md §4): the dumbbell form
+/// (`receiver_ip`, `senders`, `bottleneck`, `reverse`) or the network form
+/// (`network`, `hosts`, `flows`, `events`, `controller`).
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct EmuConfig {
     pub tun: String,
-    pub receiver_ip: Ipv4Addr,
+    #[serde(default)]
+    pub receiver_ip: Option<Ipv4Addr>,
+    #[serde(default)]
     pub senders: Vec<SenderLink>,
-    pub bottleneck: LinkConfig,
+    #[serde(default)]
+    pub bottleneck: Option<LinkConfig>,
     #[serde(default)]
     pub reverse: Option<LinkConfig>,
+    /// The general form: the §1 `network` object, the address of every host
+    /// node, the flows (with the ports that identify them), route events and
+    /// the controller.
+    #[serde(default)]
+    pub network: Option<serde_json::Value>,
+    #[serde(default)]
+    pub hosts: Vec<net::HostAddr>,
+    #[serde(default)]
+    pub flows: Vec<net::EmuFlow>,
+    #[serde(default)]
+    pub events: Vec<net::EmuEvent>,
+    #[serde(default)]
+    pub controller: Option<serde_json::Value>,
     pub seed: u64,
     pub stop_at_monotonic_ns: u64,
     pub sample_interval_ns: u64,
@@ -73,13 +93,25 @@ pub struct SenderLink {
 
 impl EmuConfig {
     pub fn check(&self) -> Result<(), String> {
-        if self.senders.is_empty() {
-            return Err("at least one sender is needed".into());
-        }
         if self.sample_interval_ns == 0 {
             return Err("sample_interval_ns must be positive".into());
         }
-        self.bottleneck.check("bottleneck")?;
+        if self.network.is_some() {
+            if self.receiver_ip.is_some() || !self.senders.is_empty() || self.bottleneck.is_some() || self.reverse.is_some() {
+                return Err("give either network (with hosts, flows) or receiver_ip/senders/bottleneck/reverse, not both".into());
+            }
+            return Ok(()); // checked while building it (net::build_graph)
+        }
+        if !self.flows.is_empty() || !self.events.is_empty() || self.controller.is_some() || !self.hosts.is_empty() {
+            return Err("flows, hosts, events and controller need a network".into());
+        }
+        let (Some(receiver), Some(bottleneck)) = (self.receiver_ip, &self.bottleneck) else {
+            return Err("receiver_ip and bottleneck are needed (or a network)".into());
+        };
+        if self.senders.is_empty() {
+            return Err("at least one sender is needed".into());
+        }
+        bottleneck.check("bottleneck")?;
         if let Some(r) = &self.reverse {
             r.check("reverse")?;
         }
@@ -87,31 +119,20 @@ impl EmuConfig {
             if s.rate_bps == 0 {
                 return Err(format!("senders[{i}].rate_bps must be positive"));
             }
-            if s.ip == self.receiver_ip || self.senders[..i].iter().any(|o| o.ip == s.ip) {
+            if s.ip == receiver || self.senders[..i].iter().any(|o| o.ip == s.ip) {
                 return Err(format!("senders[{i}].ip {} is not unique", s.ip));
             }
         }
         Ok(())
     }
-}
 
-/// The links in the simulator's order and with its seeds: bottleneck,
-/// reverse, access out per sender, access back per sender.
-pub fn build_links(cfg: &EmuConfig) -> Vec<Link<Frame>> {
-    let mut links = Vec::with_capacity(2 + 2 * cfg.senders.len());
-    links.extend(bottleneck_links(&cfg.bottleneck, cfg.reverse.as_ref(), cfg.seed));
-    for _direction in 0..2 {
-        for s in &cfg.senders {
-            links.push(Link::pipe(s.rate_bps, s.delay_ns));
+    /// The network to emulate: the graph, or the dumbbell expanded into one.
+    pub fn build_net(&self) -> Result<engine::Net, String> {
+        self.check()?;
+        match &self.network {
+            Some(_) => net::build_graph(self),
+            None => Ok(net::build_dumbbell(self)),
         }
-    }
-    links
-}
-
-pub fn addresses(cfg: &EmuConfig) -> Addresses {
-    Addresses {
-        receiver: u32::from(cfg.receiver_ip),
-        senders: cfg.senders.iter().enumerate().map(|(i, s)| (u32::from(s.ip), i as u16)).collect::<HashMap<_, _>>(),
     }
 }
 
@@ -119,7 +140,8 @@ pub fn addresses(cfg: &EmuConfig) -> Addresses {
 /// SIGINT or SIGTERM; the summary as JSON (also the stats file's last line).
 pub fn run_json(input: &str) -> Result<String, String> {
     let cfg: EmuConfig = serde_json::from_str(input).map_err(|e| format!("invalid emulator config: {e}"))?;
-    cfg.check()?;
+    // Build (and so check) the network before touching the device.
+    let net = cfg.build_net()?;
     let mtu = tun::dev_mtu(&cfg.tun).unwrap_or(1500);
     let mut io = tun::TunIo::open(&cfg.tun, cfg.spin_ns.unwrap_or(DEFAULT_SPIN_NS))
         .map_err(|e| format!("cannot attach to TUN device {}: {e}", cfg.tun))?;
@@ -132,8 +154,7 @@ pub fn run_json(input: &str) -> Result<String, String> {
     // Enough buffers for a few thousand packets in flight before any growth.
     let pool = Pool::new((mtu + 64).max(2048), 4096);
     let mut emu = Emulator::new(
-        build_links(&cfg),
-        addresses(&cfg),
+        net,
         pool,
         cfg.t0_monotonic_ns,
         cfg.sample_interval_ns,
