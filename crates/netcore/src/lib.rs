@@ -2,6 +2,8 @@
 //! reads a clock: every time is an argument, in nanoseconds.
 
 pub mod link;
+pub mod net;
+pub mod noted;
 pub mod qdisc;
 pub mod rng;
 

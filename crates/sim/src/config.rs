@@ -1,10 +1,7 @@
 //! The resolved run config (docs/interfaces.md §1): every unit already
 //! converted to integers in bits/s, nanoseconds and bytes.
 
-use netcore::link::Link;
-use netcore::qdisc::{self, Limit, Port, QdiscConfig};
-use netcore::rng::Rng;
-use netcore::Pkt;
+pub use netcore::net::{bottleneck_links, Access, LinkConfig};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, Clone)]
@@ -62,92 +59,6 @@ pub enum Pacing {
     Auto,
     On,
     Off,
-}
-
-#[derive(Deserialize, Debug, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct Access {
-    pub rate_bps: u64,
-    pub delay_ns: u64,
-}
-
-#[derive(Deserialize, Debug, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct LinkConfig {
-    pub rate_bps: u64,
-    pub delay_ns: u64,
-    #[serde(default)]
-    pub loss: f64,
-    #[serde(default)]
-    pub buffer_bytes: Option<u64>,
-    #[serde(default)]
-    pub buffer_pkts: Option<u64>,
-    /// The queue discipline and its parameters (docs/interfaces.md §1):
-    /// `{"kind": "fq_codel", "target_ns": ...}`, or just its name.
-    #[serde(default, deserialize_with = "qdisc_or_name")]
-    pub qdisc: QdiscConfig,
-}
-
-/// A discipline as a table with `kind`, or a bare name meaning its defaults.
-fn qdisc_or_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<QdiscConfig, D::Error> {
-    use serde::de::Error;
-    match serde_json::Value::deserialize(d)? {
-        serde_json::Value::String(name) => QdiscConfig::by_name(&name)
-            .ok_or_else(|| D::Error::custom(format!("unknown qdisc {name:?} (known: {:?})", netcore::qdisc::QDISCS))),
-        v => QdiscConfig::deserialize(v).map_err(D::Error::custom),
-    }
-}
-
-impl LinkConfig {
-    /// The port the discipline serves (buffer from buffer_bytes / buffer_pkts).
-    pub fn port(&self, seed: u64) -> Port {
-        let limit = match (self.buffer_bytes, self.buffer_pkts) {
-            (Some(b), _) => Limit::Bytes(b),
-            (None, Some(p)) => Limit::Packets(p),
-            (None, None) => Limit::Packets(u64::MAX),
-        };
-        Port { rate_bps: self.rate_bps, limit, seed }
-    }
-
-    /// Checks the spec layer should already have made; `name` prefixes the error.
-    pub fn check(&self, name: &str) -> Result<(), String> {
-        if self.rate_bps == 0 {
-            return Err(format!("{name}.rate_bps must be positive"));
-        }
-        if !(0.0..1.0).contains(&self.loss) {
-            return Err(format!("{name}.loss must be in [0, 1)"));
-        }
-        if self.buffer_bytes.is_some() == self.buffer_pkts.is_some() {
-            return Err(format!("{name}: exactly one of buffer_bytes / buffer_pkts"));
-        }
-        self.qdisc.check(&self.port(0)).map_err(|e| format!("{name}.qdisc: {e}"))
-    }
-
-    /// The link with its discipline, over any packet type (the simulator's
-    /// descriptors, the emulator's frames). The discipline draws (RED) and
-    /// perturbs its flow hash (fq_codel) from a seed of the link's own
-    /// stream; the link's loss draws are unchanged.
-    pub fn build_link<P: Pkt + 'static>(&self, loss: f64, rng: Rng) -> Link<P> {
-        let seed = rng.clone().next_u64();
-        let q = qdisc::build(&self.qdisc, &self.port(seed));
-        Link::new(self.rate_bps, self.delay_ns, loss, rng, q)
-    }
-}
-
-/// The bottleneck and the return link, seeded alike by every backend
-/// (streams 1 and 2 of the run seed). Without a `reverse` link the return
-/// path mirrors the bottleneck, without its random loss.
-pub fn bottleneck_links<P: Pkt + 'static>(
-    bottleneck: &LinkConfig,
-    reverse: Option<&LinkConfig>,
-    seed: u64,
-) -> [Link<P>; 2] {
-    let forward = bottleneck.build_link(bottleneck.loss, Rng::derive(seed, 1));
-    let ret = match reverse {
-        Some(r) => r.build_link(r.loss, Rng::derive(seed, 2)),
-        None => bottleneck.build_link(0.0, Rng::derive(seed, 2)),
-    };
-    [forward, ret]
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,37 +141,5 @@ impl RunConfig {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod qdisc_tests {
-    use super::*;
-    use netcore::qdisc::CodelParams;
-
-    fn link(qdisc: &str) -> Result<LinkConfig, serde_json::Error> {
-        serde_json::from_str(&format!(r#"{{"rate_bps": 1000000, "delay_ns": 0, "buffer_pkts": 100{qdisc}}}"#))
-    }
-
-    #[test]
-    fn qdisc_as_table_name_or_absent() {
-        assert_eq!(link("").unwrap().qdisc, QdiscConfig::default());
-        assert_eq!(link(r#", "qdisc": "codel""#).unwrap().qdisc, QdiscConfig::Codel(CodelParams::default()));
-        let l = link(r#", "qdisc": {"kind": "codel", "target_ns": 2000000, "ecn": true}"#).unwrap();
-        assert_eq!(
-            l.qdisc,
-            QdiscConfig::Codel(CodelParams { target_ns: 2_000_000, ecn: true, ..CodelParams::default() })
-        );
-        let e = link(r#", "qdisc": "sfq""#).unwrap_err().to_string();
-        assert!(e.contains("unknown qdisc \"sfq\""), "{e}");
-        let e = link(r#", "qdisc": {"kind": "codel", "targt_ns": 1}"#).unwrap_err().to_string();
-        assert!(e.contains("targt_ns"), "{e}");
-    }
-
-    #[test]
-    fn qdisc_parameters_are_checked() {
-        let l = link(r#", "qdisc": {"kind": "red", "min_bytes": 9000, "max_bytes": 3000}"#).unwrap();
-        let e = l.qdisc.check(&l.port(0)).unwrap_err();
-        assert!(e.contains("min_bytes"), "{e}");
     }
 }
