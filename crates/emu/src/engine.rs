@@ -71,8 +71,8 @@ pub struct Counters {
 #[derive(Clone, Debug)]
 pub struct RouteChange {
     pub at: Nanos,
-    /// (flow index, path, return path)
-    pub moves: Vec<(u16, u16, u16)>,
+    /// (flow index, path, return path; None: the return path stays)
+    pub moves: Vec<(u16, u16, Option<u16>)>,
 }
 
 /// One row of the run's `events` table (docs/interfaces.md §2).
@@ -102,14 +102,29 @@ pub struct SampleView<'a> {
     pub utilisation: &'a [f64],
     /// Per flow (routing order): sequence bytes delivered so far, and over the interval.
     pub delivered: &'a [(u64, u64)],
-    /// Per flow: its current path.
+    /// Per flow: its current path and return path.
     pub paths: &'a [u16],
+    pub rets: &'a [u16],
+    /// The path table and link names (for [`SampleView::path_text`]).
+    pub routes: &'a [Vec<u16>],
+    pub names: &'a [String],
+}
+
+impl SampleView<'_> {
+    pub fn path_text(&self, path: u16) -> String {
+        path_text(self.routes, self.names, path)
+    }
+}
+
+fn path_text(routes: &[Vec<u16>], names: &[String], path: u16) -> String {
+    routes[path as usize].iter().map(|&l| names[l as usize].as_str()).collect::<Vec<_>>().join(" ")
 }
 
 /// A path controller run at every sample interval (the NOTED controller).
 pub trait PathControl {
-    /// Decide: flows to move now, and the rows to record.
-    fn on_sample(&mut self, view: &SampleView) -> (Vec<(u16, u16, u16)>, Vec<EventRow>);
+    /// Decide: flows to move now (flow index, path, return path or None to
+    /// keep it), and the rows to record (their time is set by the caller).
+    fn on_sample(&mut self, view: &SampleView) -> (Vec<(u16, u16, Option<u16>)>, Vec<EventRow>);
 }
 
 /// The network the emulator carries packets over.
@@ -126,7 +141,7 @@ pub struct Net {
 impl Net {
     /// A path's link names, for an event's detail.
     pub fn path_text(&self, path: u16) -> String {
-        self.routing.paths[path as usize].iter().map(|&l| self.names[l as usize].as_str()).collect::<Vec<_>>().join(" ")
+        path_text(&self.routing.paths, &self.names, path)
     }
 }
 
@@ -230,7 +245,7 @@ impl Emulator {
             if next_change <= now && next_change <= next_link {
                 let ch = self.net.changes[self.next_change].clone();
                 self.next_change += 1;
-                self.apply(ch.at, &ch.moves, "route", None);
+                self.apply(ch.at, &ch.moves);
                 continue;
             }
             if next_link > now {
@@ -263,21 +278,14 @@ impl Emulator {
 
     /// Move flows to new paths at `at` and record it (kind "route", or the
     /// controller's action on `link`).
-    fn apply(&mut self, at: Nanos, moves: &[(u16, u16, u16)], kind: &'static str, link: Option<&str>) {
+    fn apply(&mut self, at: Nanos, moves: &[(u16, u16, Option<u16>)]) {
         for &(fi, path, ret) in moves {
             let f = &mut self.net.routing.flows[fi as usize];
             f.path = path;
-            f.ret = ret;
+            f.ret = ret.unwrap_or(f.ret);
             let id = f.id;
             let detail = self.net.path_text(path);
-            let row = EventRow {
-                time_us: self.time_us(at),
-                kind,
-                flow_id: Some(id),
-                state: (kind == "controller").then(|| "action".to_string()),
-                link: link.map(str::to_string),
-                detail,
-            };
+            let row = EventRow { time_us: self.time_us(at), kind: "route", flow_id: Some(id), state: None, link: None, detail };
             self.record(row);
         }
     }
@@ -455,15 +463,26 @@ impl Emulator {
             let delivered: Vec<(u64, u64)> =
                 self.net.routing.flows.iter().zip(&self.last_delivered).map(|(f, &d)| (f.delivered, f.delivered - d)).collect();
             let paths: Vec<u16> = self.net.routing.flows.iter().map(|f| f.path).collect();
-            let view = SampleView { at, interval: self.interval, utilisation: &util, delivered: &delivered, paths: &paths };
+            let rets: Vec<u16> = self.net.routing.flows.iter().map(|f| f.ret).collect();
+            let view = SampleView {
+                at,
+                interval: self.interval,
+                utilisation: &util,
+                delivered: &delivered,
+                paths: &paths,
+                rets: &rets,
+                routes: &self.net.routing.paths,
+                names: &self.net.names,
+            };
             let (moves, rows) = ctl.on_sample(&view);
-            for row in rows {
+            for mut row in rows {
+                row.time_us = self.time_us(at);
                 self.record(row);
             }
             for (fi, path, ret) in moves {
                 let f = &mut self.net.routing.flows[fi as usize];
                 f.path = path;
-                f.ret = ret;
+                f.ret = ret.unwrap_or(f.ret);
             }
             self.net.controller = Some(ctl);
         }
@@ -902,13 +921,52 @@ mod tests {
     #[test]
     fn bad_graphs_are_errors_naming_the_field() {
         let mut cfg = graph_config(json!([]));
-        cfg.flows[0].path = vec!["a-r1".into(), "alt2".into(), "r2-b".into()];
+        cfg.flows[0].path = Some(vec!["a-r1".into(), "alt2".into(), "r2-b".into()]);
         let e = cfg.build_net().err().unwrap();
         assert!(e.contains("flow 3: path") && e.contains("alt2"), "{e}");
         let mut cfg = graph_config(json!([]));
-        cfg.flows[0].path = vec!["a-r1".into(), "nosuch".into()];
-        assert!(cfg.build_net().err().unwrap().contains("no link named \"nosuch\""));
+        cfg.flows[0].path = Some(vec!["a-r1".into(), "nosuch".into()]);
+        assert!(cfg.build_net().err().unwrap().contains("no link \"nosuch\""));
         let cfg = graph_config(json!([{"at_ns": 1, "flows": [4], "path": [], "return_path": []}]));
         assert!(cfg.build_net().err().unwrap().contains("events[0]: no flow 4"));
+    }
+
+    #[test]
+    fn the_noted_controller_moves_a_transfer_off_a_saturated_link_and_back() {
+        let (a, b) = ([10, 1, 0, 2], [10, 2, 0, 2]);
+        let mut cfg = graph_config(json!([]));
+        // A 10 Mbit/s primary link: the flow below offers ~16.6 Mbit/s.
+        cfg.network.as_mut().unwrap()["links"][0]["rate_bps"] = json!(10_000_000);
+        cfg.flows[0].kind = Some("transfer".into());
+        cfg.flows[0].size_bytes = Some(100_000_000);
+        cfg.controller = Some(json!({"kind": "noted", "link": "primary", "threshold": 0.9, "hold_ns": 200_000_000,
+            "release_threshold": 0.5, "release_hold_ns": 100_000_000, "min_bytes": 1000, "min_rate_bps": 0,
+            "alternatives": [{"flow": 3, "path": ["a-r1", "alt1", "alt2", "r2-b"]}]}));
+        let mut inputs = vec![(0, with_seq(packet(a, b, 10003, 5201, 40, 0), 0, true))];
+        for i in 0..1200u32 {
+            inputs.push((1_000_000 + i as u64 * 500_000, with_seq(packet(a, b, 10003, 5201, 1040, 0), 1 + i * 1000, false)));
+        }
+        let (_, emu, _, summary) = run(&cfg, inputs, 0, 1_200_000_000);
+        let rows: Vec<(i64, Option<u32>, String)> = emu
+            .events
+            .iter()
+            .map(|e| (e.time_us, e.flow_id, e.state.clone().unwrap()))
+            .collect();
+        let want = [
+            (100_000, None, "decision"),
+            (300_000, None, "action"),
+            (300_000, Some(3), "action"),
+            // The flow stops sending at 601 ms; from the 700 ms sample the
+            // link plus the moved flow are below 0.5, for 100 ms at 800 ms.
+            (800_000, None, "released"),
+            (800_000, Some(3), "released"),
+            (900_000, None, "idle"),
+        ];
+        let want: Vec<(i64, Option<u32>, String)> = want.iter().map(|&(t, f, s)| (t, f, s.to_string())).collect();
+        assert_eq!(rows, want, "{:?}", emu.events);
+        assert!(emu.events.iter().all(|e| e.kind == "controller" && e.link.as_deref() == Some("primary")));
+        assert_eq!(emu.events[2].detail, "moved to path a-r1 alt1 alt2 r2-b");
+        assert!(emu.net.links[2].tx_pkts > 500, "the detour carried the flow after the move");
+        assert_eq!(summary["events"].as_array().unwrap().len(), 6);
     }
 }

@@ -20,7 +20,7 @@ use engine::Emulator;
 use frame::Pool;
 use serde::Deserialize;
 use serde_json::json;
-use sim::config::LinkConfig;
+use netcore::net::LinkConfig;
 use std::net::Ipv4Addr;
 
 /// The emulator's config (docs/interfaces.md §4): the dumbbell form

@@ -5,16 +5,19 @@
 //! i + 1, both buffers null = a pipe), with per-flow paths, route events and
 //! the path controller.
 
-use crate::engine::{Net, RouteChange};
-use crate::frame::Frame;
+use crate::engine::{EventRow, Net, PathControl, RouteChange, SampleView};
 use crate::route::{FlowRoute, Routing};
 use crate::EmuConfig;
-use netcore::link::Link;
-use netcore::rng::Rng;
+use netcore::net::{Access, Network};
+use netcore::noted::{Candidate, ControllerConfig, Event, Noted};
+use netcore::Nanos;
 use serde::Deserialize;
-use sim::config::{bottleneck_links, LinkConfig};
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
+
+/// The load generator's connection header, counted in a flow's sequence
+/// space before its application bytes (crates/load/src/proto.rs).
+const LOAD_HEADER_BYTES: u64 = 44;
 
 /// A host node of the network and the address of its namespace.
 #[derive(Deserialize, Debug, Clone)]
@@ -24,7 +27,8 @@ pub struct HostAddr {
     pub ip: Ipv4Addr,
 }
 
-/// A flow as the emulator needs it: its two ends and paths.
+/// A flow as the emulator needs it: its two ends, the ports that identify
+/// its connection, its paths; kind, size and times for the controller.
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct EmuFlow {
@@ -34,244 +38,107 @@ pub struct EmuFlow {
     /// The port the load client binds for this flow, and the server's.
     pub client_port: u16,
     pub server_port: u16,
-    /// Link names, src → dst and dst → src.
-    pub path: Vec<String>,
-    pub return_path: Vec<String>,
-    /// "bulk" | "rpc" | "transfer" (the controller's eligibility).
+    /// Link names, src → dst and dst → src (absent: the shortest path by delay).
+    #[serde(default)]
+    pub path: Option<Vec<String>>,
+    #[serde(default)]
+    pub return_path: Option<Vec<String>>,
+    /// "bulk" | "rpc" | "transfer".
     #[serde(default)]
     pub kind: Option<String>,
     #[serde(default)]
     pub size_bytes: Option<u64>,
+    #[serde(default)]
+    pub start_ns: u64,
+    #[serde(default)]
+    pub stop_ns: Option<u64>,
 }
 
-/// A route change: at `at_ns` after t0, these flows take these paths.
+/// A route change: at `at_ns` after t0, these flows take this path (and
+/// this return path; absent: the return path stays).
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct EmuEvent {
     pub at_ns: u64,
     pub flows: Vec<u32>,
     pub path: Vec<String>,
-    pub return_path: Vec<String>,
+    #[serde(default)]
+    pub return_path: Option<Vec<String>>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(deny_unknown_fields)]
-struct NodeCfg {
-    name: String,
-    kind: String,
+fn to_u16(p: &[usize]) -> Vec<u16> {
+    p.iter().map(|&l| l as u16).collect()
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(deny_unknown_fields)]
-struct NetworkCfg {
-    nodes: Vec<NodeCfg>,
-    links: Vec<serde_json::Value>,
+/// The links of a network and their names.
+fn links_of(network: &Network, seed: u64) -> (Vec<netcore::link::Link<crate::frame::Frame>>, Vec<String>) {
+    (network.build_links(seed), network.links.iter().map(|l| l.name.clone()).collect())
 }
 
-/// The dumbbell: links bottleneck, reverse, access out per sender, access
-/// back per sender; sender i → receiver over (access i, bottleneck), back
-/// over (reverse, access i back).
+/// The dumbbell, expanded by `netcore` (links bottleneck, reverse, access
+/// out per sender, access back per sender); sender i's packets to the
+/// receiver take its flows' dumbbell route, the receiver's to it the return.
 pub fn build_dumbbell(cfg: &EmuConfig) -> Net {
     let bottleneck = cfg.bottleneck.as_ref().expect("checked");
     let receiver = u32::from(cfg.receiver_ip.expect("checked"));
-    let n = cfg.senders.len();
-    let mut links: Vec<Link<Frame>> = Vec::with_capacity(2 + 2 * n);
-    links.extend(bottleneck_links(bottleneck, cfg.reverse.as_ref(), cfg.seed));
-    let mut names = vec!["bottleneck".to_string(), "reverse".to_string()];
-    for back in [false, true] {
-        for (i, s) in cfg.senders.iter().enumerate() {
-            links.push(Link::pipe(s.rate_bps, s.delay_ns));
-            names.push(if back { format!("access{i}/back") } else { format!("access{i}") });
-        }
-    }
+    let access: Vec<Access> = cfg.senders.iter().map(|s| Access { rate_bps: s.rate_bps, delay_ns: s.delay_ns }).collect();
+    let network = Network::dumbbell(&access, bottleneck, cfg.reverse.as_ref());
+    let (links, names) = links_of(&network, cfg.seed);
     let mut routing = Routing::default();
     for (i, s) in cfg.senders.iter().enumerate() {
-        let ip = u32::from(s.ip);
-        let fwd = routing.intern(&[2 + i as u16, 0], true);
-        let rev = routing.intern(&[1, (2 + n + i) as u16], false);
-        routing.add_pair(ip, receiver, fwd);
-        routing.add_pair(receiver, ip, rev);
+        let route = Network::dumbbell_route(cfg.senders.len(), i);
+        let fwd = routing.intern(&to_u16(&route.path), true);
+        let rev = routing.intern(&to_u16(&route.return_path), false);
+        routing.add_pair(u32::from(s.ip), receiver, fwd);
+        routing.add_pair(receiver, u32::from(s.ip), rev);
     }
     Net { links, names, routing, changes: Vec::new(), controller: None }
 }
 
-/// The graph's topology, for paths.
-struct Graph {
-    nodes: HashMap<String, usize>,
-    host: Vec<bool>,
-    /// Per link: (from, to, delay).
-    ends: Vec<(usize, usize, u64)>,
-    by_name: HashMap<String, u16>,
-}
-
-impl Graph {
-    /// A path given by link names: the link indices, checked to run from
-    /// `src` to `dst`, contiguous and without visiting a node twice.
-    fn path(&self, names: &[String], src: usize, dst: usize, what: &str) -> Result<Vec<u16>, String> {
-        if names.is_empty() {
-            return Err(format!("{what}: empty path"));
-        }
-        let mut at = src;
-        let mut seen = vec![src];
-        let mut out = Vec::with_capacity(names.len());
-        for n in names {
-            let &l = self.by_name.get(n).ok_or_else(|| format!("{what}: no link named {n:?}"))?;
-            let (from, to, _) = self.ends[l as usize];
-            if from != at {
-                return Err(format!("{what}: link {n:?} does not start where the path is"));
-            }
-            if seen.contains(&to) {
-                return Err(format!("{what}: the path visits a node twice (at link {n:?})"));
-            }
-            seen.push(to);
-            at = to;
-            out.push(l);
-        }
-        if at != dst {
-            return Err(format!("{what}: the path does not end at the flow's destination"));
-        }
-        Ok(out)
-    }
-
-    /// The shortest path by delay from host `src` to host `dst` through
-    /// routers only (ties: fewer links, then lower link indices); None if
-    /// there is none.
-    fn shortest(&self, src: usize, dst: usize) -> Option<Vec<u16>> {
-        let n = self.host.len();
-        let mut best: Vec<Option<(u64, usize)>> = vec![None; n];
-        let mut via: Vec<Option<u16>> = vec![None; n];
-        let mut done = vec![false; n];
-        best[src] = Some((0, 0));
-        loop {
-            let u = (0..n).filter(|&v| !done[v] && best[v].is_some()).min_by_key(|&v| best[v])?;
-            if u == dst {
-                break;
-            }
-            done[u] = true;
-            if u != src && self.host[u] {
-                continue; // hosts do not forward
-            }
-            let (d, h) = best[u].unwrap();
-            for (l, &(from, to, delay)) in self.ends.iter().enumerate() {
-                if from != u || done[to] {
-                    continue;
-                }
-                let cand = (d + delay, h + 1);
-                if best[to].map_or(true, |b| cand < b) {
-                    best[to] = Some(cand);
-                    via[to] = Some(l as u16);
-                }
-            }
-        }
-        let mut path = Vec::new();
-        let mut at = dst;
-        while at != src {
-            let l = via[at]?;
-            path.push(l);
-            at = self.ends[l as usize].0;
-        }
-        path.reverse();
-        Some(path)
-    }
-}
-
 /// A general network (docs/interfaces.md §1): every link of it, each flow's
-/// paths (identified by its ports), default paths between host pairs
-/// (shortest by delay), route events.
+/// paths (its packets recognised by their ports), default paths between
+/// host pairs (shortest by delay), route events and the controller.
 pub fn build_graph(cfg: &EmuConfig) -> Result<Net, String> {
-    let netv = cfg.network.as_ref().expect("checked");
-    let ncfg: NetworkCfg = serde_json::from_value(netv.clone()).map_err(|e| format!("network: {e}"))?;
-    let mut nodes = HashMap::new();
-    let mut host = Vec::new();
-    for (i, n) in ncfg.nodes.iter().enumerate() {
-        if nodes.insert(n.name.clone(), i).is_some() {
-            return Err(format!("network.nodes[{i}]: node {:?} given twice", n.name));
-        }
-        host.push(match n.kind.as_str() {
-            "host" => true,
-            "router" => false,
-            k => return Err(format!("network.nodes[{i}].kind: {k:?} (allowed: host, router)")),
-        });
-    }
-    let mut links: Vec<Link<Frame>> = Vec::with_capacity(ncfg.links.len());
-    let mut names = Vec::with_capacity(ncfg.links.len());
-    let mut ends = Vec::with_capacity(ncfg.links.len());
-    let mut by_name = HashMap::new();
-    for (i, v) in ncfg.links.iter().enumerate() {
-        let mut v = v.clone();
-        let obj = v.as_object_mut().ok_or_else(|| format!("network.links[{i}]: not an object"))?;
-        let mut take = |k: &str| -> Result<String, String> {
-            match obj.remove(k) {
-                Some(serde_json::Value::String(s)) => Ok(s),
-                _ => Err(format!("network.links[{i}].{k}: a string is needed")),
-            }
-        };
-        let (name, from, to) = (take("name")?, take("from")?, take("to")?);
-        let what = format!("network.links[{i}] ({name})");
-        let node = |n: &str| nodes.get(n).copied().ok_or_else(|| format!("{what}: no node named {n:?}"));
-        let (a, b) = (node(&from)?, node(&to)?);
-        let lc: LinkConfig = serde_json::from_value(v).map_err(|e| format!("{what}: {e}"))?;
-        let link = if lc.buffer_bytes.is_none() && lc.buffer_pkts.is_none() {
-            if lc.rate_bps == 0 {
-                return Err(format!("{what}.rate_bps must be positive"));
-            }
-            if lc.loss != 0.0 {
-                return Err(format!("{what}: a link without a buffer (a pipe) cannot have loss"));
-            }
-            Link::pipe(lc.rate_bps, lc.delay_ns)
-        } else {
-            lc.check(&what)?;
-            lc.build_link(lc.loss, Rng::derive(cfg.seed, i as u64 + 1))
-        };
-        if by_name.insert(name.clone(), i as u16).is_some() {
-            return Err(format!("{what}: link name {name:?} given twice"));
-        }
-        links.push(link);
-        names.push(name);
-        ends.push((a, b, lc.delay_ns));
-    }
-    let g = Graph { nodes, host, ends, by_name };
-    let mut ip_of: HashMap<usize, u32> = HashMap::new();
+    let network: Network =
+        serde_json::from_value(cfg.network.clone().expect("checked")).map_err(|e| format!("network: {e}"))?;
+    network.check()?;
+    let mut ip_of: HashMap<&str, u32> = HashMap::new();
     for (i, h) in cfg.hosts.iter().enumerate() {
-        let &n = g.nodes.get(&h.name).ok_or_else(|| format!("hosts[{i}]: no node named {:?}", h.name))?;
-        if !g.host[n] {
-            return Err(format!("hosts[{i}]: {:?} is a router", h.name));
+        match network.node(&h.name).map(|n| network.nodes[n].kind) {
+            Some(netcore::net::NodeKind::Host) => {}
+            Some(_) => return Err(format!("hosts[{i}]: {:?} is a router", h.name)),
+            None => return Err(format!("hosts[{i}]: no node {:?}", h.name)),
         }
-        if ip_of.values().any(|&a| a == u32::from(h.ip)) {
-            return Err(format!("hosts[{i}]: address {} given twice", h.ip));
+        if ip_of.values().any(|&a| a == u32::from(h.ip)) || ip_of.insert(&h.name, u32::from(h.ip)).is_some() {
+            return Err(format!("hosts[{i}]: {:?} or its address {} given twice", h.name, h.ip));
         }
-        ip_of.insert(n, u32::from(h.ip));
     }
-    let host_ip = |name: &str, what: &str| -> Result<(usize, u32), String> {
-        let &n = g.nodes.get(name).ok_or_else(|| format!("{what}: no node named {name:?}"))?;
-        let &ip = ip_of.get(&n).ok_or_else(|| format!("{what}: {name:?} is not a host with an address"))?;
-        Ok((n, ip))
+    let ip = |name: &str, what: &str| -> Result<u32, String> {
+        ip_of.get(name).copied().ok_or_else(|| format!("{what}: {name:?} is not a host with an address (hosts)"))
     };
+    let (links, names) = links_of(&network, cfg.seed);
     let mut routing = Routing::default();
     for f in &cfg.flows {
         let what = format!("flow {}", f.id);
-        let (s, sip) = host_ip(&f.src, &what)?;
-        let (d, dip) = host_ip(&f.dst, &what)?;
-        let p = g.path(&f.path, s, d, &format!("{what}: path"))?;
-        let r = g.path(&f.return_path, d, s, &format!("{what}: return_path"))?;
-        let (p, r) = (routing.intern(&p, true), routing.intern(&r, false));
-        routing.add_flow(FlowRoute::new(f.id, (sip, f.client_port), (dip, f.server_port), p, r))?;
+        let r = network.flow_route(&what, &f.src, &f.dst, f.path.as_deref(), f.return_path.as_deref())?;
+        let (p, rp) = (routing.intern(&to_u16(&r.path), true), routing.intern(&to_u16(&r.return_path), false));
+        routing.add_flow(FlowRoute::new(f.id, (ip(&f.src, &what)?, f.client_port), (ip(&f.dst, &what)?, f.server_port), p, rp))?;
     }
-    // Default paths between every two hosts (anything that is not a flow's
-    // connection: shortest by delay).
-    let mut hosts: Vec<(usize, u32)> = ip_of.iter().map(|(&n, &ip)| (n, ip)).collect();
+    // Anything else between two hosts: the shortest path by delay.
+    let mut hosts: Vec<(&str, u32)> = ip_of.iter().map(|(&n, &a)| (n, a)).collect();
     hosts.sort();
     for &(a, aip) in &hosts {
         for &(b, bip) in &hosts {
             if a != b {
-                if let Some(p) = g.shortest(a, b) {
-                    let i = routing.intern(&p, false);
+                if let Some(p) = network.shortest_path(a, b) {
+                    let i = routing.intern(&to_u16(&p), false);
                     routing.add_pair(aip, bip, i);
                 }
             }
         }
     }
     let mut changes = Vec::new();
+    let mut pending = Vec::new();
     let mut last_at = 0;
     for (k, e) in cfg.events.iter().enumerate() {
         let what = format!("events[{k}]");
@@ -281,19 +148,132 @@ pub fn build_graph(cfg: &EmuConfig) -> Result<Net, String> {
         last_at = e.at_ns;
         let mut moves = Vec::new();
         for &id in &e.flows {
-            let fi = routing.flow_index(id).ok_or_else(|| format!("{what}: no flow {id}"))?;
-            let f = cfg.flows.iter().find(|f| f.id == id).expect("flow exists");
-            let (s, _) = host_ip(&f.src, &what)?;
-            let (d, _) = host_ip(&f.dst, &what)?;
-            let p = g.path(&e.path, s, d, &format!("{what}: path of flow {id}"))?;
-            let r = g.path(&e.return_path, d, s, &format!("{what}: return_path of flow {id}"))?;
-            moves.push((fi, routing.intern(&p, true), routing.intern(&r, false)));
+            let (fi, f) = flow_of(&routing, cfg, id, &what)?;
+            let w = format!("{what}: flow {id}");
+            let p = network.path(&format!("{w}: path"), &e.path, &f.src, &f.dst)?;
+            let r = match &e.return_path {
+                Some(r) => Some(to_u16(&network.path(&format!("{w}: return_path"), r, &f.dst, &f.src)?)),
+                None => None,
+            };
+            moves.push((fi, to_u16(&p), r));
         }
-        changes.push(RouteChange { at: cfg.t0_monotonic_ns + e.at_ns, moves });
+        pending.push((cfg.t0_monotonic_ns + e.at_ns, moves));
     }
-    let controller = None;
-    if cfg.controller.is_some() {
-        return Err("controller: not supported by the emulator yet".into());
+    for (at, moves) in pending {
+        let moves = moves
+            .into_iter()
+            .map(|(fi, p, r)| (fi, routing.intern(&p, true), r.map(|r| routing.intern(&r, false))))
+            .collect();
+        changes.push(RouteChange { at, moves });
     }
+    let controller: Option<Box<dyn PathControl>> = match &cfg.controller {
+        None => None,
+        Some(v) => {
+            let ControllerConfig::Noted(c) =
+                serde_json::from_value::<ControllerConfig>(v.clone()).map_err(|e| format!("controller: {e}"))?;
+            c.check()?;
+            let link = network.link(&c.link).ok_or_else(|| format!("controller.link: no link {:?}", c.link))?;
+            let mut alts = HashMap::new();
+            for (k, a) in c.alternatives.iter().enumerate() {
+                let what = format!("controller.alternatives[{k}]");
+                let (fi, f) = flow_of(&routing, cfg, a.flow, &what)?;
+                let p = network.path(&format!("{what}.path"), &a.path, &f.src, &f.dst)?;
+                let r = match &a.return_path {
+                    Some(r) => Some(routing.intern(&to_u16(&network.path(&format!("{what}.return_path"), r, &f.dst, &f.src)?), false)),
+                    None => None,
+                };
+                alts.insert(a.flow, (fi, routing.intern(&to_u16(&p), true), r));
+            }
+            let flows = cfg.flows.iter().map(|f| (f.kind.clone(), f.size_bytes, f.start_ns, f.stop_ns)).collect();
+            let rate = network.links[link].config.rate_bps;
+            Some(Box::new(NotedCtl {
+                noted: Noted::new(c.clone(), rate),
+                link: c.link.clone(),
+                link_index: link,
+                alts,
+                before: HashMap::new(),
+                flows,
+                t0: cfg.t0_monotonic_ns,
+                events: Vec::new(),
+            }))
+        }
+    };
     Ok(Net { links, names, routing, changes, controller })
+}
+
+/// Flow `id`'s index in the routing and its config.
+fn flow_of<'c>(routing: &Routing, cfg: &'c EmuConfig, id: u32, what: &str) -> Result<(u16, &'c EmuFlow), String> {
+    let fi = routing.flow_index(id).ok_or_else(|| format!("{what}: no flow {id}"))?;
+    Ok((fi, cfg.flows.iter().find(|f| f.id == id).expect("flow exists")))
+}
+
+/// netcore's NOTED state machine, fed from the emulator's samples: the
+/// watched link's utilisation, each candidate's delivered bytes (TCP
+/// sequence numbers seen leaving the network) and rate over the interval.
+struct NotedCtl {
+    noted: Noted,
+    link: String,
+    link_index: usize,
+    /// Flow id → (flow index, alternative path, alternative return path).
+    alts: HashMap<u32, (u16, u16, Option<u16>)>,
+    /// Flow id → (path, return path) before it was moved.
+    before: HashMap<u32, (u16, u16)>,
+    /// Per flow (routing order): kind, size, start, stop.
+    flows: Vec<(Option<String>, Option<u64>, u64, Option<u64>)>,
+    t0: Nanos,
+    events: Vec<Event>,
+}
+
+impl PathControl for NotedCtl {
+    fn on_sample(&mut self, v: &SampleView) -> (Vec<(u16, u16, Option<u16>)>, Vec<EventRow>) {
+        let since_t0 = v.at.saturating_sub(self.t0);
+        let mut cands: Vec<Candidate> = Vec::with_capacity(self.alts.len());
+        let mut ids: Vec<u32> = self.alts.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let fi = self.alts[&id].0 as usize;
+            let (kind, size, start, stop) = &self.flows[fi];
+            let (total, recent) = v.delivered[fi];
+            let app = total.saturating_sub(LOAD_HEADER_BYTES);
+            let transfer = kind.as_deref() == Some("transfer");
+            let bytes_left = if transfer { Some(size.unwrap_or(0).saturating_sub(app)) } else { None };
+            let done = since_t0 < *start
+                || total == 0
+                || stop.is_some_and(|s| since_t0 >= s)
+                || bytes_left == Some(0);
+            cands.push(Candidate { flow: id, rate_bps: recent as f64 * 8.0 / (v.interval as f64 / 1e9), bytes_left, done });
+        }
+        self.events.clear();
+        self.noted.step(v.at, v.utilisation[self.link_index], &cands, &mut self.events);
+        let mut moves = Vec::new();
+        let mut rows = Vec::new();
+        let row = |flow_id, state: &str, detail: String| EventRow {
+            time_us: 0,
+            kind: "controller",
+            flow_id,
+            state: Some(state.to_string()),
+            link: Some(self.link.clone()),
+            detail,
+        };
+        for e in &self.events {
+            match e {
+                Event::State { state, why } => rows.push(row(None, state.name(), why.clone())),
+                Event::Move { flow } => {
+                    let &(fi, p, r) = &self.alts[flow];
+                    let now = (v.paths[fi as usize], v.rets[fi as usize]);
+                    self.before.insert(*flow, now);
+                    moves.push((fi, p, r));
+                    rows.push(row(Some(*flow), "action", format!("moved to path {}", v.path_text(p))));
+                }
+                Event::MoveBack { flow } => {
+                    let fi = self.alts[flow].0;
+                    if let Some(&(p, r)) = self.before.get(flow) {
+                        moves.push((fi, p, Some(r)));
+                        rows.push(row(Some(*flow), "released", format!("moved back to path {}", v.path_text(p))));
+                    }
+                }
+            }
+        }
+        (moves, rows)
+    }
 }
