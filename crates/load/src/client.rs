@@ -56,6 +56,17 @@ pub struct FlowConfig {
     /// Clamp the congestion window to this many segments (TCP-BPF).
     #[serde(default)]
     pub cwnd_clamp: Option<u32>,
+    /// Transfer: the bytes to send, then the sending side is closed.
+    #[serde(default)]
+    pub size_bytes: Option<u64>,
+    /// Bind the socket to this local port before connecting: the emulator
+    /// recognises the flow's packets by it (general networks).
+    #[serde(default)]
+    pub bind_port: Option<u16>,
+    /// Connect to this server instead of the config's `server` (a network
+    /// has a server on every host that is a flow's destination).
+    #[serde(default)]
+    pub server: Option<SocketAddrV4>,
 }
 
 /// `tcpi_bytes_acked` counts the SYN's sequence number and our header too;
@@ -133,6 +144,12 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
             return out;
         }
     }
+    if let Some(port) = f.bind_port {
+        if let Err(e) = sys::bind_port(fd, port) {
+            out.error = fail(shared, format!("flow {}: bind to port {port}: {e}", f.id));
+            return out;
+        }
+    }
     if f.kind == Kind::Rpc {
         // Requests and responses go out whole, without waiting for ACKs of
         // their last partial segment (Nagle).
@@ -142,7 +159,7 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
         flow_id: f.id,
         kind: f.kind,
         cca: f.cca.clone(),
-        request_bytes: f.request_bytes.unwrap_or(0),
+        request_bytes: if f.kind == Kind::Transfer { f.size_bytes.unwrap_or(0) } else { f.request_bytes.unwrap_or(0) },
         response_bytes: f.response_bytes.unwrap_or(0).max(1),
     };
     let hdr = match header.encode() {
@@ -152,11 +169,12 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
             return out;
         }
     };
-    match sys::connect(fd, shared.cfg.server, end, &shared.stop) {
+    let server = f.server.unwrap_or(shared.cfg.server);
+    match sys::connect(fd, server, end, &shared.stop) {
         Ok(()) => {}
         Err(Halt::Stopped) => return out,
         Err(e) => {
-            out.error = fail(shared, format!("flow {}: connect to {}: {e:?}", f.id, shared.cfg.server));
+            out.error = fail(shared, format!("flow {}: connect to {server}: {e:?}", f.id));
             return out;
         }
     }
@@ -164,6 +182,7 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
     let r = sys::write_n(fd, HEADER_LEN as u64, &hdr, end, &shared.stop).and_then(|_| match f.kind {
         Kind::Bulk => bulk(fd, stop_at, &shared.stop),
         Kind::Rpc => rpc(fd, &header, f.think_ns.unwrap_or(0), t0, stop_at, end, &shared.stop, &mut out.rpcs),
+        Kind::Transfer => transfer(fd, header.request_bytes, stop_at, &shared.stop),
     });
     match r {
         Ok(()) | Err(Halt::Stopped) => {}
@@ -183,6 +202,15 @@ fn bulk(fd: RawFd, stop_at: u64, stop: &Stop) -> Result<(), Halt> {
             return Ok(());
         }
     }
+}
+
+/// Write exactly `size` bytes (by `stop_at` at the latest), then close the
+/// sending side; the socket stays open (for TCP_INFO) until the end.
+fn transfer(fd: RawFd, size: u64, stop_at: u64, stop: &Stop) -> Result<(), Halt> {
+    let buf = vec![0u8; BULK_CHUNK];
+    sys::write_n(fd, size, &buf, stop_at, stop)?;
+    sys::shutdown_write(fd)?;
+    Ok(())
 }
 
 /// Closed loop: a request, its whole response, think, repeat. No new
@@ -212,13 +240,23 @@ struct FlowStats {
     rtts_us: Vec<u32>,
 }
 
-fn sample_row(id: u32, time_us: u64, i: &TcpInfo, bw: Option<f64>) -> Value {
+/// Application bytes the peer acknowledged (a transfer's FIN, acknowledged
+/// after its last byte, is not one).
+fn acked(i: &TcpInfo, f: &FlowConfig) -> u64 {
+    let b = i.bytes_acked.saturating_sub(ACKED_OVERHEAD);
+    match (f.kind, f.size_bytes) {
+        (Kind::Transfer, Some(size)) => b.min(size),
+        _ => b,
+    }
+}
+
+fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, bw: Option<f64>) -> Value {
     json!({
         "flow_id": id,
         "time_us": time_us,
         "cwnd_bytes": i.cwnd_bytes(),
         "srtt_us": i.rtt,
-        "delivered_bytes": i.bytes_acked.saturating_sub(ACKED_OVERHEAD),
+        "delivered_bytes": delivered,
         "retrans_segs": i.total_retrans,
         "inflight_bytes": i.inflight_bytes(),
         "pacing_rate_bps": i.pacing_rate_bps(),
@@ -241,6 +279,9 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
         sys::check_cca(&f.cca).map_err(|e| format!("flow {}: {e}", f.id))?;
         if f.kind == Kind::Rpc && f.request_bytes.unwrap_or(0) == 0 {
             return Err(format!("flow {}: rpc needs request_bytes > 0", f.id));
+        }
+        if f.kind == Kind::Transfer && f.size_bytes.unwrap_or(0) == 0 {
+            return Err(format!("flow {}: transfer needs size_bytes > 0", f.id));
         }
     }
     let mut samples =
@@ -286,7 +327,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
                 stats[fi].rtts_us.push(info.rtt);
             }
             line.clear();
-            serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, bw)).expect("json");
+            serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, acked(&info, f), bw)).expect("json");
             line.push(b'\n');
             samples.write_all(&line).map_err(|e| format!("writing {}: {e}", cfg.samples_path))?;
             rows += 1;
@@ -321,7 +362,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
             "cca": f.cca,
             "kind": f.kind.name(),
             "connected": info.is_some(),
-            "bytes_acked": i.bytes_acked.saturating_sub(ACKED_OVERHEAD),
+            "bytes_acked": acked(&i, f),
             "sent_segs": i.data_segs_out,
             "retrans_segs": i.total_retrans,
             "rtt_min_us": min,

@@ -85,4 +85,35 @@ mod tests {
         let e = crate::client::run_json(&cfg.to_string()).unwrap_err();
         assert!(e.contains("flow 3") && e.contains("nosuchcca") && e.contains("available"), "{e}");
     }
+
+    /// A transfer sends exactly its size from the port it was given, then
+    /// closes its side; the server reports it complete.
+    #[test]
+    fn transfer_from_a_bound_port() {
+        let free_port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (port, cport) = (free_port(), free_port());
+        let now = crate::sys::monotonic_ns();
+        let t0 = now + 100_000_000;
+        let end = t0 + 600_000_000;
+        let server_cfg = json!({"listen": format!("127.0.0.1:{port}"), "stop_at_monotonic_ns": end + 100_000_000, "t0_monotonic_ns": t0});
+        let server = std::thread::spawn(move || crate::server::run_json(&server_cfg.to_string()));
+        let dir = std::env::temp_dir().join(format!("ccbench-load-transfer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let client_cfg = json!({
+            "server": "127.0.0.1:9", "t0_monotonic_ns": t0, "stop_at_monotonic_ns": end,
+            "sample_interval_ns": 100_000_000, "samples_path": dir.join("s.jsonl").to_str().unwrap(),
+            "flows": [{"id": 5, "cca": "reno", "kind": "transfer", "start_ns": 0, "size_bytes": 3_000_000,
+                       "bind_port": cport, "server": format!("127.0.0.1:{port}")}]
+        });
+        let out: Value = serde_json::from_str(&crate::client::run_json(&client_cfg.to_string()).unwrap()).unwrap();
+        let srv: Value = serde_json::from_str(&server.join().unwrap().unwrap()).unwrap();
+        assert_eq!(out["flows"][0]["bytes_acked"], 3_000_000, "{out}");
+        assert_eq!(out["flows"][0]["kind"], "transfer");
+        let f = &srv["flows"][0];
+        assert_eq!((f["flow_id"].as_u64(), f["kind"].as_str(), f["bytes_received"].as_u64()), (Some(5), Some("transfer"), Some(3_000_000)), "{srv}");
+        assert_eq!(f["complete"], true);
+        assert!(f["last_byte_us"].as_u64().unwrap() < 500_000, "{srv}");
+        assert_eq!(srv["errors"].as_array().unwrap().len(), 0, "{srv}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -5,10 +5,10 @@
 //! |--------|-----------------------------------------|
 //! | 0..4   | magic `CCB1`                            |
 //! | 4..8   | flow id (u32)                           |
-//! | 8      | kind: 0 bulk, 1 rpc                     |
+//! | 8      | kind: 0 bulk, 1 rpc, 2 transfer         |
 //! | 9      | length of the CCA name (1..=15)         |
 //! | 10..12 | zero                                    |
-//! | 12..20 | request bytes (u64; 0 for bulk)         |
+//! | 12..20 | request bytes (u64; 0 for bulk; transfer: its size) |
 //! | 20..28 | response bytes (u64; 0 for bulk)        |
 //! | 28..44 | CCA name, NUL-padded                    |
 
@@ -22,6 +22,8 @@ const MAGIC: &[u8; 4] = b"CCB1";
 pub enum Kind {
     Bulk,
     Rpc,
+    /// `size_bytes`, then the client closes its sending side.
+    Transfer,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
         match self {
             Kind::Bulk => "bulk",
             Kind::Rpc => "rpc",
+            Kind::Transfer => "transfer",
         }
     }
 }
@@ -54,6 +57,7 @@ impl Header {
         b[8] = match self.kind {
             Kind::Bulk => 0,
             Kind::Rpc => 1,
+            Kind::Transfer => 2,
         };
         b[9] = name.len() as u8;
         b[12..20].copy_from_slice(&self.request_bytes.to_le_bytes());
@@ -69,6 +73,7 @@ impl Header {
         let kind = match b[8] {
             0 => Kind::Bulk,
             1 => Kind::Rpc,
+            2 => Kind::Transfer,
             k => return Err(format!("unknown flow kind {k}")),
         };
         let n = b[9] as usize;

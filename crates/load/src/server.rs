@@ -62,7 +62,8 @@ fn serve(sock: OwnedFd, end: u64, stop: &Stop) -> ConnResult {
         r.last_byte_ns = Some(sys::monotonic_ns());
     };
     let res = match h.kind {
-        Kind::Bulk => sys::read_n(fd, u64::MAX, &mut buf, end, stop, &mut count),
+        // A transfer is a bulk flow that ends: read until the client's FIN.
+        Kind::Bulk | Kind::Transfer => sys::read_n(fd, u64::MAX, &mut buf, end, stop, &mut count),
         Kind::Rpc => {
             let zeros = vec![0u8; 64 * 1024];
             let mut served = 0u64;
@@ -165,6 +166,8 @@ pub fn run(cfg: ServerConfig) -> Result<Value, String> {
                 },
                 "requests_served": requests,
                 "connections": conns,
+                // A transfer: all its bytes arrived (then last_byte_* is its completion).
+                "complete": (h.kind == Kind::Transfer).then_some(bytes >= h.request_bytes),
             })
         })
         .collect();

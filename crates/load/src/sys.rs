@@ -180,6 +180,22 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     }
 }
 
+/// Bind a socket to a local port (any address) before connecting, so the
+/// emulator knows the flow by its port (SO_REUSEADDR: a port in TIME_WAIT
+/// from an earlier connection may be taken again).
+pub fn bind_port(fd: RawFd, port: u16) -> io::Result<()> {
+    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    let sa = sockaddr(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, port));
+    // SAFETY: valid sockaddr_in of its size.
+    cvt(unsafe { libc::bind(fd, &sa as *const _ as *const libc::sockaddr, std::mem::size_of_val(&sa) as _) }).map(|_| ())
+}
+
+/// No more data from us (FIN after what is buffered); reading goes on.
+pub fn shutdown_write(fd: RawFd) -> io::Result<()> {
+    // SAFETY: plain shutdown on our fd.
+    cvt(unsafe { libc::shutdown(fd, libc::SHUT_WR) }).map(|_| ())
+}
+
 /// Non-blocking connect of a prepared socket, waiting until `deadline`.
 pub fn connect(fd: RawFd, to: SocketAddrV4, deadline: u64, stop: &Stop) -> Result<(), Halt> {
     let sa = sockaddr(to);
