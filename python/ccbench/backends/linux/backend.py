@@ -42,6 +42,9 @@ from ccbench.errors import UsageError
 from . import cgroups, cleanup, iperf3, netns, procs
 
 SERVER_PORT = 5201
+# With a network the emulator knows each flow's packets by the port its load
+# client binds: CLIENT_PORT_BASE + flow id (docs/linux-backend.md, "Networks").
+CLIENT_PORT_BASE = 10000
 READY_TIMEOUT_S = 30.0
 START_MARGIN_NS = 750_000_000  # from "go" to t0: the processes read their config and open sockets/TUN
 END_GRACE_NS = 300_000_000  # emulator and server outlive the clients by this much
@@ -190,7 +193,12 @@ class _Run:
         self.token = netns.new_token()
         self.dir = cleanup.run_dir(self.token)
         mtu = int(cfg["tcp"]["mss"]) + int(cfg["tcp"].get("header_bytes", 52))
-        self.topo = netns.plan(self.token, len(cfg["senders"]), mtu)
+        self.network = cfg.get("network")
+        if self.network is not None:
+            hosts = [n["name"] for n in self.network["nodes"] if n["kind"] == "host"]
+            self.topo = netns.plan_network(self.token, hosts, mtu)
+        else:
+            self.topo = netns.plan(self.token, len(cfg["senders"]), mtu)
         self.procs = procs.ProcSet(self.dir)
         self.closed = False
         self.iface: dict[str, dict] = {}
@@ -244,6 +252,8 @@ class _Run:
     # -- the run
 
     def execute(self) -> RunResult:
+        if self.network is not None:
+            return self._execute_network()
         cfg, topo = self.cfg, self.topo
         emu_cpu, host_cpus = cpu_plan()
         self.procs.start("emu", "emu", topo.router_ns)
@@ -284,7 +294,7 @@ class _Run:
                 "late_tolerance_ns": LATE_TOLERANCE_NS,
                 "cpu": "off" if emu_cpu is None else emu_cpu,
             },
-            "server": {"listen": server, "stop_at_monotonic_ns": end + END_GRACE_NS},
+            "server": {"listen": server, "stop_at_monotonic_ns": end + END_GRACE_NS, "t0_monotonic_ns": t0},
         }
         # TCP_MAXSEG is the MSS option value: payload + the timestamp option
         # (header_bytes - 40). The MTU (mss + header_bytes) gives the same.
@@ -299,6 +309,7 @@ class _Run:
                     "id": f["id"], "cca": f["cca"], "kind": f["kind"], "start_ns": f["start_ns"],
                     "stop_ns": f["stop_ns"], "request_bytes": f.get("request_bytes"),
                     "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
+                    "size_bytes": f.get("size_bytes"),
                     **_socket_options(f, cfg["tcp"]),
                 } for f in flows],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
@@ -318,13 +329,92 @@ class _Run:
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
             clients[name] = (topo.senders[f["sender"]], [f])
+        return self._finish(configs, t0, end, clients, ["server"])
+
+    def _finish(self, configs: dict[str, dict], t0: int, end: int, clients: dict, servers: list[str]) -> RunResult:
         self.procs.go(configs)
         deadline = (end + END_GRACE_NS) / 1e9 + EXIT_TIMEOUT_S
         late_exit = [p.name for p in self.procs.wait(deadline)]
         if late_exit:
             self.procs.stop()
         self._read_kernel_counters()
-        return self._assemble(t0, clients, late_exit)
+        return self._assemble(t0, clients, servers, late_exit)
+
+    def _execute_network(self) -> RunResult:
+        """A general network: a load server on every host that is some flow's
+        dst, a load client on every host that is some flow's src (each flow's
+        socket bound to CLIENT_PORT_BASE + id), and the emulator carrying
+        every packet over the links of its flow's path."""
+        cfg, topo = self.cfg, self.topo
+        emu_cpu, host_cpus = cpu_plan()
+        flows = cfg["flows"]
+        self.procs.start("emu", "emu", topo.router_ns)
+        servers = {}
+        for f in flows:
+            h = topo.nodes[f["dst"]]
+            name = f"server-{h.role}"
+            if name not in servers:
+                servers[name] = h
+                self.procs.start(name, "server", h.ns, cpus=host_cpus)
+        clients: dict[str, tuple] = {}
+        for f in flows:
+            h = topo.nodes[f["src"]]
+            clients.setdefault(f"client-{h.role}", (h, []))[1].append(f)
+        for name, (h, fl) in clients.items():
+            if any(f.get("cwnd_clamp") is not None for f in fl):
+                self.cgroups[name] = cgroups.create(self.token, "c" + h.role[1:])
+            self.procs.start(name, "client", h.ns, cpus=host_cpus)
+        self.procs.wait_ready(READY_TIMEOUT_S)
+
+        t0 = time.monotonic_ns() + START_MARGIN_NS
+        end = t0 + int(cfg["duration_ns"])
+        interval = int(cfg["sample_interval_ns"])
+        emu_flows = [{
+            "id": f["id"], "src": f["src"], "dst": f["dst"],
+            "client_port": CLIENT_PORT_BASE + int(f["id"]), "server_port": SERVER_PORT,
+            "path": f.get("path"), "return_path": f.get("return_path"), "kind": f["kind"],
+            "size_bytes": f.get("size_bytes"), "start_ns": f["start_ns"], "stop_ns": f.get("stop_ns"),
+        } for f in flows]
+        configs: dict[str, dict] = {
+            "emu": {
+                "tun": topo.tun,
+                "network": self.network,
+                "hosts": [{"name": n, "ip": h.ip} for n, h in topo.nodes.items()],
+                "flows": emu_flows,
+                "events": cfg.get("events") or [],
+                "controller": cfg.get("controller"),
+                "seed": cfg["seed"],
+                "t0_monotonic_ns": t0,
+                "stop_at_monotonic_ns": end + END_GRACE_NS,
+                "sample_interval_ns": interval,
+                "stats_path": str(self.dir / "emu.stats.jsonl"),
+                "late_tolerance_ns": LATE_TOLERANCE_NS,
+                "cpu": "off" if emu_cpu is None else emu_cpu,
+            },
+        }
+        for name, h in servers.items():
+            configs[name] = {"listen": f"{h.ip}:{SERVER_PORT}", "stop_at_monotonic_ns": end + END_GRACE_NS,
+                             "t0_monotonic_ns": t0}
+        mss_opt = int(cfg["tcp"]["mss"]) + int(cfg["tcp"].get("header_bytes", 52)) - 40
+        for name, (h, fl) in clients.items():
+            configs[name] = {
+                "server": f"{topo.nodes[fl[0]['dst']].ip}:{SERVER_PORT}",
+                "t0_monotonic_ns": t0,
+                "stop_at_monotonic_ns": end,
+                "sample_interval_ns": interval,
+                "flows": [{
+                    "id": f["id"], "cca": f["cca"], "kind": f["kind"], "start_ns": f["start_ns"],
+                    "stop_ns": f.get("stop_ns"), "request_bytes": f.get("request_bytes"),
+                    "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
+                    "size_bytes": f.get("size_bytes"), "bind_port": CLIENT_PORT_BASE + int(f["id"]),
+                    "server": f"{topo.nodes[f['dst']].ip}:{SERVER_PORT}",
+                    **_socket_options(f, cfg["tcp"]),
+                } for f in fl],
+                "samples_path": str(self.dir / f"{name}.samples.jsonl"),
+            }
+            if name in self.cgroups:
+                configs[name]["clamp_cgroup"] = f"/proc/{os.getpid()}/root{self.cgroups[name]}"
+        return self._finish(configs, t0, end, clients, list(servers))
 
     def _read_kernel_counters(self) -> None:
         for ns in self.topo.namespaces:
@@ -340,12 +430,18 @@ class _Run:
 
     # -- results
 
-    def _assemble(self, t0: int, clients: dict, late_exit: list[str]) -> RunResult:
+    def _assemble(self, t0: int, clients: dict, servers: list[str], late_exit: list[str]) -> RunResult:
         cfg = self.cfg
         by_name = {p.name: p for p in self.procs.procs}
         client_out = {name: by_name[name].result() for name in clients}
         emu_out = by_name["emu"].result()
-        server_out = by_name["server"].result()
+        # One server (the dumbbell's receiver) or one per destination host: merged.
+        server_out: dict[str, Any] = {"flows": [], "errors": []}
+        for name in servers:
+            out = by_name[name].result()
+            server_out["flows"] += out.get("flows") or []
+            server_out["errors"] += out.get("errors") or []
+        received = {int(f["flow_id"]): f for f in server_out["flows"]}
         duration_us = int(cfg["duration_ns"]) // 1000
 
         cflows: dict[int, dict] = {}
@@ -365,7 +461,7 @@ class _Run:
             if c is None:
                 raise procs.ProcError(f"the load client reported nothing for flow {f['id']}")
             start = int(f["start_ns"])
-            stop = min(int(f["stop_ns"] if f["stop_ns"] is not None else cfg["duration_ns"]), int(cfg["duration_ns"]))
+            stop = min(int(f["stop_ns"] if f.get("stop_ns") is not None else cfg["duration_ns"]), int(cfg["duration_ns"]))
             active_s = (stop - start) / 1e9
             b = int(c.get("bytes_acked") or 0)
             flows.append({
@@ -380,6 +476,7 @@ class _Run:
                 "rtt_p99_us": c.get("rtt_p99_us"),
                 "active_start_us": start // 1000,
                 "active_stop_us": stop // 1000,
+                "completion_us": _completion_us(f, received.get(int(f["id"]))),
             })
 
         # samples: the clients' rows, in (time, flow) order like the simulator's
@@ -391,22 +488,28 @@ class _Run:
         # The emulator's stats lines (the last one, "final", is its summary again).
         stats_lines = [x for x in procs.read_jsonl(self.dir / "emu.stats.jsonl") if not x.get("final")]
         queue: dict[str, list] = {c: [] for c in ("link", "time_us", "backlog_bytes", "backlog_pkts", "drops",
-                                                  "ecn_marks", "lateness_us", "random_losses")}
+                                                  "ecn_marks", "lateness_us", "random_losses", "tx_bytes",
+                                                  "utilisation")}
         for line in stats_lines:
             if line.get("time_us") is None or line["time_us"] > duration_us:
                 continue
             late_all = (line.get("lateness_us") or {}).get("p99")
-            for link in ("bottleneck", "reverse"):
-                q = (line.get("links") or {}).get(link)
-                if q is None:
-                    continue
-                # p99 lateness of the packets this link delivered in the interval (emulator-wide if not per link)
+            # Every link that queues, by its directed name (the dumbbell's: bottleneck, reverse).
+            for link, q in sorted((line.get("links") or {}).items()):
+                # p99 lateness of the packets that crossed this link and were delivered in the interval
                 late = (q["lateness_us"] or {}).get("p99") if "lateness_us" in q else late_all
                 queue["link"].append(link)
                 queue["time_us"].append(line["time_us"])
-                for k in ("backlog_bytes", "backlog_pkts", "drops", "ecn_marks", "random_losses"):
+                for k in ("backlog_bytes", "backlog_pkts", "drops", "ecn_marks", "random_losses", "tx_bytes"):
                     queue[k].append(q.get(k, 0))
+                queue["utilisation"].append(q.get("utilisation"))
                 queue["lateness_us"].append(late)
+        # events: route changes and the controller's states and moves, as the emulator applied them
+        ev_rows = emu_out.get("events")
+        if ev_rows is None:
+            ev_rows = [e for x in stats_lines for e in x.get("events") or []]
+        events = {c: [e.get(c) for e in ev_rows if e.get("time_us", 0) <= duration_us]
+                  for c in ("time_us", "kind", "flow_id", "state", "link", "detail")}
 
         rpc_rows = [r for r in rpc_rows if r.get("start_us") is not None]
         rpc_rows.sort(key=lambda r: (r["start_us"], r["flow_id"]))
@@ -426,8 +529,11 @@ class _Run:
         }
         if iperf3_summary:
             stats["iperf3"] = iperf3_summary
-        return RunResult.from_dict({"flows": flows, "samples": samples, "queue": queue, "rpcs": rpcs,
-                                    "stats": stats, "status": status, "note": note})
+        result = {"flows": flows, "samples": samples, "queue": queue, "rpcs": rpcs, "stats": stats,
+                  "status": status, "note": note}
+        if self.network is not None or ev_rows:
+            result["events"] = events
+        return RunResult.from_dict(result)
 
     def _honesty(self, emu_out: dict, server_out: dict, lines: list[dict], cflows: dict, flows: list[dict],
                  late_exit: list[str]) -> tuple[str, Optional[str], dict]:
@@ -522,17 +628,20 @@ class _Run:
 
         # Every kernel retransmission is accounted for by an emulator drop, or spurious.
         retrans = sum(int(c.get("retrans_segs") or 0) for c in cflows.values())
-        fwd_drops = link_counter("bottleneck", "drops") + link_counter("bottleneck", "random_losses")
+        links = (emu_out.get("links") or last.get("links") or {}) if self.network is not None else {"bottleneck": 0}
+        fwd_drops = sum(link_counter(k, "drops") + link_counter(k, "random_losses") for k in links)
+        where = "on the bottleneck" if self.network is None else "on its links"
         spurious = max(0, retrans - fwd_drops)
         if spurious:
             info.append(f"{spurious} spurious retransmission{'s' if spurious != 1 else ''} (the senders "
-                        f"retransmitted {retrans} segments, the emulator dropped {fwd_drops} packets on the "
-                        "bottleneck)")
+                        f"retransmitted {retrans} segments, the emulator dropped {fwd_drops} packets {where})")
         checks = {
             "kernel_retrans_segs": retrans,
             "emu_bottleneck_drops": link_counter("bottleneck", "drops"),
             "emu_bottleneck_random_losses": link_counter("bottleneck", "random_losses"),
             "emu_reverse_drops": link_counter("reverse", "drops") + link_counter("reverse", "random_losses"),
+            "emu_link_drops": {k: link_counter(k, "drops") + link_counter(k, "random_losses")
+                               for k in (emu_out.get("links") or last.get("links") or {})},
             "spurious_retrans_segs": spurious,
             "tun_packets_in": tun_in,
             "tun_drops": tun_drops,
@@ -583,6 +692,15 @@ def _socket_options(flow: dict, tcp: dict) -> dict:
     elif tcp.get("pacing") == "on":
         opts["max_pacing_rate_bps"] = PACING_ON_BPS
     return opts
+
+
+def _completion_us(flow: dict, received: Optional[dict]) -> Optional[int]:
+    """A transfer's time from its start to its last byte at the receiver
+    (the load server's clock); None for other kinds and unfinished transfers."""
+    if flow.get("kind") != "transfer" or not received or not received.get("complete"):
+        return None
+    last = received.get("last_byte_us")
+    return None if last is None else max(0, int(last) - int(flow["start_ns"]) // 1000)
 
 
 def _rows(x: Any) -> list[dict]:
@@ -646,3 +764,15 @@ def _validate(cfg: dict) -> None:
                          "mounted: mount one, e.g. `mount -t cgroup2 none /sys/fs/cgroup`")
     if cfg["tcp"].get("pacing") == "off" and any(f["cca"] in SELF_PACED for f in cfg["flows"]):
         raise UsageError("tcp.pacing = 'off': the linux backend cannot stop bbr from pacing")
+    if cfg.get("network") is not None:
+        hosts = [n["name"] for n in cfg["network"]["nodes"] if n["kind"] == "host"]
+        if len(hosts) > netns.MAX_HOSTS:
+            raise UsageError(f"topology: the linux backend runs at most {netns.MAX_HOSTS} hosts "
+                             f"(one namespace each; got {len(hosts)})")
+        for f in cfg["flows"]:
+            if f.get("tool") == "iperf3":
+                raise UsageError(f"flow {f['id']}: tool = 'iperf3' is not supported with a [topology] on linux "
+                                 "(the emulator knows a flow's packets by the port ccbench's load client binds)")
+            if not 0 <= int(f["id"]) <= 65535 - CLIENT_PORT_BASE:
+                raise UsageError(f"flow {f['id']}: at most {65535 - CLIENT_PORT_BASE + 1} flows with a [topology] "
+                                 "on linux")

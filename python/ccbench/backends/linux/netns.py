@@ -4,10 +4,13 @@ Every object of a run carries the run's name prefix ``ccb<token>-`` (token:
 8 hex digits), so concurrent runs and leftovers can be told apart:
 
 * namespaces ``ccb<token>-s<i>`` (sender host i), ``ccb<token>-d`` (the
-  receiver) and ``ccb<token>-r`` (the router);
+  receiver) and ``ccb<token>-r`` (the router); with a general network
+  (:func:`plan_network`) ``ccb<token>-h<i>`` for its i-th host node instead
+  of senders and receiver (its routers are inside the emulator);
 * one veth pair per host, created directly inside the two namespaces (it never
-  exists in the root namespace): ``ccb<token>-s<i>`` / ``ccb<token>-d`` on the
-  host side, ``ccb<token>-r<i>`` / ``ccb<token>-rd`` on the router side;
+  exists in the root namespace): ``ccb<token>-s<i>`` / ``ccb<token>-d`` /
+  ``ccb<token>-h<i>`` on the host side, ``ccb<token>-r<i>`` /
+  ``ccb<token>-rd`` / ``ccb<token>-q<i>`` on the router side;
 * the TUN device ``ccb<token>-tun`` in the router namespace.
 
 Addresses: the run takes one /24 of 10.77.0.0/16 (chosen from the token);
@@ -51,6 +54,7 @@ ROUTE_TABLE = 100
 RULE_PREF = 100
 TUN_TXQUEUELEN = 4096
 MAX_SENDERS = 63  # /30 links in one /24, one of them the receiver's
+MAX_HOSTS = 64  # a general network: one /30 per host
 IP_TIMEOUT_S = 30.0
 
 CLONE_NEWNET = 0x40000000
@@ -175,10 +179,12 @@ class Topology:
     token: str
     router_ns: str
     tun: str
-    receiver: Host
-    senders: list[Host]
+    receiver: Optional[Host]  # the dumbbell's (None with a general network)
+    senders: list[Host]  # the dumbbell's
     mtu: int
     created: list[str] = field(default_factory=list)  # namespaces that exist because of us
+    #: a general network: host node name → its namespace (empty for the dumbbell)
+    nodes: dict[str, Host] = field(default_factory=dict)
 
     @property
     def prefix(self) -> str:
@@ -186,20 +192,24 @@ class Topology:
 
     @property
     def hosts(self) -> list[Host]:
+        if self.receiver is None:
+            return list(self.nodes.values())
         return [self.receiver, *self.senders]
 
     @property
     def namespaces(self) -> list[str]:
-        return [self.router_ns, self.receiver.ns, *(h.ns for h in self.senders)]
+        return [self.router_ns, *(h.ns for h in self.hosts)]
 
     def describe(self) -> dict:
         """JSON-able summary (kept in the run's stats)."""
+        node_of = {h.role: n for n, h in self.nodes.items()}
         return {
             "token": self.token,
             "router_ns": self.router_ns,
             "tun": self.tun,
             "mtu": self.mtu,
-            "hosts": [{"role": h.role, "ns": h.ns, "ip": h.ip, "router_ip": h.router_ip} for h in self.hosts],
+            "hosts": [{"role": h.role, "ns": h.ns, "ip": h.ip, "router_ip": h.router_ip,
+                       **({"node": node_of[h.role]} if h.role in node_of else {})} for h in self.hosts],
         }
 
 
@@ -209,12 +219,10 @@ def name(token: str, role: str) -> str:
     return n
 
 
-def plan(token: str, n_senders: int, mtu: int) -> Topology:
-    """Names and addresses of a run's topology (nothing is created)."""
+def _host_maker(token: str) -> Callable[[int, str, str], Host]:
+    """Host k of the run's /24 (the /30 at 4k: router .4k+1, host .4k+2)."""
     if not re.fullmatch(r"[0-9a-f]{8}", token):
         raise ValueError(f"bad run token {token!r}")
-    if not 1 <= n_senders <= MAX_SENDERS:
-        raise SetupError(f"the linux backend supports 1 to {MAX_SENDERS} senders (got {n_senders})")
     subnets = list(ADDR_POOL.subnets(new_prefix=24))
     block = subnets[int(token, 16) % len(subnets)]
     links = list(block.subnets(new_prefix=30))
@@ -224,6 +232,28 @@ def plan(token: str, n_senders: int, mtu: int) -> Topology:
         return Host(role=role, ns=name(token, role), ifname=name(token, role),
                     router_ifname=name(token, router_role), ip=str(net[2]), router_ip=str(net[1]),
                     net=str(net))
+
+    return host
+
+
+def plan_network(token: str, host_nodes: list[str], mtu: int) -> Topology:
+    """A general network's topology: a namespace per host node (in the given
+    order: ``h0``, ``h1``, ...), each with a veth to the router namespace,
+    whose TUN the emulator reads; the network's routers and links are all
+    inside the emulator (nothing is created here)."""
+    host = _host_maker(token)
+    if not 2 <= len(host_nodes) <= MAX_HOSTS:
+        raise SetupError(f"the linux backend supports networks of 2 to {MAX_HOSTS} hosts (got {len(host_nodes)})")
+    nodes = {n: host(k, f"h{k}", f"q{k}") for k, n in enumerate(host_nodes)}
+    return Topology(token=token, router_ns=name(token, "r"), tun=name(token, "tun"),
+                    receiver=None, senders=[], mtu=mtu, nodes=nodes)
+
+
+def plan(token: str, n_senders: int, mtu: int) -> Topology:
+    """Names and addresses of a run's topology (nothing is created)."""
+    host = _host_maker(token)
+    if not 1 <= n_senders <= MAX_SENDERS:
+        raise SetupError(f"the linux backend supports 1 to {MAX_SENDERS} senders (got {n_senders})")
 
     receiver = host(0, "d", "rd")
     senders = [host(i + 1, f"s{i}", f"r{i}") for i in range(n_senders)]
@@ -300,7 +330,9 @@ def build(topo: Topology, tcp: dict) -> None:
     opts = route_options(tcp)
     for h in topo.hosts:
         _add_ns(topo, h.ns)
-        set_sysctls(h.ns, host_sys if h is not topo.receiver else {**host_sys, **_RECEIVER})
+        # Every host of a network may accept connections (a flow's dst).
+        receives = h is topo.receiver or topo.receiver is None
+        set_sysctls(h.ns, {**host_sys, **_RECEIVER} if receives else host_sys)
         ip("link", "add", "name", h.ifname, "netns", h.ns, "mtu", topo.mtu, "type", "veth",
            "peer", "name", h.router_ifname, "netns", r, "mtu", topo.mtu)
         plen = ipaddress.IPv4Network(h.net).prefixlen

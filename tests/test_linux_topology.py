@@ -1,0 +1,216 @@
+"""The linux backend with a general network (docs/linux-backend.md,
+"Networks"): real kernel TCP in a namespace per host, every link of the graph
+emulated by ccbench's emulator, flows recognised by their ports, route
+changes and the NOTED controller applied by the emulator at their times.
+
+Needs root (as the other linux-backend tests). The configs are resolved run
+configs written by hand (docs/interfaces.md §1, "General topologies"), so
+these tests do not depend on the study syntax.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+from ccbench.backends.linux import cleanup, netns
+from ccbench.backends.linux.backend import LinuxBackend, core_problem, environment_problems
+from ccbench.errors import UsageError
+from ccbench.spec import parse_study
+from ccbench.store import Store
+
+MS = 1_000_000
+S = 1_000_000_000
+
+OURS: set[str] = set()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _record_tokens():
+    real = netns.new_token
+
+    def recording():
+        t = real()
+        OURS.add(t)
+        return t
+
+    netns.new_token = recording
+    yield
+    netns.new_token = real
+
+
+@pytest.fixture
+def core():
+    if os.geteuid() != 0:
+        why = "the linux backend tests need root (network namespaces, veth, TUN)"
+        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
+            pytest.skip(why + "; skipped because CCBENCH_SKIP_ROOT_TESTS=1")
+        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1 to skip them", pytrace=False)
+    problems = environment_problems()
+    if problems:
+        pytest.fail("this machine cannot run the linux backend: " + "; ".join(problems), pytrace=False)
+    problem = core_problem()
+    if problem:
+        pytest.fail(f"the Rust emulator and load generator are missing: {problem}")
+    yield
+    left = [r for r in cleanup.find(include_live=True) if r.token in OURS and not r.empty()]
+    assert not left, "left behind: " + "; ".join(f"ccb{r.token}: {r.describe()}" for r in left)
+
+
+def tcp_defaults() -> dict:
+    """The [tcp] table of a resolved config, as the spec fills it in."""
+    s = parse_study(textwrap.dedent("""
+        [study]
+        name = "t"
+        duration = "1s"
+        [topology.bottleneck]
+        rate = "10Mbit"
+        delay = "1ms"
+        [[flows]]
+        cca = "cubic"
+        """), filename="t.toml", backend="sim")
+    return s.runs()[0].config["tcp"]
+
+
+def link(name, frm, to, rate, delay_ms, buffer_pkts=None):
+    d = {"name": name, "from": frm, "to": to, "rate_bps": rate, "delay_ns": int(delay_ms * MS), "loss": 0.0,
+         "buffer_bytes": None, "buffer_pkts": buffer_pkts}
+    if buffer_pkts is not None:
+        d["qdisc"] = {"kind": "fifo"}
+    return d
+
+
+def both(name, a, b, rate, delay_ms, buffer_pkts=None):
+    """Both directions of a link: NAME (a → b) and NAME/back."""
+    return [link(name, a, b, rate, delay_ms, buffer_pkts), link(name + "/back", b, a, rate, delay_ms, buffer_pkts)]
+
+
+def access(host, router):
+    """A host's NIC both ways: pipes at 1 Gbit/s without delay."""
+    return [link(f"{host}-{router}", host, router, 10**9, 0), link(f"{router}-{host}", router, host, 10**9, 0)]
+
+
+def flow(i, src, dst, path, back, kind="bulk", cca="cubic", **kw):
+    f = {"id": i, "cca": cca, "kind": kind, "src": src, "dst": dst, "path": path, "return_path": back,
+         "start_ns": 0, "stop_ns": None}
+    f.update(kw)
+    return f
+
+
+def runspec(hosts, routers, links, flows, duration_s, events=(), controller=None):
+    cfg = {"seed": 7, "duration_ns": int(duration_s * S), "sample_interval_ns": 100 * MS, "tcp": tcp_defaults(),
+           "network": {"nodes": [{"name": h, "kind": "host"} for h in hosts]
+                       + [{"name": r, "kind": "router"} for r in routers], "links": links},
+           "flows": flows, "events": list(events), "controller": controller}
+    meta = [{"id": f["id"], "cca": f["cca"], "sender": None, "kind": f["kind"], "group": f"flow{f['id']}",
+             "start_us": 0, "stop_us": None} for f in flows]
+    return SimpleNamespace(run_id="r" + os.urandom(4).hex(), config_id="c", params={}, repetition=0, seed=7,
+                           config=cfg, flow_meta=meta)
+
+
+def rows(table: dict, **where) -> list[dict]:
+    cols = list(table)
+    out = [{c: table[c][i] for c in cols} for i in range(len(table[cols[0]]) if cols else 0)]
+    return [r for r in out if all(r[k] == v for k, v in where.items())]
+
+
+# Two sites: a - r1 = primary (10 ms) = r2 - b, and a detour r1 - r3 - r2 (2 x 15 ms).
+TWO_PATHS = (["a", "b"], ["r1", "r2", "r3"],
+             access("a", "r1") + access("b", "r2") + both("primary", "r1", "r2", 100_000_000, 10, 300)
+             + both("alt1", "r1", "r3", 100_000_000, 15, 300) + both("alt2", "r3", "r2", 100_000_000, 15, 300))
+PRIMARY = (["a-r1", "primary", "r2-b"], ["b-r2", "primary/back", "r1-a"])
+DETOUR = (["a-r1", "alt1", "alt2", "r2-b"], ["b-r2", "alt2/back", "alt1/back", "r1-a"])
+
+
+def test_route_change_moves_the_rtt_and_the_flows_keep_delivering(core, tmp_path):
+    flows = [flow(0, "a", "b", *PRIMARY, kind="rpc", request_bytes=1000, response_bytes=100, think_ns=5 * MS),
+             # Paced below the links' rate, so no queue hides the paths' round trips.
+             flow(1, "a", "b", *PRIMARY, kind="bulk", max_rate_bps=50_000_000)]
+    r = runspec(*TWO_PATHS, flows, 4.0,
+                events=[{"at_ns": 2 * S, "flows": [0, 1], "path": DETOUR[0], "return_path": DETOUR[1]}])
+    res = LinuxBackend().run(r)
+    # RPC latency: at least one round trip of the path it is on (20 ms, then 60 ms).
+    lat = [(s, x) for s, x in zip(res.rpcs["start_us"], res.rpcs["latency_us"])]
+    before = [x for s, x in lat if 500_000 <= s < 1_900_000]
+    after = [x for s, x in lat if 2_500_000 <= s]
+    assert len(before) > 20 and len(after) > 10, (len(before), len(after))
+    assert 20_000 <= min(before) <= 21_000, min(before)
+    assert 60_000 <= min(after) <= 61_000, min(after)
+    # The bulk flow kept delivering on the detour, at its paced rate.
+    deliv = {t: b for f, t, b in zip(res.samples["flow_id"], res.samples["time_us"], res.samples["delivered_bytes"])
+             if f == 1}
+    rate_after = (deliv[4_000_000] - deliv[3_000_000]) * 8
+    assert 40e6 < rate_after < 52e6, rate_after
+    # The route event, and the links' rows: the primary link carried nothing after the change.
+    (ev0, ev1) = rows(res.events)
+    assert (ev0["time_us"], ev0["kind"], ev0["flow_id"], ev0["detail"]) == (2_000_000, "route", 0, " ".join(DETOUR[0]))
+    assert ev1["flow_id"] == 1
+    q = res.queue
+    assert set(q["link"]) == {"primary", "primary/back", "alt1", "alt1/back", "alt2", "alt2/back"}
+    prim = {x["time_us"]: x for x in rows(q, link="primary")}
+    alt = {x["time_us"]: x for x in rows(q, link="alt2")}
+    assert prim[1_500_000]["utilisation"] > 0.4 and alt[1_500_000]["tx_bytes"] < 10_000
+    assert prim[3_500_000]["utilisation"] == 0 and alt[3_500_000]["utilisation"] > 0.4
+    assert res.stats["emulator"]["forwarded_unclassified"] == 0
+    # Into the store, as any run.
+    with Store(tmp_path / "results") as st:
+        st.write_run(study="topo", runspec=r, backend="linux", status=res.status, result=res)
+        assert st.count("queue", r.run_id) == len(q["link"]) > 0
+        assert st.count("flows", r.run_id) == 2
+
+
+def test_parking_lot_transfers_complete(core):
+    # a - r1 =L1= r2 =L2= r3 - c, and b at r2: flow 0 crosses both links, flow 1 L1, flow 2 L2.
+    hosts, routers = ["a", "b", "c"], ["r1", "r2", "r3"]
+    links = (access("a", "r1") + access("b", "r2") + access("c", "r3")
+             + both("L1", "r1", "r2", 50_000_000, 5, 200) + both("L2", "r2", "r3", 50_000_000, 5, 200))
+    flows = [
+        flow(0, "a", "c", ["a-r1", "L1", "L2", "r3-c"], ["c-r3", "L2/back", "L1/back", "r1-a"], kind="transfer",
+             size_bytes=4_000_000),
+        flow(1, "a", "b", ["a-r1", "L1", "r2-b"], ["b-r2", "L1/back", "r1-a"], kind="transfer", size_bytes=2_000_000,
+             start_ns=200 * MS),
+        flow(2, "b", "c", ["b-r2", "L2", "r3-c"], ["c-r3", "L2/back", "r2-b"], kind="bulk"),
+    ]
+    res = LinuxBackend().run(runspec(hosts, routers, links, flows, 3.0))
+    f = {x["flow_id"]: x for x in res.flows}
+    assert f[0]["bytes_delivered"] == 4_000_000 and f[1]["bytes_delivered"] == 2_000_000, res.flows
+    # 4 MB over a share of 50 Mbit/s: between 0.64 s (the whole link) and 3 s.
+    c0, c1 = f[0]["completion_us"], f[1]["completion_us"]
+    assert c0 is not None and 640_000 < c0 < 3_000_000, c0
+    assert c1 is not None and 320_000 < c1 < 2_800_000, c1
+    assert f[2]["completion_us"] is None and f[2]["bytes_delivered"] > 5_000_000
+    # L2 carried flows 0 and 2, L1 flows 0 and 1.
+    tx = {}
+    for lk, b in zip(res.queue["link"], res.queue["tx_bytes"]):
+        tx[lk] = max(tx.get(lk, 0), b)
+    assert tx["L1"] > 6_000_000 and tx["L2"] > tx["L1"], tx
+    assert res.stats["topology"]["hosts"][0]["node"] == "a"
+
+
+def test_the_noted_controller_moves_transfers_off_the_saturated_link(core):
+    flows = [flow(i, "a", "b", *PRIMARY, kind="transfer", size_bytes=60_000_000) for i in range(2)]
+    ctl = {"kind": "noted", "link": "primary", "threshold": 0.8, "hold_ns": 500 * MS, "release_threshold": 0.3,
+           "release_hold_ns": 500 * MS, "min_bytes": 1_000_000, "min_rate_bps": 0,
+           "alternatives": [{"flow": i, "path": DETOUR[0], "return_path": DETOUR[1]} for i in range(2)]}
+    res = LinuxBackend().run(runspec(*TWO_PATHS, flows, 3.0, controller=ctl))
+    ev = rows(res.events, kind="controller")
+    states = [(e["state"], e["flow_id"]) for e in ev]
+    assert ("decision", None) in states and ("action", 0) in states and ("action", 1) in states, ev
+    t_action = next(e["time_us"] for e in ev if e["flow_id"] == 0)
+    t_decision = next(e["time_us"] for e in ev if e["state"] == "decision")
+    assert t_action - t_decision >= 500_000
+    # The link crossed the threshold where the controller said so.
+    util = {x["time_us"]: x["utilisation"] for x in rows(res.queue, link="primary")}
+    assert util[t_decision] >= 0.8
+    alt = rows(res.queue, link="alt1")
+    assert max(x["utilisation"] for x in alt if x["time_us"] > t_action + 300_000) > 0.8
+
+
+def test_iperf3_flows_are_refused_with_a_network(core):
+    r = runspec(*TWO_PATHS, [flow(0, "a", "b", *PRIMARY, tool="iperf3")], 1.0)
+    with pytest.raises(UsageError, match="iperf3"):
+        LinuxBackend().run(r)
