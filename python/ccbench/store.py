@@ -8,13 +8,20 @@ Tables (units in column names; see DESIGN.md "The results schema"):
               repetition, status, error, wall_time_s, tool_version, finished_at, stats)
     flows    (run_id, flow_id, cca, sender, kind, group_name, start_us, stop_us,
               bytes_delivered, goodput_bps, sent_segs, retrans_segs,
-              rtt_min_us, rtt_mean_us, rtt_p99_us)
+              rtt_min_us, rtt_mean_us, rtt_p99_us, completion_us)
     samples  (run_id, flow_id, time_us, cwnd_bytes, srtt_us, delivered_bytes,
               retrans_segs, inflight_bytes, pacing_rate_bps, delivery_rate_bps,
               cca_state, bw_est_bps)
     queue    (run_id, link, time_us, backlog_bytes, backlog_pkts, drops,
-              ecn_marks, lateness_us)
+              ecn_marks, lateness_us, tx_bytes, utilisation)
     rpcs     (run_id, flow_id, request_bytes, response_bytes, start_us, latency_us)
+    events   (run_id, time_us, kind, flow_id, state, link, detail)
+                                               route changes, controller states and actions
+
+Schema versions: 1 had no events table and no flows.completion_us,
+queue.tx_bytes, queue.utilisation (version 2). Opening a version-1 store for
+writing adds them (existing rows get nulls); opened read-only it is read as
+it is, with an empty temporary events table.
 
 Each run is written in one transaction (its runs row and all its rows in the
 other tables), so a crash never leaves half a run. A run whose status is ok
@@ -40,14 +47,14 @@ import duckdb
 import pyarrow as pa
 
 from ccbench import __version__
-from ccbench.backends import QUEUE_COLUMNS, RPC_COLUMNS, SAMPLE_COLUMNS, ResultError, RunResult
+from ccbench.backends import EVENT_COLUMNS, QUEUE_COLUMNS, RPC_COLUMNS, SAMPLE_COLUMNS, ResultError, RunResult
 from ccbench.errors import UsageError
 
 DB_FILENAME = "ccbench.duckdb"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "suspect")
 FINISHED = ("ok", "suspect")
-DATA_TABLES = ("flows", "samples", "queue", "rpcs")
+DATA_TABLES = ("flows", "samples", "queue", "rpcs", "events")
 ALL_TABLES = ("studies", "runs") + DATA_TABLES
 
 # (column, SQL type) per table; run_id first in every data table.
@@ -92,6 +99,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("rtt_min_us", "DOUBLE"),
         ("rtt_mean_us", "DOUBLE"),
         ("rtt_p99_us", "DOUBLE"),
+        ("completion_us", "BIGINT"),
     ),
     "samples": (
         ("run_id", "VARCHAR NOT NULL"),
@@ -116,6 +124,8 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("drops", "BIGINT"),
         ("ecn_marks", "BIGINT"),
         ("lateness_us", "DOUBLE"),
+        ("tx_bytes", "BIGINT"),
+        ("utilisation", "DOUBLE"),
     ),
     "rpcs": (
         ("run_id", "VARCHAR NOT NULL"),
@@ -125,7 +135,18 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("start_us", "BIGINT"),
         ("latency_us", "DOUBLE"),
     ),
+    "events": (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("time_us", "BIGINT"),
+        ("kind", "VARCHAR"),
+        ("flow_id", "INTEGER"),
+        ("state", "VARCHAR"),
+        ("link", "VARCHAR"),
+        ("detail", "VARCHAR"),
+    ),
 }
+# Columns added after schema version 1: a version-1 store gets them when opened for writing.
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"flows": ("completion_us",), "queue": ("tx_bytes", "utilisation")}
 
 _ORDER = {
     "studies": "study",
@@ -134,10 +155,12 @@ _ORDER = {
     "samples": "run_id, flow_id, time_us",
     "queue": "run_id, link, time_us",
     "rpcs": "run_id, flow_id, start_us",
+    "events": "run_id, time_us, kind, flow_id NULLS FIRST, state, link",
 }
 
 # The result's column tables must match the store's (checked at import).
-for _t, _cols in (("samples", SAMPLE_COLUMNS), ("queue", QUEUE_COLUMNS), ("rpcs", RPC_COLUMNS)):
+for _t, _cols in (("samples", SAMPLE_COLUMNS), ("queue", QUEUE_COLUMNS), ("rpcs", RPC_COLUMNS),
+                  ("events", EVENT_COLUMNS)):
     assert [c for c, _ in _cols] == [c for c, _ in COLUMNS[_t][1:]], _t
 
 _JSON_COLUMNS = {"params", "config", "stats"}
@@ -262,26 +285,37 @@ class Store:
         return cls(Path(results), read_only=read_only, _db=find_db(results))
 
     def _init_schema(self) -> None:
+        tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if self.read_only:
-            tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-            missing = [t for t in ("meta",) + ALL_TABLES if t not in tables]
+            missing = [t for t in ("meta",) + ALL_TABLES if t not in tables and t != "events"]
             if missing:
                 raise UsageError(f"{self.db_file}: not a ccbench results database (no table {missing[0]})")
-        else:
-            self.con.execute("BEGIN TRANSACTION")
-            for stmt in _ddl():
-                self.con.execute(stmt)
-            self.con.execute(
-                "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)]
-            )
-            self.con.execute("COMMIT")
-        rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-        row = rows[0] if rows else None
-        version = int(row[0]) if row else 0
-        if version > SCHEMA_VERSION:
+        version = self._version() if "meta" in tables else None
+        if version is not None and version > SCHEMA_VERSION:
             raise UsageError(
                 f"{self.db_file}: written by a newer ccbench (schema {version}, this one reads {SCHEMA_VERSION})"
             )
+        if self.read_only:
+            if "events" not in tables:  # a version-1 store: read as having no events
+                body = ", ".join(f"{c} {t.replace(' NOT NULL', '')}" for c, t in COLUMNS["events"])
+                self.con.execute(f"CREATE TEMP TABLE events ({body})")
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        for stmt in _ddl():
+            self.con.execute(stmt)
+        for table, cols in ADDED_COLUMNS.items():
+            types = dict(COLUMNS[table])
+            for c in cols:
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {types[c]}")
+        self.con.execute(
+            "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO UPDATE SET value = excluded.value",
+            [str(SCHEMA_VERSION)],
+        )
+        self.con.execute("COMMIT")
+
+    def _version(self) -> int:
+        rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        return int(rows[0][0]) if rows else 0
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -369,10 +403,11 @@ class Store:
                     continue
                 cols = COLUMNS[t][1:]
                 select = ", ".join(f"CAST({c} AS {typ.split()[0]})" for c, typ in cols)
+                names = ", ".join(c for c, _ in COLUMNS[t])
                 view = f"_ccbench_in_{t}"
                 con.register(view, arrow)
                 try:
-                    con.execute(f"INSERT INTO {t} SELECT ?, {select} FROM {view}", [run_id])
+                    con.execute(f"INSERT INTO {t} ({names}) SELECT ?, {select} FROM {view}", [run_id])
                 finally:
                     con.unregister(view)
             con.execute("UPDATE studies SET last_run_at = ? WHERE study = ?", [_now(), study])
@@ -524,7 +559,7 @@ def _column(table: str, name: str, values: Sequence) -> pa.Array:
 
 
 def _result_tables(runspec: Any, result: RunResult) -> dict[str, pa.Table]:
-    """Arrow tables (without run_id) for flows, samples, queue, rpcs."""
+    """Arrow tables (without run_id) for flows, samples, queue, rpcs, events."""
     meta = {int(m["id"]): m for m in (runspec.flow_meta or [])}
     got = {int(f["flow_id"]) for f in result.flows}
     extra = sorted(got - set(meta))
@@ -550,7 +585,8 @@ def _result_tables(runspec: Any, result: RunResult) -> dict[str, pa.Table]:
         for c in flow_cols:
             flow_cols[c].append(row[c] if c in row else f.get(c))
     out = {"flows": pa.table({c: _column("flows", c, v) for c, v in flow_cols.items()})}
-    for t, data in (("samples", result.samples), ("queue", result.queue), ("rpcs", result.rpcs)):
+    for t, data in (("samples", result.samples), ("queue", result.queue), ("rpcs", result.rpcs),
+                    ("events", result.events)):
         cols = [c for c, _ in COLUMNS[t][1:]]
         n = len(data.get(cols[0], [])) if data else 0
         if n == 0:

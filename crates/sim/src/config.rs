@@ -1,7 +1,9 @@
 //! The resolved run config (docs/interfaces.md §1): every unit already
 //! converted to integers in bits/s, nanoseconds and bytes.
 
-pub use netcore::net::{bottleneck_links, Access, LinkConfig};
+pub use netcore::net::{bottleneck_links, Access, LinkConfig, Network};
+pub use netcore::net::FlowRoute;
+pub use netcore::noted::{ControllerConfig, Noted};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, Clone)]
@@ -11,11 +13,36 @@ pub struct RunConfig {
     pub duration_ns: u64,
     pub sample_interval_ns: u64,
     pub tcp: TcpConfig,
+    /// The dumbbell form: `senders`, `bottleneck`, `reverse` ...
+    #[serde(default)]
     pub senders: Vec<Access>,
-    pub bottleneck: LinkConfig,
+    #[serde(default)]
+    pub bottleneck: Option<LinkConfig>,
     #[serde(default)]
     pub reverse: Option<LinkConfig>,
+    /// ... or a general network (docs/interfaces.md §1, "General topologies").
+    #[serde(default)]
+    pub network: Option<Network>,
     pub flows: Vec<FlowConfig>,
+    /// Route changes, sorted by time.
+    #[serde(default)]
+    pub events: Vec<RouteEvent>,
+    #[serde(default)]
+    pub controller: Option<ControllerConfig>,
+}
+
+/// Moves flows to a new path at a given time (the connections survive).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RouteEvent {
+    pub at_ns: u64,
+    /// Flow ids.
+    pub flows: Vec<u32>,
+    /// Link names, each flow's src → dst.
+    pub path: Vec<String>,
+    /// Link names, dst → src; absent: the return path stays as it is.
+    #[serde(default)]
+    pub return_path: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -66,6 +93,8 @@ pub enum Pacing {
 pub enum FlowKind {
     Bulk,
     Rpc,
+    /// `size_bytes`, then done.
+    Transfer,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -73,8 +102,23 @@ pub enum FlowKind {
 pub struct FlowConfig {
     pub id: u32,
     pub cca: String,
-    pub sender: usize,
+    /// Dumbbell: the sender host's index.
+    #[serde(default)]
+    pub sender: Option<usize>,
+    /// Network: the flow's end hosts and paths (link names; absent = the
+    /// shortest path by delay).
+    #[serde(default)]
+    pub src: Option<String>,
+    #[serde(default)]
+    pub dst: Option<String>,
+    #[serde(default)]
+    pub path: Option<Vec<String>>,
+    #[serde(default)]
+    pub return_path: Option<Vec<String>>,
     pub kind: FlowKind,
+    /// Transfer: bytes to deliver.
+    #[serde(default)]
+    pub size_bytes: Option<u64>,
     pub start_ns: u64,
     #[serde(default)]
     pub stop_ns: Option<u64>,
@@ -95,6 +139,25 @@ pub struct FlowConfig {
     pub queue_class: Option<u8>,
 }
 
+
+/// The run's network resolved to indices: what the world is built from.
+pub struct Topology {
+    pub net: Network,
+    /// Per flow (config order): its initial paths.
+    pub routes: Vec<FlowRoute>,
+    /// Route changes: time, flow indices, new path, new return path (None: unchanged).
+    pub events: Vec<(u64, Vec<usize>, Vec<usize>, Option<Vec<usize>>)>,
+    pub controller: Option<Controller>,
+}
+
+/// A NOTED controller with its watched link and each candidate's alternative.
+pub struct Controller {
+    pub noted: Noted,
+    pub link: usize,
+    /// Flow index, alternative path, alternative return path (None: unchanged).
+    pub alternatives: Vec<(usize, Vec<usize>, Option<Vec<usize>>)>,
+}
+
 impl RunConfig {
     /// Checks the spec layer should already have made; a failure here is a
     /// bug upstream, reported as an error rather than a panic.
@@ -111,25 +174,31 @@ impl RunConfig {
         if self.tcp.mss == 0 || self.tcp.init_cwnd == 0 {
             return Err("tcp.mss and tcp.init_cwnd must be positive".into());
         }
-        if self.senders.is_empty() {
-            return Err("at least one sender is needed".into());
-        }
-        let mut links: Vec<(&str, &LinkConfig)> = vec![("bottleneck", &self.bottleneck)];
-        if let Some(r) = &self.reverse {
-            links.push(("reverse", r));
-        }
-        for (name, l) in links {
-            l.check(name)?;
-        }
-        for s in &self.senders {
-            if s.rate_bps == 0 {
-                return Err("sender access rate_bps must be positive".into());
+        match (&self.network, &self.bottleneck) {
+            (Some(_), None) if self.senders.is_empty() && self.reverse.is_none() => {}
+            (Some(_), _) => return Err("network: give either network or senders/bottleneck/reverse, not both".into()),
+            (None, None) => return Err("bottleneck (or a network) is needed".into()),
+            (None, Some(b)) => {
+                if self.senders.is_empty() {
+                    return Err("at least one sender is needed".into());
+                }
+                b.check("bottleneck")?;
+                if let Some(r) = &self.reverse {
+                    r.check("reverse")?;
+                }
+                for s in &self.senders {
+                    if s.rate_bps == 0 {
+                        return Err("sender access rate_bps must be positive".into());
+                    }
+                }
             }
+        }
+        let mut ids: Vec<u32> = self.flows.iter().map(|f| f.id).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("flow id {} given twice", w[0]));
         }
         for f in &self.flows {
-            if f.sender >= self.senders.len() {
-                return Err(format!("flow {}: sender {} does not exist", f.id, f.sender));
-            }
             if crate::cc::by_name(&f.cca).is_none() {
                 return Err(format!("flow {}: unknown cca {:?} (known: {:?})", f.id, f.cca, crate::cc::ALGORITHMS));
             }
@@ -139,7 +208,100 @@ impl RunConfig {
             if f.kind == FlowKind::Rpc && f.request_bytes.unwrap_or(0) == 0 {
                 return Err(format!("flow {}: rpc needs request_bytes > 0", f.id));
             }
+            if (f.kind == FlowKind::Transfer) != f.size_bytes.is_some() || f.size_bytes == Some(0) {
+                return Err(format!("flow {}: size_bytes (> 0) is given for transfer flows and only for them", f.id));
+            }
+        }
+        if let Some(ControllerConfig::Noted(c)) = &self.controller {
+            c.check()?;
         }
         Ok(())
+    }
+
+    /// The network (the dumbbell expanded, or the one given), every flow's
+    /// paths, the route events and the controller, checked against it.
+    pub fn topology(&self) -> Result<Topology, String> {
+        let dumbbell = self.network.is_none();
+        let net = match &self.network {
+            Some(n) => n.clone(),
+            None => {
+                let b = self.bottleneck.as_ref().ok_or("bottleneck (or a network) is needed")?;
+                Network::dumbbell(&self.senders, b, self.reverse.as_ref())
+            }
+        };
+        net.check()?;
+        let mut routes = Vec::with_capacity(self.flows.len());
+        for f in &self.flows {
+            let what = format!("flow {}", f.id);
+            let r = if dumbbell {
+                if f.src.is_some() || f.dst.is_some() || f.path.is_some() || f.return_path.is_some() {
+                    return Err(format!("{what}: src/dst/path belong to a network; a dumbbell flow gives its sender"));
+                }
+                let s = f.sender.ok_or_else(|| format!("{what}: sender is needed"))?;
+                if s >= self.senders.len() {
+                    return Err(format!("{what}: sender {s} does not exist"));
+                }
+                Network::dumbbell_route(self.senders.len(), s)
+            } else {
+                if f.sender.is_some() {
+                    return Err(format!("{what}: sender belongs to the dumbbell; a network flow gives src and dst"));
+                }
+                let (Some(src), Some(dst)) = (&f.src, &f.dst) else {
+                    return Err(format!("{what}: src and dst are needed"));
+                };
+                net.flow_route(&what, src, dst, f.path.as_deref(), f.return_path.as_deref())?
+            };
+            routes.push(r);
+        }
+        let flow_index = |id: u32, what: &str| {
+            self.flows.iter().position(|f| f.id == id).ok_or_else(|| format!("{what}: no flow {id}"))
+        };
+        // A flow's ends, to check a new path against.
+        let ends = |fi: usize| {
+            let r = &routes[fi];
+            let name = |n: usize| net.nodes[n].name.clone();
+            (name(net.ends(r.path[0]).0), name(net.ends(*r.path.last().expect("non-empty")).1))
+        };
+        let mut events = Vec::with_capacity(self.events.len());
+        let mut last = 0;
+        for (i, e) in self.events.iter().enumerate() {
+            let what = format!("events[{i}]");
+            if e.at_ns < last {
+                return Err(format!("{what}: events must be sorted by at_ns"));
+            }
+            last = e.at_ns;
+            if e.flows.is_empty() {
+                return Err(format!("{what}: no flows"));
+            }
+            let mut fis = Vec::with_capacity(e.flows.len());
+            let (mut path, mut back) = (vec![], None);
+            for &id in &e.flows {
+                let fi = flow_index(id, &what)?;
+                let (src, dst) = ends(fi);
+                let w = format!("{what} (flow {id})");
+                path = net.path(&format!("{w}: path"), &e.path, &src, &dst)?;
+                back = e.return_path.as_ref().map(|p| net.path(&format!("{w}: return_path"), p, &dst, &src)).transpose()?;
+                fis.push(fi);
+            }
+            events.push((e.at_ns, fis, path, back));
+        }
+        let controller = match &self.controller {
+            None => None,
+            Some(ControllerConfig::Noted(c)) => {
+                let link = net.link(&c.link).ok_or_else(|| format!("controller.link: no link {:?}", c.link))?;
+                let mut alternatives = Vec::with_capacity(c.alternatives.len());
+                for a in &c.alternatives {
+                    let what = format!("controller.alternatives (flow {})", a.flow);
+                    let fi = flow_index(a.flow, &what)?;
+                    let (src, dst) = ends(fi);
+                    let path = net.path(&format!("{what}: path"), &a.path, &src, &dst)?;
+                    let back =
+                        a.return_path.as_ref().map(|p| net.path(&format!("{what}: return_path"), p, &dst, &src)).transpose()?;
+                    alternatives.push((fi, path, back));
+                }
+                Some(Controller { noted: Noted::new(c.clone(), net.links[link].config.rate_bps), link, alternatives })
+            }
+        };
+        Ok(Topology { net, routes, events, controller })
     }
 }

@@ -11,9 +11,10 @@ pub struct Packet {
     pub conn: u32,
     /// Towards the connection's receiver (data, SYN) or its sender (ACK, SYN-ACK).
     pub to_receiver: bool,
-    /// Which way the packet crosses the dumbbell and where it is on its path.
-    pub forward: bool,
-    pub sender_host: u16,
+    /// The route the packet follows (`netcore::net::Routes`) and the index
+    /// of the link it is on: fixed when it is sent, so a route change only
+    /// affects packets sent after it.
+    pub route: u32,
     pub hop: u8,
     pub syn: bool,
     pub wire: u32,

@@ -1,22 +1,25 @@
-//! The simulated world: a dumbbell of links, the TCP connections of each
-//! flow, the applications that drive them, the samplers, and the event loop.
+//! The simulated world: the links of a `netcore::net::Network` (the
+//! dumbbell expanded, or a general graph), the TCP connections of each
+//! flow, the applications that drive them, the samplers, the route events
+//! and the path controller, and the event loop.
 //!
-//! Paths: a packet of sender host `s` going forward crosses `access[s]` then
-//! the bottleneck and reaches the receiver host; going back it crosses the
-//! return link then `access_back[s]`. Access links are fast and never drop.
+//! Paths: every packet carries a route id (`netcore::net::Routes`) and the
+//! index of the link it is on; it is offered to the next link of its route
+//! when it reaches the end of one, and delivered after the last. A route
+//! change sets the route of packets sent from then on: packets in flight
+//! finish their old route (so a shorter new path reorders them).
 
 use crate::cc::{self, CcaReport};
-use crate::config::{bottleneck_links, FlowKind, RunConfig};
+use crate::config::{Controller, FlowKind, RunConfig};
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
 use netcore::link::{Link, Offered};
+use netcore::net::{Network, Routes};
+use netcore::noted::{self, Candidate};
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use serde::Serialize;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-
-const BOTTLENECK: usize = 0;
-const RETURN: usize = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
@@ -27,6 +30,7 @@ enum Ev {
     FlowStop(u32),
     RpcNext(u32),
     Sample,
+    Route(u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -61,6 +65,14 @@ struct Connection {
 
 struct Flow {
     kind: FlowKind,
+    /// Current routes of the data (and RPC requests) and of the return
+    /// direction (ACKs, RPC responses).
+    route: (u32, u32),
+    /// The routes before the controller moved the flow to its alternative.
+    home: Option<(u32, u32)>,
+    /// Transfer: bytes to deliver, and when the last one was (from start).
+    size: u64,
+    completion: Option<Nanos>,
     /// The connection whose data crosses the bottleneck (bulk, RPC requests).
     main: usize,
     /// RPC: the response stream.
@@ -86,6 +98,7 @@ pub struct SimResult {
     pub samples: Samples,
     pub queue: QueueSeries,
     pub rpcs: Rpcs,
+    pub events: Events,
     pub stats: RunStats,
 }
 
@@ -101,6 +114,8 @@ pub struct FlowSummary {
     pub rtt_p99_us: Option<f64>,
     pub active_start_us: u64,
     pub active_stop_us: u64,
+    /// Transfer: start to last byte delivered; None otherwise or unfinished.
+    pub completion_us: Option<u64>,
 }
 
 #[derive(Serialize, Debug, Default)]
@@ -120,7 +135,7 @@ pub struct Samples {
 
 #[derive(Serialize, Debug, Default)]
 pub struct QueueSeries {
-    pub link: Vec<&'static str>,
+    pub link: Vec<String>,
     pub time_us: Vec<u64>,
     pub backlog_bytes: Vec<u64>,
     pub backlog_pkts: Vec<u64>,
@@ -128,6 +143,22 @@ pub struct QueueSeries {
     pub random_losses: Vec<u64>,
     pub ecn_marks: Vec<u64>,
     pub lateness_us: Vec<Option<f64>>,
+    /// Cumulative bytes the link sent; fraction of its rate used over the
+    /// last sample interval.
+    pub tx_bytes: Vec<u64>,
+    pub utilisation: Vec<f64>,
+}
+
+/// Route changes and the controller's states and actions.
+#[derive(Serialize, Debug, Default)]
+pub struct Events {
+    pub time_us: Vec<u64>,
+    /// "route" | "controller"
+    pub kind: Vec<&'static str>,
+    pub flow_id: Vec<Option<u32>>,
+    pub state: Vec<Option<&'static str>>,
+    pub link: Vec<Option<String>>,
+    pub detail: Vec<String>,
 }
 
 #[derive(Serialize, Debug, Default)]
@@ -142,6 +173,8 @@ pub struct Rpcs {
 #[derive(Serialize, Debug, Default)]
 pub struct RunStats {
     pub events: u64,
+    /// Packets the dumbbell's bottleneck sent; with a network, every
+    /// queueing link's packets summed.
     pub bottleneck_pkts: u64,
     pub sim_time_us: u64,
     /// Retransmission timeouts and tail loss probes over all connections.
@@ -155,7 +188,19 @@ struct World {
     seq: u64,
     heap: BinaryHeap<Reverse<Event>>,
     links: Vec<Link<Packet>>,
-    nsenders: usize,
+    routes: Routes,
+    net: Network,
+    dumbbell: bool,
+    /// Links that queue (not pipes): sampled into the queue table.
+    sampled: Vec<usize>,
+    /// Per link: tx_bytes at the last sample; and that sample's time.
+    last_tx: Vec<u64>,
+    last_sample: Nanos,
+    /// Route events: flow indices, new route, new return route (None: unchanged).
+    route_events: Vec<(Vec<usize>, u32, Option<u32>)>,
+    controller: Option<Controller>,
+    /// Per controller alternative (same order): its routes.
+    alt_routes: Vec<(u32, Option<u32>)>,
     conns: Vec<Connection>,
     flows: Vec<Flow>,
     flow_ids: Vec<u32>,
@@ -174,23 +219,37 @@ pub fn simulate(cfg: &RunConfig) -> Result<SimResult, String> {
 
 impl World {
     fn build(cfg: &RunConfig) -> Result<World, String> {
-        let n = cfg.senders.len();
-        let mut links = Vec::with_capacity(2 + 2 * n);
-        links.extend(bottleneck_links(&cfg.bottleneck, cfg.reverse.as_ref(), cfg.seed));
-        // Access links, out then back, never drop (Linux's TSQ keeps real
-        // host queues short; a drop there would be an artefact): pipes.
-        for _direction in 0..2 {
-            for a in &cfg.senders {
-                links.push(Link::pipe(a.rate_bps, a.delay_ns));
-            }
-        }
+        let topo = cfg.topology()?;
+        // The dumbbell's access links are pipes: they never drop (Linux's
+        // TSQ keeps real host queues short; a drop there would be an artefact).
+        let links = topo.net.build_links(cfg.seed);
+        let sampled = (0..links.len()).filter(|&l| links[l].qdisc().is_some()).collect();
+        let mut routes = Routes::default();
+        let flow_routes: Vec<(u32, u32)> =
+            topo.routes.iter().map(|r| (routes.intern(&r.path), routes.intern(&r.return_path))).collect();
+        let route_events = topo
+            .events
+            .iter()
+            .map(|(_, fis, p, b)| (fis.clone(), routes.intern(p), b.as_ref().map(|b| routes.intern(b))))
+            .collect();
+        let alt_routes = topo.controller.as_ref().map_or(vec![], |c| {
+            c.alternatives.iter().map(|(_, p, b)| (routes.intern(p), b.as_ref().map(|b| routes.intern(b)))).collect()
+        });
         let mut w = World {
             now: 0,
             end: cfg.duration_ns,
             seq: 0,
             heap: BinaryHeap::with_capacity(4096),
+            last_tx: vec![0; links.len()],
+            last_sample: 0,
             links,
-            nsenders: n,
+            routes,
+            net: topo.net,
+            dumbbell: cfg.network.is_none(),
+            sampled,
+            route_events,
+            controller: topo.controller,
+            alt_routes,
             conns: Vec::new(),
             flows: Vec::new(),
             flow_ids: Vec::new(),
@@ -199,7 +258,7 @@ impl World {
             res: SimResult::default(),
         };
         for (fi, f) in cfg.flows.iter().enumerate() {
-            let host = f.sender as u16;
+            let (path, back) = flow_routes[fi];
             // Each connection's CCA gets its own seed (BBR's random phase).
             let mk = |salt: u64| -> Result<Box<dyn cc::CongestionControl>, String> {
                 cc::build(&f.cca, cfg.seed ^ (salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
@@ -217,16 +276,16 @@ impl World {
                 class: f.queue_class.unwrap_or(0),
             };
             w.conns.push(Connection {
-                sender: Sender::new(main as u32, true, host, &cfg.tcp, cca, opts),
-                receiver: Receiver::new(main as u32, true, host, &cfg.tcp, opts),
+                sender: Sender::new(main as u32, path, &cfg.tcp, cca, opts),
+                receiver: Receiver::new(main as u32, back, &cfg.tcp, opts),
                 flow: fi,
             });
             let resp = if f.kind == FlowKind::Rpc {
                 let id = w.conns.len();
                 let cca = mk(2 * fi as u64 + 2)?;
                 w.conns.push(Connection {
-                    sender: Sender::new(id as u32, false, host, &cfg.tcp, cca, opts),
-                    receiver: Receiver::new(id as u32, false, host, &cfg.tcp, opts),
+                    sender: Sender::new(id as u32, back, &cfg.tcp, cca, opts),
+                    receiver: Receiver::new(id as u32, path, &cfg.tcp, opts),
                     flow: fi,
                 });
                 Some(id)
@@ -235,6 +294,10 @@ impl World {
             };
             w.flows.push(Flow {
                 kind: f.kind,
+                route: (path, back),
+                home: None,
+                size: f.size_bytes.unwrap_or(0),
+                completion: None,
                 main,
                 resp,
                 start: f.start_ns,
@@ -256,6 +319,9 @@ impl World {
             }
         }
         w.schedule(cfg.sample_interval_ns.min(cfg.duration_ns), Ev::Sample);
+        for (i, (at, ..)) in topo.events.iter().enumerate() {
+            w.schedule(*at, Ev::Route(i as u32));
+        }
         Ok(w)
     }
 
@@ -279,6 +345,7 @@ impl World {
                 Ev::FlowStop(f) => self.on_flow_stop(f as usize),
                 Ev::RpcNext(f) => self.issue_request(f as usize),
                 Ev::Sample => self.on_sample(),
+                Ev::Route(i) => self.on_route_event(i as usize),
             }
         }
         self.now = self.end;
@@ -296,18 +363,13 @@ impl World {
         self.out = out;
     }
 
-    fn path_link(&self, p: &Packet) -> usize {
-        let s = p.sender_host as usize;
-        match (p.forward, p.hop) {
-            (true, 0) => 2 + s,
-            (true, _) => BOTTLENECK,
-            (false, 0) => RETURN,
-            (false, _) => 2 + self.nsenders + s,
-        }
+    /// Put a packet on the link of its current hop.
+    fn offer(&mut self, p: Packet) {
+        let l = self.routes.link(p.route, p.hop).expect("a packet is offered within its route");
+        self.offer_to(l, p);
     }
 
-    fn offer(&mut self, p: Packet) {
-        let l = self.path_link(&p);
+    fn offer_to(&mut self, l: usize, p: Packet) {
         match self.links[l].offer(p, self.now) {
             Offered::TxStarted(t) => self.schedule(t, Ev::LinkTx(l as u16)),
             Offered::InLine(Some(t)) => self.schedule(t, Ev::LinkArrive(l as u16)),
@@ -331,10 +393,9 @@ impl World {
             self.schedule(t, Ev::LinkArrive(l as u16));
         }
         p.hop += 1;
-        if p.hop < 2 {
-            self.offer(p);
-        } else {
-            self.deliver(p);
+        match self.routes.link(p.route, p.hop) {
+            Some(next) => self.offer_to(next, p),
+            None => self.deliver(p),
         }
     }
 
@@ -383,8 +444,11 @@ impl World {
             self.conns[r].sender.establish(now);
         }
         let main = flow.main;
-        if flow.kind == FlowKind::Bulk {
-            self.conns[main].sender.set_unlimited(true);
+        match flow.kind {
+            FlowKind::Bulk => self.conns[main].sender.set_unlimited(true),
+            // The whole transfer is written at once; it leaves after the handshake.
+            FlowKind::Transfer => self.conns[main].sender.write(flow.size, now, &mut self.out),
+            FlowKind::Rpc => {}
         }
         self.conns[main].sender.connect(now, &mut self.out);
         self.flush();
@@ -429,6 +493,12 @@ impl World {
         let f = self.conns[c].flow;
         let flow = &mut self.flows[f];
         if flow.kind != FlowKind::Rpc {
+            if flow.kind == FlowKind::Transfer
+                && flow.completion.is_none()
+                && self.conns[c].receiver.delivered() >= flow.size
+            {
+                flow.completion = Some(now - flow.start);
+            }
             return;
         }
         let (main, resp) = (flow.main, flow.resp.expect("rpc flow"));
@@ -488,12 +558,13 @@ impl World {
             out.cca_state.push(rep.state);
             out.bw_est_bps.push(rep.bw_est_bps);
         }
-        for (name, l) in [("bottleneck", BOTTLENECK), ("reverse", RETURN)] {
+        let dt = self.now - self.last_sample;
+        for &l in &self.sampled {
             let link = &self.links[l];
-            let q = link.qdisc().expect("bottleneck and return links have a queue");
+            let q = link.qdisc().expect("sampled links have a queue");
             let st = q.stats();
             let out = &mut self.res.queue;
-            out.link.push(name);
+            out.link.push(self.net.links[l].name.clone());
             out.time_us.push(t);
             out.backlog_bytes.push(q.backlog_bytes());
             out.backlog_pkts.push(q.backlog_pkts());
@@ -501,7 +572,16 @@ impl World {
             out.random_losses.push(link.random_losses);
             out.ecn_marks.push(st.ecn_marked);
             out.lateness_us.push(None);
+            out.tx_bytes.push(link.tx_bytes);
+            out.utilisation.push(utilisation(link, self.last_tx[l], dt));
         }
+        if self.controller.is_some() {
+            self.step_controller(dt);
+        }
+        for (last, link) in self.last_tx.iter_mut().zip(&self.links) {
+            *last = link.tx_bytes;
+        }
+        self.last_sample = self.now;
         let next = self.now + self.sample_interval;
         if next <= self.end {
             self.schedule(next, Ev::Sample);
@@ -526,12 +606,116 @@ impl World {
                 rtt_p99_us: s.rtt.quantile_us(0.99),
                 active_start_us: flow.start / NS_PER_US,
                 active_stop_us: stop / NS_PER_US,
+                completion_us: flow.completion.map(|c| c / NS_PER_US),
             });
         }
-        self.res.stats.bottleneck_pkts = self.links[BOTTLENECK].tx_pkts;
+        self.res.stats.bottleneck_pkts = if self.dumbbell {
+            self.links[0].tx_pkts
+        } else {
+            self.sampled.iter().map(|&l| self.links[l].tx_pkts).sum()
+        };
         self.res.stats.rto_count = self.conns.iter().map(|c| c.sender.stats.rto_count).sum();
         self.res.stats.tlp_count = self.conns.iter().map(|c| c.sender.stats.tlp_count).sum();
         self.res.stats.sim_time_us = self.now / NS_PER_US;
         self.res
     }
+
+    // ---------------------------------------------------------------- routes and the controller
+
+    /// Move flow `fi` to new routes; packets already sent keep theirs.
+    fn set_route(&mut self, fi: usize, route: (u32, u32)) {
+        let flow = &mut self.flows[fi];
+        flow.route = route;
+        let (main, resp) = (flow.main, flow.resp);
+        self.conns[main].sender.set_route(route.0);
+        self.conns[main].receiver.set_route(route.1);
+        if let Some(r) = resp {
+            // The response stream runs against the requests.
+            self.conns[r].sender.set_route(route.1);
+            self.conns[r].receiver.set_route(route.0);
+        }
+    }
+
+    fn route_text(&self, route: (u32, u32)) -> String {
+        let names = |r: u32| self.routes.path(r).map(|l| self.net.links[l].name.as_str()).collect::<Vec<_>>().join(" ");
+        format!("path: {}; return_path: {}", names(route.0), names(route.1))
+    }
+
+    fn event_row(&mut self, kind: &'static str, flow: Option<usize>, state: Option<&'static str>, link: Option<String>, detail: String) {
+        let ev = &mut self.res.events;
+        ev.time_us.push(self.now / NS_PER_US);
+        ev.kind.push(kind);
+        ev.flow_id.push(flow.map(|f| self.flow_ids[f]));
+        ev.state.push(state);
+        ev.link.push(link);
+        ev.detail.push(detail);
+    }
+
+    fn on_route_event(&mut self, i: usize) {
+        let (fis, path, back) = self.route_events[i].clone();
+        for fi in fis {
+            let route = (path, back.unwrap_or(self.flows[fi].route.1));
+            self.set_route(fi, route);
+            // A flow the controller had moved stays where this event put it.
+            self.flows[fi].home = None;
+            let detail = self.route_text(route);
+            self.event_row("route", Some(fi), None, None, detail);
+        }
+    }
+
+    /// One controller step over the interval that just ended (`dt` long).
+    fn step_controller(&mut self, dt: Nanos) {
+        let mut c = self.controller.take().expect("a controller");
+        let util = utilisation(&self.links[c.link], self.last_tx[c.link], dt);
+        let candidates: Vec<Candidate> = c
+            .alternatives
+            .iter()
+            .map(|&(fi, ..)| {
+                let flow = &self.flows[fi];
+                let conn = &self.conns[flow.main];
+                let transfer = flow.kind == FlowKind::Transfer;
+                Candidate {
+                    flow: self.flow_ids[fi],
+                    rate_bps: conn.sender.stats.delivery_rate_bps,
+                    bytes_left: transfer.then(|| flow.size.saturating_sub(conn.receiver.delivered())),
+                    done: flow.completion.is_some() || flow.stopped,
+                }
+            })
+            .collect();
+        let mut out = Vec::new();
+        c.noted.step(self.now, util, &candidates, &mut out);
+        let link = self.net.links[c.link].name.clone();
+        for e in out {
+            match e {
+                noted::Event::State { state, why } => {
+                    self.event_row("controller", None, Some(state.name()), Some(link.clone()), why)
+                }
+                noted::Event::Move { flow } | noted::Event::MoveBack { flow } => {
+                    let ai = c.alternatives.iter().position(|a| self.flow_ids[a.0] == flow).expect("a candidate");
+                    let fi = c.alternatives[ai].0;
+                    let (state, route) = if matches!(e, noted::Event::Move { .. }) {
+                        let current = self.flows[fi].route;
+                        self.flows[fi].home = Some(current);
+                        let (p, b) = self.alt_routes[ai];
+                        ("action", (p, b.unwrap_or(current.1)))
+                    } else {
+                        let home = self.flows[fi].home.take().unwrap_or(self.flows[fi].route);
+                        ("released", home)
+                    };
+                    self.set_route(fi, route);
+                    let detail = format!("moved: {}", self.route_text(route));
+                    self.event_row("controller", Some(fi), Some(state), Some(link.clone()), detail);
+                }
+            }
+        }
+        self.controller = Some(c);
+    }
+}
+
+/// Fraction of the link's rate used since the last sample.
+fn utilisation(link: &Link<Packet>, last_tx: u64, dt: Nanos) -> f64 {
+    if dt == 0 {
+        return 0.0;
+    }
+    (link.tx_bytes - last_tx) as f64 * 8.0 * NS_PER_SEC as f64 / (link.rate_bps as f64 * dt as f64)
 }

@@ -35,6 +35,7 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "QUEUE_COLUMNS",
     "RPC_COLUMNS",
+    "EVENT_COLUMNS",
     "register",
     "registered",
     "unregister",
@@ -70,6 +71,16 @@ QUEUE_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("drops", False),
     ("ecn_marks", False),
     ("lateness_us", True),
+    ("tx_bytes", True),  # cumulative bytes the link sent (null where the backend does not count them)
+    ("utilisation", True),  # fraction of the link's rate used over the last sample interval
+)
+EVENT_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("time_us", False),
+    ("kind", False),  # "route" | "controller"
+    ("flow_id", True),  # the flow moved; null for a controller state change
+    ("state", True),  # controller: "idle" | "decision" | "action" | "released"; null for a route event
+    ("link", True),  # the watched link (controller); null for a route event
+    ("detail", True),  # one line of text: why, or the new path
 )
 RPC_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("flow_id", False),
@@ -90,9 +101,10 @@ FLOW_FIELDS: tuple[tuple[str, bool], ...] = (
     ("rtt_p99_us", True),
     ("active_start_us", True),
     ("active_stop_us", True),
+    ("completion_us", True),  # a transfer's time from its start to its last byte delivered; else null
 )
 
-_TABLES = {"samples": SAMPLE_COLUMNS, "queue": QUEUE_COLUMNS, "rpcs": RPC_COLUMNS}
+_TABLES = {"samples": SAMPLE_COLUMNS, "queue": QUEUE_COLUMNS, "rpcs": RPC_COLUMNS, "events": EVENT_COLUMNS}
 
 
 @dataclass
@@ -110,6 +122,7 @@ class RunResult:
     stats: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"
     note: str | None = None
+    events: dict[str, list] = field(default_factory=dict)  # route changes and controller actions
 
     @classmethod
     def from_dict(cls, d: Any) -> "RunResult":
@@ -177,6 +190,7 @@ class RunResult:
             samples=tables["samples"],
             queue=tables["queue"],
             rpcs=tables["rpcs"],
+            events=tables["events"],
             stats=stats,
             status=status,
             note=d.get("note"),

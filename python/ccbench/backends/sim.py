@@ -20,6 +20,13 @@ def _core():
     return _core
 
 
+def core_config(config: dict) -> dict:
+    """The resolved config as the core takes it: a flow's ``tool`` (iperf3)
+    says how the linux backend drives it; the simulator runs the same bulk
+    flow either way, so it is dropped."""
+    return {**config, "flows": [{k: v for k, v in f.items() if k != "tool"} for f in config["flows"]]}
+
+
 class SimBackend:
     name = "sim"
 
@@ -28,11 +35,7 @@ class SimBackend:
 
     def run(self, runspec: Any) -> RunResult:
         core = _core()
-        cfg = runspec.config
-        # A flow's tool (iperf3) says how the linux backend drives it; the
-        # simulator runs the same bulk flow either way.
-        cfg = {**cfg, "flows": [{k: v for k, v in f.items() if k != "tool"} for f in cfg["flows"]]}
-        out = core.simulate(json.dumps(cfg))
+        out = core.simulate(json.dumps(core_config(runspec.config)))
         try:
             decoded = json.loads(out)
         except json.JSONDecodeError as e:

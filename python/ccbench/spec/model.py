@@ -10,7 +10,7 @@ backend, sender index in range, stop after start...) live in
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Literal, Optional
+from typing import Any, Callable, List, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, StrictStr
 from pydantic_core import PydanticCustomError
@@ -166,13 +166,65 @@ class Reverse(Model):
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
 
 
+NODE_NAME_ALLOWED = "a node name of letters, digits, '_' and '-', e.g. 'r1' or 'site-a'"
+NODE_PATH_ALLOWED = "an array of node names, e.g. ['a', 'r1', 'r2', 'b']"
+QdiscT = Annotated[Qdisc, BeforeValidator(shorthand)]
+
+
+class LinkBack(Model):
+    """The B → A direction of a link; a field left out is the A → B direction's."""
+
+    rate: Optional[Rate] = F(None, units.RATE_ALLOWED)
+    delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
+    loss: Optional[Percent] = F(None, units.PERCENT_ALLOWED)
+    buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
+    qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED)
+    bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
+                                "flows that cross the link)")
+
+
+class Link(Model):
+    """A link of a general topology: both directions, A → B as given, B → A with ``back`` changes."""
+
+    name: Optional[StrictStr] = F(None, "a link name of letters, digits, '_' and '-' (default 'A-B'), unique")
+    between: List[StrictStr] = F(..., "the two nodes it joins, e.g. ['r1', 'r2']")
+    rate: Rate = F(..., units.RATE_ALLOWED)
+    delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
+    loss: Percent = F("0%", units.PERCENT_ALLOWED + " (each direction)")
+    buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED + " (default: a pipe at a host, else 1bdp; with "
+                                  "codel, fq_codel, fq: Linux's limit)")
+    qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED + " (default 'fifo'; a host's link: a pipe)")
+    bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
+                                "flows that cross the link)")
+    back: Optional[LinkBack] = F(None, "a table {rate, delay, loss, buffer, qdisc, bdp_rtt} for the B → A "
+                                 "direction (a field left out is the same as A → B)")
+
+    @staticmethod
+    def entry_name(entry: Any) -> Optional[str]:
+        """The name a [[topology.links]] entry of the document goes by in dotted paths."""
+        if not isinstance(entry, dict):
+            return None
+        if isinstance(entry.get("name"), str):
+            return entry["name"]
+        ends = entry.get("between")
+        if isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends):
+            return f"{ends[0]}-{ends[1]}"
+        return None
+
+
 class Topology(Model):
-    senders: Annotated[List[Access], BeforeValidator(_senders)] = F(
-        1, SENDERS_ALLOWED
+    """A dumbbell (senders, access, bottleneck, reverse) or a general network (hosts, routers, links)."""
+
+    senders: Annotated[Optional[List[Access]], BeforeValidator(_senders)] = F(
+        None, SENDERS_ALLOWED
     )
-    access: AccessDefault = F({}, "a table {rate, delay}")
-    bottleneck: Bottleneck = F(..., "a table with at least rate = '...'")
+    access: Optional[AccessDefault] = F(None, "a table {rate, delay}")
+    bottleneck: Optional[Bottleneck] = F(None, "a table with at least rate = '...'")
     reverse: Optional[Reverse] = F(None, "a table {rate, delay, loss, buffer}")
+    hosts: Optional[List[StrictStr]] = F(None, "an array of host names (a general topology), e.g. ['a', 'b']")
+    routers: List[StrictStr] = F([], "an array of router names, e.g. ['r1', 'r2']")
+    links: Optional[List[Link]] = F(None, "an array of tables [[topology.links]] with at least between = "
+                                    "['A', 'B'] and rate = '...'")
 
 
 class Tcp(Model):
@@ -192,9 +244,16 @@ class Tcp(Model):
 
 class Flow(Model):
     cca: StrictStr = F(..., "a congestion control algorithm name")
-    kind: Literal["bulk", "rpc"] = F("bulk", "'bulk' or 'rpc'")
+    kind: Literal["bulk", "rpc", "transfer"] = F("bulk", "'bulk', 'rpc' or 'transfer' (size bytes, then done)")
     count: StrictInt = F(1, "a whole number >= 1", ge=1)
     sender: StrictInt = F(0, "an index into topology.senders, from 0", ge=0)
+    src: Optional[StrictStr] = F(None, "the sending host (general topology), e.g. 'a'")
+    dst: Optional[StrictStr] = F(None, "the receiving host (general topology), e.g. 'b'")
+    path: Optional[List[StrictStr]] = F(None, NODE_PATH_ALLOWED + " from src to dst (default: the shortest "
+                                        "by delay)")
+    return_path: Optional[List[StrictStr]] = F(None, NODE_PATH_ALLOWED + " from dst to src (default: path "
+                                               "reversed)")
+    size: Optional[Size] = F(None, "a positive size such as '1GB' (transfer flows only)")
     start: Time = F("0s", units.TIME_ALLOWED)
     stop: Optional[Time] = F(None, units.TIME_ALLOWED + ", after start and at most study.duration")
     start_jitter: Time = F("0s", units.TIME_ALLOWED)
@@ -207,6 +266,38 @@ class Flow(Model):
     max_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (caps the pacing rate, like SO_MAX_PACING_RATE)")
     tool: Literal["ccbench", "iperf3"] = F(
         "ccbench", "'ccbench' or 'iperf3' (linux backend, bulk flows: driven by iperf3, its JSON imported)")
+
+
+FlowSelector = Union[StrictStr, List[Union[StrictInt, StrictStr]]]
+FLOWS_ALLOWED = "a flow group label such as 'long', or an array of group labels and flow numbers, e.g. [0, 2]"
+
+
+class Event(Model):
+    """A route change: at ``at`` the flows move to ``path`` (their TCP connections survive)."""
+
+    at: Time = F(..., "a time such as '10s', before study.duration")
+    flows: FlowSelector = F(..., FLOWS_ALLOWED)
+    path: List[StrictStr] = F(..., NODE_PATH_ALLOWED + ": a whole path src → dst, or a part of it between "
+                              "two nodes of the flow's path")
+    return_path: Optional[List[StrictStr]] = F(None, NODE_PATH_ALLOWED + " for the return direction (default: "
+                                               "the new path reversed, for a flow whose return path mirrors it)")
+
+
+class Controller(Model):
+    """A NOTED-style path controller (docs/topology.md)."""
+
+    kind: Literal["noted"] = F(..., "'noted'")
+    link: StrictStr = F(..., "a directed link name: a link's name (its A → B direction) or 'NAME/back'")
+    threshold: Percent = F("90%", "a percentage such as '90%': saturated at this utilisation or more")
+    hold: Time = F("2s", "a time such as '2s': saturated this long before the controller acts")
+    release_threshold: Percent = F("70%", "a percentage such as '70%', at most threshold")
+    release_hold: Time = F("2s", "a time such as '2s': below release_threshold this long before release")
+    min_size: Size = F("100MB", "a size such as '100MB': transfers with at least this much still to send move")
+    min_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (default: no rate threshold)")
+    alternative: List[StrictStr] = F(..., NODE_PATH_ALLOWED + ": the alternative between two nodes of the "
+                                     "moved flows' path, e.g. ['r1', 'r3', 'r2']", min_length=2)
+    flows: Optional[FlowSelector] = F(None, FLOWS_ALLOWED + " (default: every bulk and transfer flow whose "
+                                      "path crosses the link)")
 
 
 class Analysis(Model):
@@ -222,8 +313,12 @@ class Analysis(Model):
 
 class StudyFile(Model):
     study: StudyInfo = F(..., "a table with at least name = '...'")
-    topology: Topology = F(..., "a table with at least [topology.bottleneck] rate = '...'")
+    topology: Topology = F(..., "a table with at least [topology.bottleneck] rate = '...', or hosts and "
+                           "[[topology.links]]")
     tcp: Tcp = F({}, "a table of TCP settings")
     flows: List[Flow] = F(..., "an array of tables [[flows]] with at least cca = '...'", min_length=1)
     sweep: Any = F(None, "a table of dotted paths to lists of values")
+    events: List[Event] = F([], "an array of tables [[events]] with at, flows and path (general topology)")
+    controller: Optional[Controller] = F(None, "a table with kind = 'noted', link and alternative "
+                                         "(general topology)")
     analysis: Analysis = F({}, "a table {steady_after, collapse_fraction, collapse_min, converge_jfi}")

@@ -32,7 +32,8 @@ from math import floor
 from typing import Any, Optional
 
 from . import qdisc, units
-from .model import CCAS, DELACK_NS, HEADER_BYTES, SELF_PACED, StudyFile, ccas_for
+from . import network
+from .model import CCAS, DELACK_NS, HEADER_BYTES, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for
 from .sweep import FieldError, dotted
 
 
@@ -62,7 +63,9 @@ def _bdp_bytes(multiple: Fraction, rate_bps: int, rtt_ns: int, mss: int) -> int:
     return max(floor(exact + Fraction(1, 2)), mss + HEADER_BYTES)
 
 
-def _buffer(buf: units.Buffer, rate_bps: int, rtt_ns: int, mss: int, loc: tuple, related: tuple) -> dict:
+def _buffer(buf: units.Buffer, rate_bps: int, rtt_ns: int, mss: int, loc: tuple, related: tuple,
+            rtt_fields: str = "topology.bottleneck.delay, topology.access.delay or topology.bottleneck.bdp_rtt"
+            ) -> dict:
     if buf.kind == "pkts":
         return {"buffer_bytes": None, "buffer_pkts": int(buf.amount)}
     if buf.kind == "bytes":
@@ -70,11 +73,82 @@ def _buffer(buf: units.Buffer, rate_bps: int, rtt_ns: int, mss: int, loc: tuple,
     if rtt_ns <= 0:
         raise FieldError(
             loc, "a buffer in BDP needs a non-zero RTT", str(buf),
-            "set topology.bottleneck.delay, topology.access.delay or topology.bottleneck.bdp_rtt, "
-            "or give the buffer in bytes or packets",
+            f"set {rtt_fields}, or give the buffer in bytes or packets",
             related=related,
         )
     return {"buffer_bytes": _bdp_bytes(Fraction(buf.amount), rate_bps, rtt_ns, mss), "buffer_pkts": None}
+
+
+def _dumbbell_only(m: StudyFile) -> None:
+    """A dumbbell study uses none of the general topology's fields."""
+    topo = m.topology
+    if topo.bottleneck is None:
+        raise FieldError(("topology", "bottleneck"), "required field is missing", FieldError.NO_VALUE,
+                         "a table with at least rate = '...'")
+    if topo.routers:
+        raise FieldError(("topology", "routers"), "only with a general topology (hosts and [[topology.links]])",
+                         FieldError.NO_VALUE, "leave it out of a dumbbell", related=("topology.bottleneck",))
+    for i, f in enumerate(m.flows):
+        for name in ("src", "dst", "path", "return_path"):
+            if getattr(f, name) is not None:
+                raise FieldError(("flows", i, name), "only with a general topology (hosts and "
+                                 "[[topology.links]]); a dumbbell flow has a sender", FieldError.NO_VALUE,
+                                 "sender = N", related=("topology.bottleneck",))
+    if m.events:
+        raise FieldError(("events",), "route changes need a general topology (hosts and [[topology.links]])",
+                         FieldError.NO_VALUE, "leave [[events]] out of a dumbbell", related=("topology.bottleneck",))
+    if m.controller is not None:
+        raise FieldError(("controller",), "a path controller needs a general topology (hosts and "
+                         "[[topology.links]])", FieldError.NO_VALUE, "leave [controller] out of a dumbbell",
+                         related=("topology.bottleneck",))
+
+
+def _dumbbell(topo: Any, tcp: Any) -> tuple[list, dict, Optional[dict]]:
+    """senders, bottleneck and reverse of the run config."""
+    access = topo.access if topo.access is not None else AccessDefault()
+    senders = []
+    for s in (topo.senders if topo.senders is not None else [Access()]):
+        senders.append({
+            "rate_bps": s.rate if s.rate is not None else access.rate,
+            "delay_ns": s.delay if s.delay is not None else access.delay,
+        })
+    bn = topo.bottleneck
+    rev = topo.reverse
+    rev_delay = bn.delay if rev is None or rev.delay is None else rev.delay
+    rev_rate = bn.rate if rev is None or rev.rate is None else rev.rate
+    if bn.bdp_rtt is not None:
+        if bn.bdp_rtt <= 0:
+            raise FieldError(("topology", "bottleneck", "bdp_rtt"), "must be positive", "0s",
+                             "a positive time such as '40ms'")
+        rtt = bn.bdp_rtt
+    else:
+        rtt = max(2 * s["delay_ns"] for s in senders) + bn.delay + rev_delay
+    rtt_related = ("topology.bottleneck.delay", "topology.bottleneck.bdp_rtt", "topology.access",
+                   "topology.senders", "topology.reverse")
+    bn_buffer = bn.buffer if bn.buffer is not None else qdisc.default_buffer(bn.qdisc.kind)
+    bn_related = rtt_related + ("topology.bottleneck.rate",)
+    bottleneck = {
+        "rate_bps": bn.rate,
+        "delay_ns": bn.delay,
+        "loss": bn.loss,
+        **_buffer(bn_buffer, bn.rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"),
+                  bn_related + ("topology.bottleneck.qdisc",)),
+    }
+    bottleneck["qdisc"] = qdisc.resolve(bn.qdisc, qdisc.Ctx(
+        ("topology", "bottleneck", "qdisc"), bn.rate, rtt, tcp.mss,
+        {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")},
+        lambda b, loc: _buffer(b, bn.rate, rtt, tcp.mss, loc, bn_related), FieldError))
+    reverse: Optional[dict] = None
+    if rev is not None:
+        if rev.buffer is not None:
+            rbuf = _buffer(rev.buffer, rev_rate, rtt, tcp.mss, ("topology", "reverse", "buffer"),
+                           rtt_related + ("topology.reverse.rate",))
+        else:
+            rbuf = {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")}
+            if bn_buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
+                rbuf = _buffer(bn_buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
+        reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **rbuf}
+    return senders, bottleneck, reverse
 
 
 def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list[dict]]:
@@ -119,54 +193,19 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                              related=tuple(f"flows.{i}.cca" for i, f in enumerate(m.flows) if f.cca in SELF_PACED))
 
     # -- topology
-    senders = []
-    for s in topo.senders:
-        senders.append({
-            "rate_bps": s.rate if s.rate is not None else topo.access.rate,
-            "delay_ns": s.delay if s.delay is not None else topo.access.delay,
-        })
-    bn = topo.bottleneck
-    rev = topo.reverse
-    rev_delay = bn.delay if rev is None or rev.delay is None else rev.delay
-    rev_rate = bn.rate if rev is None or rev.rate is None else rev.rate
-    if bn.bdp_rtt is not None:
-        if bn.bdp_rtt <= 0:
-            raise FieldError(("topology", "bottleneck", "bdp_rtt"), "must be positive", "0s",
-                             "a positive time such as '40ms'")
-        rtt = bn.bdp_rtt
+    general = topo.links is not None or topo.hosts is not None
+    if general:
+        net = network.build(m)
     else:
-        rtt = max(2 * s["delay_ns"] for s in senders) + bn.delay + rev_delay
-    rtt_related = ("topology.bottleneck.delay", "topology.bottleneck.bdp_rtt", "topology.access",
-                   "topology.senders", "topology.reverse")
-    bn_buffer = bn.buffer if bn.buffer is not None else qdisc.default_buffer(bn.qdisc.kind)
-    bn_related = rtt_related + ("topology.bottleneck.rate",)
-    bottleneck = {
-        "rate_bps": bn.rate,
-        "delay_ns": bn.delay,
-        "loss": bn.loss,
-        **_buffer(bn_buffer, bn.rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"),
-                  bn_related + ("topology.bottleneck.qdisc",)),
-    }
-    bottleneck["qdisc"] = qdisc.resolve(bn.qdisc, qdisc.Ctx(
-        ("topology", "bottleneck", "qdisc"), bn.rate, rtt, tcp.mss,
-        {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")},
-        lambda b, loc: _buffer(b, bn.rate, rtt, tcp.mss, loc, bn_related), FieldError))
-    reverse: Optional[dict] = None
-    if rev is not None:
-        if rev.buffer is not None:
-            rbuf = _buffer(rev.buffer, rev_rate, rtt, tcp.mss, ("topology", "reverse", "buffer"),
-                           rtt_related + ("topology.reverse.rate",))
-        else:
-            rbuf = {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")}
-            if bn_buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
-                rbuf = _buffer(bn_buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
-        reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **rbuf}
+        _dumbbell_only(m)
+        senders, bottleneck, reverse = _dumbbell(topo, tcp)
 
     # -- flows
     allowed_ccas = ccas_for(backend)
     flows: list[dict] = []
     jitters: list[int] = []
     meta: list[dict] = []
+    routes: list[network.Route] = []
     for i, f in enumerate(m.flows):
         loc = ("flows", i)
         if f.cca not in allowed_ccas:
@@ -175,11 +214,23 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                 problem = ("this kernel has no such congestion control"
                            + (" (it is a sim-only algorithm: use backend 'sim')" if f.cca in CCAS["sim"] else ""))
             raise FieldError(loc + ("cca",), problem, f.cca, ", ".join(allowed_ccas))
-        if f.sender >= len(senders):
+        if general:
+            route = network.flow_route(net, f, i)
+        elif f.sender >= len(senders):
             raise FieldError(loc + ("sender",), f"no such sender: the topology has {len(senders)} sender"
                              + ("" if len(senders) == 1 else "s"), f.sender,
                              f"0 .. {len(senders) - 1}", related=("topology.senders",))
-        if f.kind == "bulk":
+        if f.kind == "transfer":
+            if f.size is None:
+                raise FieldError(loc + ("size",), "a transfer needs its size", FieldError.NO_VALUE,
+                                 "a positive size such as '1GB'", related=(dotted(loc + ("kind",)),))
+            if f.size <= 0:
+                raise FieldError(loc + ("size",), "must be positive", units.format_size(f.size),
+                                 "a positive size such as '1GB'")
+        elif f.size is not None:
+            raise FieldError(loc + ("size",), "only allowed for kind = 'transfer'", units.format_size(f.size),
+                             "leave it out, or set kind = 'transfer'", related=(dotted(loc + ("kind",)),))
+        if f.kind != "rpc":
             for name in ("request", "response", "think"):
                 if getattr(f, name) is not None:
                     raise FieldError(loc + (name,), "only allowed for kind = 'rpc'", _shown(f, name),
@@ -225,14 +276,26 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
             group = f.group
         elif f.kind == "bulk":
             group = f"{f.cca} bulk"
+        elif f.kind == "transfer":
+            group = f"{f.cca} transfer {units.format_size(f.size)}"
         else:
             group = f"{f.cca} rpc {units.format_size(request)}"
         for _ in range(f.count):
             fid = len(flows)
+            if general:
+                where: dict[str, Any] = {"src": f.src, "dst": f.dst}
+                sender = net.hosts.index(f.src)
+                routes.append(route)
+            else:
+                where, sender = {"sender": f.sender}, f.sender
             flow: dict[str, Any] = {
-                "id": fid, "cca": f.cca, "sender": f.sender, "kind": f.kind,
+                "id": fid, "cca": f.cca, **where, "kind": f.kind,
                 "start_ns": f.start, "stop_ns": f.stop,
             }
+            if general:
+                flow["path"], flow["return_path"] = net.link_names(route.path), net.link_names(route.back)
+            if f.kind == "transfer":
+                flow["size_bytes"] = f.size
             if f.kind == "rpc":
                 flow.update(request_bytes=request, response_bytes=response, think_ns=think)
             if f.cwnd_clamp is not None:
@@ -245,7 +308,7 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                 flow["tool"] = f.tool  # the linux backend's; the simulator runs the same bulk flow
             flows.append(flow)
             jitters.append(f.start_jitter)
-            meta.append({"id": fid, "cca": f.cca, "sender": f.sender, "kind": f.kind, "group": group})
+            meta.append({"id": fid, "cca": f.cca, "sender": sender, "kind": f.kind, "group": group, **where})
 
     config = {
         "duration_ns": st.duration,
@@ -266,11 +329,17 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
             # Only when given, so that configurations without it keep their ids.
             **({"kernel_hz": tcp.kernel_hz} if tcp.kernel_hz is not None else {}),
         },
-        "senders": senders,
-        "bottleneck": bottleneck,
-        "reverse": reverse,
-        "flows": flows,
     }
+    if general:
+        net_config, events, controller = network.resolve(m, net, routes, meta, tcp.mss, _buffer)
+        config["network"] = net_config
+        config["flows"] = flows
+        if events:
+            config["events"] = events
+        if controller is not None:
+            config["controller"] = controller
+    else:
+        config.update(senders=senders, bottleneck=bottleneck, reverse=reverse, flows=flows)
     return config, jitters, meta
 
 

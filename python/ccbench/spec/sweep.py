@@ -161,6 +161,16 @@ def check_path(key: str, doc: dict) -> tuple:
                                  "senders as an array of tables", key, "topology.senders as a whole",
                                  field=field)
             n = len(node) if isinstance(node, list) else 0
+            item = _unwrap(typing.get_args(ann)[0])
+            named = _is_model(item) and hasattr(item, "entry_name")
+            if not part.isdigit() and named:
+                # an entry by its name: topology.links.primary.rate
+                names = [item.entry_name(e) for e in node] if isinstance(node, list) else []
+                if part not in names:
+                    raise FieldError((), f"{where} has no entry named '{part}'", key,
+                                     ", ".join(f"{where}.{x}" for x in names if x) or _indices(where, n),
+                                     field=field)
+                part = str(names.index(part))
             if not part.isdigit():
                 raise FieldError((), f"{where} is an array: expected an index", key, _indices(where, n),
                                  field=field)

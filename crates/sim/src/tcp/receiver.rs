@@ -67,8 +67,8 @@ struct Range {
 
 pub struct Receiver {
     conn_id: u32,
-    forward: bool,
-    sender_host: u16,
+    /// The route of the ACKs (against the data).
+    route: u32,
     cfg: TcpConfig,
     opts: ConnOpts,
     rcv_nxt: u64,
@@ -86,11 +86,10 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig, opts: ConnOpts) -> Receiver {
+    pub fn new(conn_id: u32, route: u32, cfg: &TcpConfig, opts: ConnOpts) -> Receiver {
         Receiver {
             conn_id,
-            forward,
-            sender_host,
+            route,
             cfg: cfg.clone(),
             opts,
             rcv_nxt: 0,
@@ -103,6 +102,11 @@ impl Receiver {
             ce_state: false,
             delack_timer: Timer::default(),
         }
+    }
+
+    /// Send ACKs over this route from now on.
+    pub fn set_route(&mut self, route: u32) {
+        self.route = route;
     }
 
     /// Bytes delivered in order to the application so far.
@@ -231,9 +235,7 @@ impl Receiver {
         Packet {
             conn: self.conn_id,
             to_receiver: false,
-            // ACKs travel against the data.
-            forward: !self.forward,
-            sender_host: self.sender_host,
+            route: self.route,
             ack: self.rcv_nxt,
             ts_ecr: self.ts_recent,
             wire: self.cfg.header_bytes,
@@ -295,7 +297,7 @@ mod tests {
     /// drained the queue).
     #[test]
     fn pushed_segment_is_acked_at_once() {
-        let mut r = Receiver::new(0, true, 0, &tcp_cfg(), ConnOpts::default());
+        let mut r = Receiver::new(0, 0, &tcp_cfg(), ConnOpts::default());
         let mut out = Out::default();
         let mut seq = 0;
         // Leave quick-ACK mode (window growth, then 16 quick ACKs).
@@ -326,7 +328,7 @@ mod tests {
     #[test]
     fn window_growth_keeps_quick_acks() {
         let cfg = tcp_cfg();
-        let mut r = Receiver::new(0, true, 0, &cfg, ConnOpts::default());
+        let mut r = Receiver::new(0, 0, &cfg, ConnOpts::default());
         assert_eq!(segment_truesize(1448, 52), 2304);
         assert_eq!(r.window.window_clamp, 6_291_456 * 160 / 256);
         let mut out = Out::default();

@@ -65,8 +65,8 @@ pub struct Sender {
     pub c: Conn,
     cca: Box<dyn CongestionControl>,
     conn_id: u32,
-    forward: bool,
-    sender_host: u16,
+    /// The route of the data this side sends.
+    route: u32,
     cfg: TcpConfig,
     opts: ConnOpts,
     pacing: bool,
@@ -150,7 +150,7 @@ pub struct SenderStats {
 }
 
 impl Sender {
-    pub fn new(conn_id: u32, forward: bool, sender_host: u16, cfg: &TcpConfig, cca: Box<dyn CongestionControl>, opts: ConnOpts) -> Sender {
+    pub fn new(conn_id: u32, route: u32, cfg: &TcpConfig, cca: Box<dyn CongestionControl>, opts: ConnOpts) -> Sender {
         let mut c = Conn::new(cfg.mss, cfg.init_cwnd);
         c.hz = cfg.kernel_hz.map_or(1000, u64::from);
         c.header_bytes = cfg.header_bytes;
@@ -173,8 +173,7 @@ impl Sender {
             c,
             cca,
             conn_id,
-            forward,
-            sender_host,
+            route,
             cfg: cfg.clone(),
             opts,
             pacing,
@@ -295,6 +294,12 @@ impl Sender {
         }
     }
 
+    /// Send from now on over this route (a route change; segments already
+    /// sent finish their old route).
+    pub fn set_route(&mut self, route: u32) {
+        self.route = route;
+    }
+
     pub fn srtt_us(&self) -> u64 {
         self.srtt_ns / NS_PER_US
     }
@@ -307,8 +312,7 @@ impl Sender {
         Packet {
             conn: self.conn_id,
             to_receiver: true,
-            forward: self.forward,
-            sender_host: self.sender_host,
+            route: self.route,
             ts_val: now,
             ect: self.opts.ecn,
             class: self.opts.class,
@@ -1267,7 +1271,7 @@ mod tests {
     #[test]
     fn ack_sample_in_flight_is_delivered_since_send() {
         let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut s = Sender::new(0, true, 0, &tcp_cfg(), Box::new(Recorder(seen.clone())), ConnOpts::default());
+        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone())), ConnOpts::default());
         s.set_unlimited(true);
         let mut out = Out::default();
         s.connect(0, &mut out);
@@ -1294,7 +1298,7 @@ mod tests {
     #[test]
     fn bulk_refill_writes_end_with_psh() {
         let cca = crate::cc::by_name("reno").unwrap();
-        let mut s = Sender::new(0, true, 0, &tcp_cfg(), cca, ConnOpts::default());
+        let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
         s.set_unlimited(true);
         let mut out = Out::default();
         s.connect(0, &mut out);
