@@ -147,7 +147,8 @@ def test_route_change_moves_the_rtt_and_the_flows_keep_delivering(core, tmp_path
     assert 40e6 < rate_after < 52e6, rate_after
     # The route event, and the links' rows: the primary link carried nothing after the change.
     (ev0, ev1) = rows(res.events)
-    assert (ev0["time_us"], ev0["kind"], ev0["flow_id"], ev0["detail"]) == (2_000_000, "route", 0, " ".join(DETOUR[0]))
+    assert (ev0["time_us"], ev0["kind"], ev0["flow_id"], ev0["detail"]) == (2_000_000, "route", 0,
+                                                                  f"path: {' '.join(DETOUR[0])}; return_path: {' '.join(DETOUR[1])}")
     assert ev1["flow_id"] == 1
     q = res.queue
     assert set(q["link"]) == {"primary", "primary/back", "alt1", "alt1/back", "alt2", "alt2/back"}
@@ -214,3 +215,78 @@ def test_iperf3_flows_are_refused_with_a_network(core):
     r = runspec(*TWO_PATHS, [flow(0, "a", "b", *PRIMARY, tool="iperf3")], 1.0)
     with pytest.raises(UsageError, match="iperf3"):
         LinuxBackend().run(r)
+
+
+STUDY = """
+[study]
+name = "two-paths"
+duration = "3s"
+
+[topology]
+hosts = ["a", "b"]
+routers = ["r1", "r2", "r3"]
+
+[[topology.links]]
+between = ["a", "r1"]
+rate = "1Gbit"
+
+[[topology.links]]
+between = ["r2", "b"]
+rate = "1Gbit"
+
+[[topology.links]]
+name = "primary"
+between = ["r1", "r2"]
+rate = "100Mbit"
+delay = "10ms"
+
+[[topology.links]]
+between = ["r1", "r3"]
+rate = "100Mbit"
+delay = "15ms"
+
+[[topology.links]]
+between = ["r3", "r2"]
+rate = "100Mbit"
+delay = "15ms"
+
+[[flows]]
+cca = "cubic"
+kind = "rpc"
+request = "1KB"
+response = "100B"
+think = "5ms"
+src = "a"
+dst = "b"
+
+[[events]]
+at = "1.5s"
+flows = [0]
+path = ["r1", "r3", "r2"]
+"""
+
+
+def test_a_study_with_a_route_change_on_sim_and_linux(core, tmp_path, monkeypatch):
+    """The same study file on both backends: the same links in the queue
+    table, the same route event, the RPC latency following the path."""
+    from ccbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(STUDY)
+    got = {}
+    for backend in ("sim", "linux"):
+        assert main(["run", "s.toml", "--backend", backend, "--out", backend]) == 0
+        with Store.open_existing(tmp_path / backend) as st:
+            (run,) = st.runs()
+            rid = run.run_id
+            con = st.con
+            links = sorted(r[0] for r in con.execute("select distinct link from queue where run_id = ?", [rid]).fetchall())
+            events = con.execute("select time_us, kind, flow_id from events where run_id = ?", [rid]).fetchall()
+            lat = con.execute("select min(latency_us) filter (where start_us < 1400000), "
+                              "min(latency_us) filter (where start_us > 2000000) from rpcs where run_id = ?",
+                              [rid]).fetchone()
+            got[backend] = (links, events, lat)
+    assert got["sim"][0] == got["linux"][0] == sorted(["primary", "primary/back", "r1-r3", "r3-r1", "r3-r2", "r2-r3"])
+    assert got["sim"][1] == got["linux"][1] == [(1_500_000, "route", 0)]
+    for backend, (_, _, (before, after)) in got.items():
+        assert 20_000 <= before <= 21_000 and 60_000 <= after <= 61_000, (backend, before, after)

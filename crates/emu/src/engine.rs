@@ -114,6 +114,11 @@ impl SampleView<'_> {
     pub fn path_text(&self, path: u16) -> String {
         path_text(self.routes, self.names, path)
     }
+
+    /// "path: ...; return_path: ..." (the simulator's wording).
+    pub fn route_text(&self, path: u16, ret: u16) -> String {
+        format!("path: {}; return_path: {}", self.path_text(path), self.path_text(ret))
+    }
 }
 
 fn path_text(routes: &[Vec<u16>], names: &[String], path: u16) -> String {
@@ -283,8 +288,8 @@ impl Emulator {
             let f = &mut self.net.routing.flows[fi as usize];
             f.path = path;
             f.ret = ret.unwrap_or(f.ret);
-            let id = f.id;
-            let detail = self.net.path_text(path);
+            let (id, ret) = (f.id, f.ret);
+            let detail = format!("path: {}; return_path: {}", self.net.path_text(path), self.net.path_text(ret));
             let row = EventRow { time_us: self.time_us(at), kind: "route", flow_id: Some(id), state: None, link: None, detail };
             self.record(row);
         }
@@ -903,7 +908,7 @@ mod tests {
         assert_eq!(summary["flows"]["3"]["delivered_bytes"], 2000);
         let ev = &summary["events"][0];
         assert_eq!((ev["time_us"].as_i64(), ev["kind"].as_str(), ev["flow_id"].as_u64()), (Some(50_000), Some("route"), Some(3)));
-        assert_eq!(ev["detail"], "a-r1 alt1 alt2 r2-b");
+        assert_eq!(ev["detail"], "path: a-r1 alt1 alt2 r2-b; return_path: b-r2 alt2/back alt1/back r1-a");
         // Every queueing link is in the stats, by name, with tx_bytes and utilisation; pipes are not.
         let text = String::from_utf8(sink.0.borrow().clone()).unwrap();
         let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
@@ -965,7 +970,7 @@ mod tests {
         let want: Vec<(i64, Option<u32>, String)> = want.iter().map(|&(t, f, s)| (t, f, s.to_string())).collect();
         assert_eq!(rows, want, "{:?}", emu.events);
         assert!(emu.events.iter().all(|e| e.kind == "controller" && e.link.as_deref() == Some("primary")));
-        assert_eq!(emu.events[2].detail, "moved to path a-r1 alt1 alt2 r2-b");
+        assert_eq!(emu.events[2].detail, "moved: path: a-r1 alt1 alt2 r2-b; return_path: b-r2 primary/back r1-a");
         assert!(emu.net.links[2].tx_pkts > 500, "the detour carried the flow after the move");
         assert_eq!(summary["events"].as_array().unwrap().len(), 6);
     }

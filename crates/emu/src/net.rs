@@ -263,13 +263,14 @@ impl PathControl for NotedCtl {
                     let now = (v.paths[fi as usize], v.rets[fi as usize]);
                     self.before.insert(*flow, now);
                     moves.push((fi, p, r));
-                    rows.push(row(Some(*flow), "action", format!("moved to path {}", v.path_text(p))));
+                    let text = v.route_text(p, r.unwrap_or(now.1));
+                    rows.push(row(Some(*flow), "action", format!("moved: {text}")));
                 }
                 Event::MoveBack { flow } => {
                     let fi = self.alts[flow].0;
                     if let Some(&(p, r)) = self.before.get(flow) {
                         moves.push((fi, p, Some(r)));
-                        rows.push(row(Some(*flow), "released", format!("moved back to path {}", v.path_text(p))));
+                        rows.push(row(Some(*flow), "released", format!("moved: {}", v.route_text(p, r))));
                     }
                 }
             }

@@ -204,6 +204,7 @@ class _Run:
         self.iface: dict[str, dict] = {}
         self.tun_qdisc_drops = 0
         self.cgroups: dict[str, Path] = {}  # client name → its cgroup, for cwnd-clamped flows
+        self.servers: list[str] = ["server"]  # the load servers' process names
 
     # -- lifecycle
 
@@ -338,7 +339,8 @@ class _Run:
         if late_exit:
             self.procs.stop()
         self._read_kernel_counters()
-        return self._assemble(t0, clients, servers, late_exit)
+        self.servers = servers
+        return self._assemble(t0, clients, late_exit)
 
     def _execute_network(self) -> RunResult:
         """A general network: a load server on every host that is some flow's
@@ -430,14 +432,14 @@ class _Run:
 
     # -- results
 
-    def _assemble(self, t0: int, clients: dict, servers: list[str], late_exit: list[str]) -> RunResult:
+    def _assemble(self, t0: int, clients: dict, late_exit: list[str]) -> RunResult:
         cfg = self.cfg
         by_name = {p.name: p for p in self.procs.procs}
         client_out = {name: by_name[name].result() for name in clients}
         emu_out = by_name["emu"].result()
         # One server (the dumbbell's receiver) or one per destination host: merged.
         server_out: dict[str, Any] = {"flows": [], "errors": []}
-        for name in servers:
+        for name in self.servers:
             out = by_name[name].result()
             server_out["flows"] += out.get("flows") or []
             server_out["errors"] += out.get("errors") or []
