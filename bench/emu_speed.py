@@ -18,12 +18,19 @@ The emulator runs pinned to one CPU with the hosts' kernel work steered to
 the others (docs/linux-backend.md, "Where the work runs"); --baseline adds
 the same runs unpinned ("off") for the ratio in the same run.
 
+--hops K,... runs the emulator's network form instead of the dumbbell: the
+same hosts joined by a chain of K queueing links (each at the rate, sharing
+the 9 ms of one-way delay; K links back the same way), every flow known by
+its bound port and crossing all of them, so each packet costs K link
+traversals: how the emulator's capacity falls with the size of the graph.
+
 Needs root. Not a test: the figures depend on the machine and on whatever
 else runs on it (check `uptime` first).
 
     python bench/emu_speed.py                        # cubic and bbr, 100M .. 2G
     python bench/emu_speed.py --ccas cubic --rates 100M,1G --duration 3
     python bench/emu_speed.py --baseline             # also unpinned (cpu "off"), same run
+    python bench/emu_speed.py --ccas cubic --hops 1,4,16 --rates 100M,400M,1G --no-tbf   # graphs
 """
 
 from __future__ import annotations
@@ -69,7 +76,8 @@ def steady_util(samples: Path, rate: int) -> float:
     return bps / (rate * 1448 / 1500)
 
 
-def one_run(cca: str, rate: int, duration_s: float, flows: int, extra: dict, threaded_napi: bool) -> dict:
+def one_run(cca: str, rate: int, duration_s: float, flows: int, extra: dict, threaded_napi: bool,
+            hops: int | None = None) -> dict:
     dur = int(duration_s * 1e9)
     with tempfile.TemporaryDirectory(prefix="ccbt-bench-") as tmp, Dumbbell(1, threaded_napi=threaded_napi) as db:
         tmp = Path(tmp)
@@ -77,15 +85,21 @@ def one_run(cca: str, rate: int, duration_s: float, flows: int, extra: dict, thr
         bdp_pkts = max(rate * 20 // 1000 // 8 // 1500, 10)
         server = db.start_core(db.receiver, "load_server", {
             "listen": f"{db.receiver_ip}:5201", "stop_at_monotonic_ns": t0 + dur + 200 * MS})
-        emu = db.start_core(db.router, "emu_run", db.emu_config(
-            rate_bps=rate, delay_ns=9 * MS, access_delay_ns=1 * MS, buffer_pkts=bdp_pkts, t0=t0,
-            stop_at=t0 + dur + 300 * MS, stats_path=str(tmp / "stats.jsonl"), **extra))
+        if hops is None:
+            cfg = db.emu_config(rate_bps=rate, delay_ns=9 * MS, access_delay_ns=1 * MS, buffer_pkts=bdp_pkts, t0=t0,
+                                stop_at=t0 + dur + 300 * MS, stats_path=str(tmp / "stats.jsonl"), **extra)
+        else:
+            cfg = db.chain_config(hops=hops, rate_bps=rate, one_way_ns=9 * MS, access_delay_ns=1 * MS,
+                                  buffer_pkts=bdp_pkts, t0=t0, stop_at=t0 + dur + 300 * MS, flows=flows,
+                                  stats_path=str(tmp / "stats.jsonl"), **extra)
+        emu = db.start_core(db.router, "emu_run", cfg)
         db.wait_attached()
         db.wait_listening(5201)
         client = db.start_core(db.senders[0], "load_client", {
             "server": f"{db.receiver_ip}:5201", "t0_monotonic_ns": t0, "stop_at_monotonic_ns": t0 + dur,
             "sample_interval_ns": 100 * MS, "samples_path": str(tmp / "samples.jsonl"),
-            "flows": [{"id": i, "cca": cca, "kind": "bulk", "start_ns": 0} for i in range(flows)]})
+            "flows": [{"id": i, "cca": cca, "kind": "bulk", "start_ns": 0,
+                       **({"bind_port": 10000 + i} if hops else {})} for i in range(flows)]})
         out = db.result(client, 30 + duration_s)
         db.result(server, 30)
         s = db.result(emu, 30)
@@ -99,7 +113,7 @@ def one_run(cca: str, rate: int, duration_s: float, flows: int, extra: dict, thr
     goodput = acked * 8 / duration_s
     lat = s["lateness_us"]
     return {
-        "cca": cca, "rate_bps": rate, "goodput_bps": goodput, "util": goodput / (rate * 1448 / 1500),
+        "cca": cca, "hops": hops, "rate_bps": rate, "goodput_bps": goodput, "unclassified": s["forwarded_unclassified"], "util": goodput / (rate * 1448 / 1500),
         "steady_util": steady, "emu_cpu": s.get("cpu"), "rps_cpus": s.get("rps_cpus"),
         "p50_us": lat["p50"], "p99_us": lat["p99"], "max_us": lat["max"], "late_pkts": s["late_pkts"],
         "pkts": s["pkts"], "tun_drops": s["tun_tx_dropped"] + s["tun_rx_dropped"],
@@ -145,6 +159,9 @@ def main() -> int:
                     help="also run every rate with --cpu off in the same run, for the ratio against it")
     ap.add_argument("--threaded-napi", action="store_true",
                     help="hosts receive with threaded NAPI (their TCP work leaves the emulator's thread)")
+    ap.add_argument("--hops", default=None,
+                    help="comma-separated chain lengths: run the network form with that many queueing links "
+                         "per direction instead of the dumbbell (0 = the dumbbell, for comparison)")
     ap.add_argument("--json", help="also write the runs here")
     ap.add_argument("--no-tbf", action="store_true", help="skip the comparison against a plain tbf bottleneck")
     a = ap.parse_args()
@@ -161,25 +178,27 @@ def main() -> int:
         extra["cpu"] = int(a.cpu) if a.cpu.isdigit() else a.cpu
     rates = [parse_rate(r) for r in a.rates.split(",")]
     print(f"load average before: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; kernel {os.uname().release}")
-    print(f"{'cca':6} {'rate':>7} {'util':>6} {'steady':>6} {'p50us':>7} {'p99us':>8} {'maxus':>8} {'late':>6} "
+    hops_list = [int(h) or None for h in a.hops.split(",")] if a.hops else [None]
+    print(f"{'cca':6} {'hops':>4} {'rate':>7} {'util':>6} {'steady':>6} {'p50us':>7} {'p99us':>8} {'maxus':>8} {'late':>6} "
           f"{'drops':>5} {'cpu':>5} {'spin':>5} {'work':>5} {'retx':>5}")
     variants = [("placed" if extra.get("cpu", "auto") != "off" else "off", extra)]
     if a.baseline:
         variants.append(("off", {**extra, "cpu": "off"}))
     runs = []
-    for cca in a.ccas.split(","):
+    for cca, hops in [(c, h) for c in a.ccas.split(",") for h in hops_list]:
         for rate in rates:
             for name, ex in variants:
-                r = one_run(cca, rate, a.duration, a.flows, ex, a.threaded_napi)
-                r["variant"] = name
+                r = one_run(cca, rate, a.duration, a.flows, ex, a.threaded_napi, hops)
+                r["variant"] = name if hops is None else f"{name}, {hops} hops"
                 runs.append(r)
-                print(f"{cca:6} {rate / 1e6:6.0f}M {r['util']:6.3f} {r['steady_util']:6.3f} {r['p50_us'] or 0:7.1f} {r['p99_us'] or 0:8.1f} "
+                print(f"{cca:6} {hops or 0:4d} {rate / 1e6:6.0f}M {r['util']:6.3f} {r['steady_util']:6.3f} {r['p50_us'] or 0:7.1f} {r['p99_us'] or 0:8.1f} "
                       f"{r['max_us'] or 0:8.0f} {r['late_pkts']:6d} {r['tun_drops']:5d} {r['cpu']:5.2f} "
-                      f"{r['spin']:5.2f} {r['cpu'] - r['spin']:5.2f} {r['retrans']:5d}  {name} "
+                      f"{r['spin']:5.2f} {r['cpu'] - r['spin']:5.2f} {r['retrans']:5d}  {r['variant']} (unclassified {r['unclassified']}) "
                       f"(emulator on CPU {r['emu_cpu']}, RPS to {r['rps_cpus']})", flush=True)
                 time.sleep(0.5)
     print()
-    for (cca, (name, _)) in [(c, v) for c in a.ccas.split(",") for v in variants]:
+    names = [(n if h is None else f"{n}, {h} hops", None) for h in hops_list for n, _ in variants]
+    for (cca, (name, _)) in [(c, v) for c in a.ccas.split(",") for v in names]:
         ok = None
         for r in sorted((r for r in runs if r["cca"] == cca and r["variant"] == name), key=lambda r: r["rate_bps"]):
             if (r["p99_us"] or 0) <= P99_MAX_US and r["tun_drops"] == 0 and r["steady_util"] >= STEADY_UTIL_MIN:

@@ -216,6 +216,43 @@ class Dumbbell:
             **extra,
         }
 
+    def chain_config(self, *, hops: int, rate_bps: int, one_way_ns: int, access_delay_ns: int, buffer_pkts: int,
+                     t0: int, stop_at: int, stats_path: str, flows: int = 1, access_rate_bps: int = 10_000_000_000,
+                     sample_interval_ns: int = 100_000_000, late_tolerance_ns: int = 500_000, **extra) -> dict:
+        """The emulator's network form (docs/interfaces.md §4): sender 0 is host
+        ``a``, the receiver host ``b``, joined by a chain of ``hops`` queueing
+        links ``L0`` .. (routers ``r0`` .. ``r<hops>``, and ``L<i>/back`` the
+        other way) sharing ``one_way_ns`` of delay, behind access pipes.
+        Flow ``i`` is known by its client port 10000 + i (the load client
+        binds it: ``bind_port``) and crosses every link."""
+        def link(name, a, b, rate, delay, pkts):
+            return {"name": name, "from": a, "to": b, "rate_bps": rate, "delay_ns": delay, "loss": 0.0,
+                    "buffer_bytes": None, "buffer_pkts": pkts, **({"qdisc": "fifo"} if pkts else {})}
+        per_hop = one_way_ns // hops
+        links = [link("a-r0", "a", "r0", access_rate_bps, access_delay_ns, None),
+                 link("r0-a", "r0", "a", access_rate_bps, access_delay_ns, None),
+                 link(f"r{hops}-b", f"r{hops}", "b", access_rate_bps, 0, None),
+                 link(f"b-r{hops}", "b", f"r{hops}", access_rate_bps, 0, None)]
+        for i in range(hops):
+            links.append(link(f"L{i}", f"r{i}", f"r{i + 1}", rate_bps, per_hop, buffer_pkts))
+            links.append(link(f"L{i}/back", f"r{i + 1}", f"r{i}", rate_bps, per_hop, buffer_pkts))
+        nodes = [{"name": "a", "kind": "host"}, {"name": "b", "kind": "host"}]
+        nodes += [{"name": f"r{i}", "kind": "router"} for i in range(hops + 1)]
+        return {
+            "tun": self.tun,
+            "network": {"nodes": nodes, "links": links},
+            "hosts": [{"name": "a", "ip": self.sender_ips[0]}, {"name": "b", "ip": self.receiver_ip}],
+            "flows": [{"id": i, "src": "a", "dst": "b", "client_port": 10000 + i, "server_port": 5201}
+                      for i in range(flows)],
+            "seed": 1,
+            "stop_at_monotonic_ns": stop_at,
+            "sample_interval_ns": sample_interval_ns,
+            "t0_monotonic_ns": t0,
+            "stats_path": stats_path,
+            "late_tolerance_ns": late_tolerance_ns,
+            **extra,
+        }
+
     def udp_ping(self, sender: int = 0, count: int = 10, interval_s: float = 0.1, size: int = 64) -> list[float]:
         """Round-trip times (ms) of UDP echoes from sender host ``sender``
         to the receiver (no `ping` binary needed)."""
