@@ -290,3 +290,17 @@ def test_a_study_with_a_route_change_on_sim_and_linux(core, tmp_path, monkeypatc
     assert got["sim"][1] == got["linux"][1] == [(1_500_000, "route", 0)]
     for backend, (_, _, (before, after)) in got.items():
         assert 20_000 <= before <= 21_000 and 60_000 <= after <= 61_000, (backend, before, after)
+
+
+def test_network_plan_names_and_addresses():
+    """A namespace per host node, named so doctor --cleanup recognises them."""
+    hosts = [f"n{i}" for i in range(netns.MAX_HOSTS)]
+    topo = netns.plan_network("0123abcd", hosts, 1500)
+    assert topo.receiver is None and list(topo.nodes) == hosts
+    names = [topo.router_ns, topo.tun] + [x for h in topo.hosts for x in (h.ns, h.ifname, h.router_ifname)]
+    assert all(netns.NAME_RE.match(n) and len(n) <= 15 for n in names), names
+    assert len(set(names)) == len(names) - len(hosts)  # a host's namespace and its veth share a name
+    assert len({h.ip for h in topo.hosts} | {h.router_ip for h in topo.hosts}) == 2 * len(hosts)
+    assert topo.describe()["hosts"][3]["node"] == "n3"
+    with pytest.raises(netns.SetupError, match="at most|2 to 64"):
+        netns.plan_network("0123abcd", hosts + ["one-more"], 1500)
