@@ -284,6 +284,8 @@ alternative = ["r1", "r3", "r2"]
     (('src = "a"', 'src = "a"\nsender = 1'), "flows.0.sender", "use src and dst"),
     (('dst = "b"', 'dst = "b"\nkind = "transfer"'), "flows.0.size", "a transfer needs its size"),
     (('dst = "b"', 'dst = "b"\nsize = "1GB"'), "flows.0.size", "only allowed for kind = 'transfer'"),
+    (('dst = "b"', 'dst = "b"\nkind = "transfer"\nsize = "1GB"\nstop = "5s"'), "flows.0.stop",
+     "a transfer ends when its size has been delivered"),
 ])
 def test_bad_flow_paths_are_study_errors(change, field, fragment):
     old, new = change
@@ -414,3 +416,15 @@ def test_a_zero_rtt_router_link_asks_for_its_delay_or_bdp_rtt():
 def test_a_transfer_on_the_dumbbell():
     cfg = parse_study(DUMBBELL + 'kind = "transfer"\nsize = "10MB"\n').runs()[0].config
     assert cfg["flows"][0]["size_bytes"] == 10_000_000 and cfg["flows"][0]["sender"] == 0
+
+
+def test_the_examples_of_the_docs_validate():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "docs" / "topology.md").read_text()
+    example = text[text.index("```toml\n[study]") + len("```toml\n"):]
+    example = example[:example.index("```")]
+    runs = study(example).runs()
+    assert len(runs) == 4 and {r.params["controller.enabled"] for r in runs} == {"true", "false"}
+    assert sum("controller" in r.config for r in runs) == 2

@@ -7,6 +7,7 @@ send the outcome back. Every outcome is committed as soon as it arrives.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import multiprocessing
 import signal
 import time
@@ -75,16 +76,8 @@ def _error_text(e: BaseException) -> str:
 
 
 def _normalize(result: Any) -> RunResult:
-    if isinstance(result, RunResult):
-        result = {
-            "flows": result.flows,
-            "samples": result.samples,
-            "queue": result.queue,
-            "rpcs": result.rpcs,
-            "stats": result.stats,
-            "status": result.status,
-            "note": result.note,
-        }
+    if isinstance(result, RunResult):  # validated again, every table of it
+        result = {f.name: getattr(result, f.name) for f in dataclasses.fields(RunResult)}
     return RunResult.from_dict(result)
 
 

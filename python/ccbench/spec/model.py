@@ -287,6 +287,8 @@ class Controller(Model):
     """A NOTED-style path controller (docs/topology.md)."""
 
     kind: Literal["noted"] = F(..., "'noted'")
+    enabled: StrictBool = F(True, "true or false: false describes the controller but does not run it (a "
+                            "baseline: the same network, buffers included)")
     link: StrictStr = F(..., "a directed link name: a link's name (its A → B direction) or 'NAME/back'")
     threshold: Percent = F("90%", "a percentage such as '90%': saturated at this utilisation or more")
     hold: Time = F("2s", "a time such as '2s': saturated this long before the controller acts")

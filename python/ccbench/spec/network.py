@@ -385,7 +385,9 @@ def resolve(m: StudyFile, net: Net, routes: list[Route], meta: list[dict], mss: 
     controller = None
     if m.controller is not None:
         controller, alts = _controller(m.controller, net, routes, meta)
-        every += alts
+        every += alts  # also when disabled: a baseline keeps the same buffers
+        if not m.controller.enabled:
+            controller = None
     network = {"nodes": [{"name": n, "kind": "host"} for n in net.hosts]
                + [{"name": n, "kind": "router"} for n in net.routers],
                "links": [_link(d, net, every, mss, buffer_of) for d in net.links]}

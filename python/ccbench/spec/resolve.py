@@ -227,6 +227,10 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
             if f.size <= 0:
                 raise FieldError(loc + ("size",), "must be positive", units.format_size(f.size),
                                  "a positive size such as '1GB'")
+            if f.stop is not None:
+                raise FieldError(loc + ("stop",), "a transfer ends when its size has been delivered",
+                                 units.format_time(f.stop), "leave it out, or use kind = 'bulk' with a stop",
+                                 related=(dotted(loc + ("kind",)),))
         elif f.size is not None:
             raise FieldError(loc + ("size",), "only allowed for kind = 'transfer'", units.format_size(f.size),
                              "leave it out, or set kind = 'transfer'", related=(dotted(loc + ("kind",)),))

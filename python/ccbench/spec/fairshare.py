@@ -1,0 +1,57 @@
+"""Max-min fair shares of a network's flows, computed analytically.
+
+    max_min({"l1": 100, "l2": 60}, {"long": ["l1", "l2"], "a": ["l1"], "b": ["l2"]})
+    # {"long": 30.0, "a": 70.0, "b": 30.0}
+
+Water filling: every flow's rate rises at the same pace until some link is
+full; the flows crossing it are frozen at their rate, and the rest keep
+rising over the capacity left. Each flow's demand is unlimited (a bulk
+flow). :func:`shares` applies it to a resolved run config: the capacity of
+a directed link is its payload ceiling (rate × mss / (mss + header bytes),
+what goodput can reach with full-size segments), each flow's links are its
+data path (a dumbbell: its access link and the bottleneck).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Hashable, Mapping, Sequence
+
+
+def max_min(capacity: Mapping[Hashable, float], paths: Mapping[Hashable, Sequence[Hashable]]) -> dict:
+    """The max-min fair rate of each flow (same unit as ``capacity``).
+
+    ``paths`` maps a flow to the links it crosses; a link missing from
+    ``capacity`` does not limit. Exact (fractions) inside, floats out.
+    """
+    left = {k: Fraction(v) for k, v in capacity.items()}
+    active = {f: [ln for ln in p if ln in left] for f, p in paths.items()}
+    rate = {f: Fraction(0) for f in paths}
+    frozen = {f for f, p in active.items() if not p}  # crosses no limiting link: unbounded
+    while len(frozen) < len(active):
+        users = {ln: [f for f in active if f not in frozen and ln in active[f]] for ln in left}
+        # the smallest equal increment that fills some link
+        inc = min(left[ln] / len(fs) for ln, fs in users.items() if fs)
+        full = [ln for ln, fs in users.items() if fs and left[ln] / len(fs) == inc]
+        for f in active:
+            if f not in frozen:
+                rate[f] += inc
+        for ln, fs in users.items():
+            left[ln] -= inc * len(fs)
+        for ln in full:
+            frozen.update(users[ln])
+    return {f: (float(rate[f]) if active[f] else float("inf")) for f in paths}
+
+
+def shares(config: dict) -> dict[int, float]:
+    """Flow id → its max-min fair goodput (bit/s) in a resolved run config."""
+    tcp = config["tcp"]
+    payload = Fraction(tcp["mss"], tcp["mss"] + tcp["header_bytes"])
+    if "network" in config:
+        capacity = {ln["name"]: ln["rate_bps"] * payload for ln in config["network"]["links"]}
+        paths = {f["id"]: f["path"] for f in config["flows"]}
+    else:
+        capacity = {"bottleneck": config["bottleneck"]["rate_bps"] * payload}
+        capacity.update({f"access{i}": s["rate_bps"] * payload for i, s in enumerate(config["senders"])})
+        paths = {f["id"]: [f"access{f['sender']}", "bottleneck"] for f in config["flows"]}
+    return max_min(capacity, paths)
