@@ -130,6 +130,9 @@ pub trait PathControl {
     /// Decide: flows to move now (flow index, path, return path or None to
     /// keep it), and the rows to record (their time is set by the caller).
     fn on_sample(&mut self, view: &SampleView) -> (Vec<(u16, u16, Option<u16>)>, Vec<EventRow>);
+    /// A route event moved flow `id` (a flow the controller had moved stays
+    /// where the event put it).
+    fn on_route_event(&mut self, _id: u32) {}
 }
 
 /// The network the emulator carries packets over.
@@ -292,6 +295,9 @@ impl Emulator {
             let detail = format!("path: {}; return_path: {}", self.net.path_text(path), self.net.path_text(ret));
             let row = EventRow { time_us: self.time_us(at), kind: "route", flow_id: Some(id), state: None, link: None, detail };
             self.record(row);
+            if let Some(c) = self.net.controller.as_mut() {
+                c.on_route_event(id);
+            }
         }
     }
 

@@ -268,13 +268,18 @@ impl PathControl for NotedCtl {
                 }
                 Event::MoveBack { flow } => {
                     let fi = self.alts[flow].0;
-                    if let Some(&(p, r)) = self.before.get(flow) {
-                        moves.push((fi, p, Some(r)));
-                        rows.push(row(Some(*flow), "released", format!("moved: {}", v.route_text(p, r))));
-                    }
+                    // Home, or where a route event has put it since (it stays).
+                    let current = (v.paths[fi as usize], v.rets[fi as usize]);
+                    let (p, r) = self.before.remove(flow).unwrap_or(current);
+                    moves.push((fi, p, Some(r)));
+                    rows.push(row(Some(*flow), "released", format!("moved: {}", v.route_text(p, r))));
                 }
             }
         }
         (moves, rows)
+    }
+
+    fn on_route_event(&mut self, id: u32) {
+        self.before.remove(&id);
     }
 }
