@@ -304,3 +304,44 @@ def test_network_plan_names_and_addresses():
     assert topo.describe()["hosts"][3]["node"] == "n3"
     with pytest.raises(netns.SetupError, match="at most|2 to 64"):
         netns.plan_network("0123abcd", hosts + ["one-more"], 1500)
+
+
+def test_sigkilled_network_run_then_doctor_cleanup(core, tmp_path):
+    """A network run killed with SIGKILL leaves its host namespaces and
+    processes; ccbench doctor --cleanup removes every one of them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ccbench.cli import main
+
+    p = tmp_path / "s.toml"
+    p.write_text(STUDY.replace('duration = "3s"', 'duration = "30s"'))
+    runner = textwrap.dedent(f"""
+        from ccbench.backends.linux.backend import LinuxBackend
+        from ccbench.spec import load_study
+        LinuxBackend().run(load_study({str(p)!r}, backend="linux").runs()[0])
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", runner], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        run = None
+        while time.monotonic() < deadline and run is None:
+            mine = [r for r in cleanup.find(include_live=True) if r.owner == proc.pid]
+            if mine and len(mine[0].namespaces) == 3 and (mine[0].dir / "emu.stats.jsonl").exists():
+                run = mine[0]
+            time.sleep(0.1)
+        assert run is not None, "the run did not start"
+        OURS.add(run.token)
+        assert sorted(n.split("-")[-1] for n in run.namespaces) == ["h0", "h1", "r"]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        (left,) = [r for r in cleanup.find() if r.token == run.token]
+        assert left.namespaces and left.pids and left.dir
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert main(["doctor", "--cleanup"]) == 0
+    assert not [r for r in cleanup.find(include_live=True) if r.token == run.token and not r.empty()]
