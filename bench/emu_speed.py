@@ -188,9 +188,15 @@ def main() -> int:
     for cca, hops in [(c, h) for c in a.ccas.split(",") for h in hops_list]:
         for rate in rates:
             for name, ex in variants:
-                r = one_run(cca, rate, a.duration, a.flows, ex, a.threaded_napi, hops)
+                try:
+                    r = one_run(cca, rate, a.duration, a.flows, ex, a.threaded_napi, hops)
+                except Exception as e:  # noqa: BLE001 - a busy machine: go on with the next run
+                    print(f"{cca:6} {hops or 0:4d} {rate / 1e6:6.0f}M  failed: {type(e).__name__}: {e}", flush=True)
+                    continue
                 r["variant"] = name if hops is None else f"{name}, {hops} hops"
                 runs.append(r)
+                if a.json:
+                    Path(a.json).write_text(json.dumps(runs, indent=1))
                 print(f"{cca:6} {hops or 0:4d} {rate / 1e6:6.0f}M {r['util']:6.3f} {r['steady_util']:6.3f} {r['p50_us'] or 0:7.1f} {r['p99_us'] or 0:8.1f} "
                       f"{r['max_us'] or 0:8.0f} {r['late_pkts']:6d} {r['tun_drops']:5d} {r['cpu']:5.2f} "
                       f"{r['spin']:5.2f} {r['cpu'] - r['spin']:5.2f} {r['retrans']:5d}  {r['variant']} (unclassified {r['unclassified']}) "
