@@ -18,10 +18,7 @@
 //! lower bound of the time it can lead to a write (its time plus the least
 //! propagation delay left on any path through that link), and the loop
 //! sleeps until the smallest key. On a chain of K links this takes the
-//! wake-ups per packet from ~2K to ~1. An event due within `eager_ns`
-//! (the device's busy-poll window: the loop would spin then anyway) is
-//! still processed at its time, so deferred events do not pile up into one
-//! batch that a write then waits behind.
+//! wake-ups per packet from ~2K to ~1.
 //!
 //! The loop is generic over [`Io`] (the device and the clock), so tests drive
 //! it with a fake device and a virtual clock.
@@ -178,9 +175,6 @@ pub struct Emulator {
     /// the end of any path through the link).
     pending: Vec<Nanos>,
     wake_after: Vec<Nanos>,
-    /// Process an event inside the network at its time anyway when it is due
-    /// within this long (see the module documentation); 0 = never.
-    pub eager_ns: Nanos,
     pool: Rc<Pool>,
     late_tolerance: Nanos,
     pub c: Counters,
@@ -247,7 +241,6 @@ impl Emulator {
             seq: 0,
             pending: vec![Nanos::MAX; 2 * n],
             wake_after,
-            eager_ns: 0,
             pool,
             late_tolerance,
             c: Counters::default(),
@@ -462,8 +455,7 @@ impl Emulator {
                 }
             }
             if got == 0 {
-                let first = self.heap.peek().map_or(Nanos::MAX, |Reverse(e)| e.0);
-                let due = if first.saturating_sub(now) <= self.eager_ns { first } else { self.next_wake() };
+                let due = self.next_wake();
                 let change = self.net.changes.get(self.next_change).map_or(Nanos::MAX, |c| c.at);
                 let deadline = due.min(change).min(self.next_sample).min(stop_at).min(now + MAX_WAIT);
                 io.wait(deadline);
@@ -752,8 +744,6 @@ mod tests {
             cfg.late_tolerance_ns,
             Box::new(sink.clone()),
         );
-        // As the real device's busy-poll window (the schedule must not change).
-        emu.eager_ns = 20_000;
         let mut io = FakeIo { t: 0, inputs: inputs.into(), outputs: vec![], wake_late };
         let r = emu.run(&mut io, until, &|| false);
         assert_eq!(r, StopReason::StopAt);

@@ -161,7 +161,6 @@ pub fn run_json(input: &str) -> Result<String, String> {
         cfg.late_tolerance_ns,
         Box::new(stats),
     );
-    emu.eager_ns = io.spin_ns;
     // Before the real-time priority: pinning moves the thread.
     // "auto" falls back to running unpinned (said in the summary); an
     // explicit CPU that cannot be had is an error.
