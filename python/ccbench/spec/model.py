@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
 from . import units
+from .expect import Expect
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
 # The congestion control algorithms each backend knows.  This is the one place
@@ -227,3 +228,5 @@ class StudyFile(Model):
     flows: List[Flow] = F(..., "an array of tables [[flows]] with at least cca = '...'", min_length=1)
     sweep: Any = F(None, "a table of dotted paths to lists of values")
     analysis: Analysis = F({}, "a table {steady_after, collapse_fraction, collapse_min, converge_jfi}")
+    # [[expect]]: what must hold in the results (ccbench.spec.expect)
+    expect: List[Expect] = F([], "an array of tables [[expect]] with metric, op and value (see spec/expect.py)")

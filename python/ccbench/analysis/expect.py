@@ -1,0 +1,200 @@
+"""Evaluating a study's expectations (``[[expect]]``, schema in
+ccbench.spec.expect) on its analysed results: a view of the pipeline.
+
+For each configuration an expectation selects, the measured value is the
+chosen statistic (median by default) over the repetitions of the metric's
+ConfigResult.stats entry; its interval is the 95 % bootstrap CI of the mean
+(study.py / stats.py). For a ratio the value is stat(of) / stat(to) and the
+interval [ci_low(of) / ci_high(to), ci_high(of) / ci_low(to)] (both sides'
+intervals at their extremes). The expectation holds when ``value op
+threshold``; the margin is value − threshold (negative on the failing side
+of ``>=``/``>``, positive on the failing side of ``<=``/``<``).
+
+A ``where`` (or ``of``/``to``) that names no swept parameter, a value the
+sweep does not have, or that selects no configuration, is an error
+(ExpectationError, a StudyError): an expectation never passes by matching
+nothing.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from ccbench.analysis.metrics import ALL_FLOWS, METRICS, payload_ceiling
+from ccbench.analysis.study import Analysis, ConfigResult
+from ccbench.errors import StudyError
+from ccbench.spec.expect import Expect
+
+OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+class ExpectationError(StudyError):
+    """An expectation that cannot be evaluated (names nothing, matches nothing)."""
+
+
+@dataclass
+class Outcome:
+    """One expectation in one configuration (or pair, for a ratio)."""
+
+    expect: Expect
+    index: int  # position in the study's [[expect]] array
+    study: str
+    label: str  # the configuration (its swept values)
+    value: Optional[float]
+    ci_low: Optional[float]
+    ci_high: Optional[float]
+    threshold: float
+    n: int  # repetitions behind the value (the smaller side of a ratio)
+    unit: str  # of value and threshold: the metric's, or '' for a ratio
+
+    @property
+    def passed(self) -> bool:
+        return self.value is not None and OPS[self.expect.op](self.value, self.threshold)
+
+    @property
+    def margin(self) -> Optional[float]:
+        return None if self.value is None else self.value - self.threshold
+
+    @property
+    def name(self) -> str:
+        return self.expect.name or self.expect.describe()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"expect": self.index, "name": self.name, "study": self.study, "config": self.label,
+                "value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "op": self.expect.op,
+                "threshold": self.threshold, "margin": self.margin, "n": self.n, "unit": self.unit,
+                "passed": self.passed}
+
+
+def resolve_key(name: str, keys: Sequence[str]) -> Optional[str]:
+    """A swept key by full path, unique dotted suffix or case axis name."""
+    if name in keys:
+        return name
+    hits = [k for k in keys if k.endswith("." + name)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]]) -> None:
+    """The metric is known, every key of e.where / e.ratio names a swept
+    parameter and every value is one of its values (``sweep``: key → values as
+    written). ``where`` names the expectation in messages."""
+    if e.metric not in METRICS:
+        raise ExpectationError(f"{where}.metric: unknown metric (got {e.metric!r}; allowed: {', '.join(METRICS)})")
+    tables = [("where", e.where)]
+    if e.ratio is not None:
+        tables += [("ratio.of", e.ratio.of), ("ratio.to", e.ratio.to)]
+    keys = list(sweep)
+    for field, table in tables:
+        for name, values in table.items():
+            key = resolve_key(name, keys)
+            if key is None:
+                raise ExpectationError(f"{where}.{field}: '{name}' is not a swept parameter of the study "
+                                       f"(swept: {', '.join(keys) or 'nothing'})")
+            known = [str(v) for v in sweep[key]]
+            for v in values:
+                if v not in known:
+                    raise ExpectationError(f"{where}.{field}.{name}: the study has no configuration with "
+                                           f"{key} = {v!r} (allowed: {', '.join(known)})")
+
+
+def _matches(c: ConfigResult, table: dict, keys: Sequence[str]) -> bool:
+    return all(str(c.params.get(resolve_key(n, keys))) in vs for n, vs in table.items())
+
+
+def _stat_key(e: Expect, c: ConfigResult, where: str) -> str:
+    m = METRICS[e.metric]
+    if m.level == "run":
+        return m.key()
+    classes = c.classes
+    if e.group is not None:
+        if e.group not in classes:
+            raise ExpectationError(f"{where}.group: no flows of class {e.group!r} in {c.label()} "
+                                   f"(classes: {', '.join(classes)})")
+        return m.key(e.group)
+    return m.key(classes[0] if len(classes) == 1 else ALL_FLOWS)
+
+
+def _threshold(e: Expect, c: ConfigResult, unit: str, where: str) -> float:
+    if isinstance(e.value, float):
+        return e.value
+    from ccbench.spec import units
+
+    text = e.value
+    ref = text.replace(" ", "").split("*")
+    if len(ref) == 2 and ref[1] in ("rate", "ceiling"):
+        if e.ratio is not None:
+            raise ExpectationError(f"{where}.value: a ratio compares with a plain number (got {text!r})")
+        run = c.runs[0].run if c.runs else None
+        if run is None or not run.bottleneck_bps:
+            raise ExpectationError(f"{where}.value: {c.label()} has no run with a bottleneck rate for {text!r}")
+        base = run.bottleneck_bps * (payload_ceiling(run) if ref[1] == "ceiling" else 1.0)
+        return float(ref[0]) * base
+    parse = {"bps": lambda s: float(units.parse_rate(s)), "us": lambda s: units.parse_time(s) / 1000.0,
+             "%": lambda s: 100.0 * float(units.parse_percent(s))}.get("" if e.ratio is not None else unit)
+    try:
+        if parse is None:
+            raise units.UnitError("", "")
+        return parse(text)
+    except units.UnitError:
+        want = {"bps": "a rate such as '50Mbit'", "us": "a time such as '20ms'", "%": "a percentage such as '1%'"}
+        raise ExpectationError(f"{where}.value: {text!r} is not in the unit of {e.metric} (allowed: a number"
+                               + (f" or {want[unit]}" if unit in want and e.ratio is None else "") + ")") from None
+
+
+def _stat(c: ConfigResult, key: str, stat: str) -> tuple[Optional[float], Optional[float], Optional[float], int]:
+    s = c.stats.get(key)
+    if s is None or not s.n:
+        return None, None, None, 0
+    return getattr(s, stat), s.ci_low, s.ci_high, s.n
+
+
+def _div(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None or not b else a / b
+
+
+def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "study") -> list[Outcome]:
+    """The outcomes of one expectation on the configurations of ``study``."""
+    where = f"{filename}: expect.{index}"
+    configs = [c for c in a.configs if c.study == study]
+    keys = list(dict.fromkeys(k for c in configs for k in c.params))
+    sweep = {k: list(dict.fromkeys(str(c.params.get(k)) for c in configs)) for k in keys}
+    check_selectors(e, where, sweep)
+    chosen = [c for c in configs if _matches(c, e.where, keys)]
+    unit = METRICS[e.metric].unit
+    out = []
+    if e.ratio is None:
+        if not chosen:
+            raise ExpectationError(f"{where}.where: matches no configuration of {study}")
+        for c in chosen:
+            v, lo, hi, n = _stat(c, _stat_key(e, c, where), e.stat)
+            out.append(Outcome(e, index, study, _label(c), v, lo, hi, _threshold(e, c, unit, where), n, unit))
+        return out
+    fixed = {resolve_key(n, keys) for n in list(e.ratio.of) + list(e.ratio.to)}
+    tops = [c for c in chosen if _matches(c, e.ratio.of, keys)]
+    if not tops:
+        raise ExpectationError(f"{where}.ratio.of: matches no configuration of {study}"
+                               + (" (with the where table)" if e.where else ""))
+    for top in tops:
+        same = {k: top.params.get(k) for k in keys if k not in fixed}
+        bottoms = [c for c in chosen if _matches(c, e.ratio.to, keys) and c.backend == top.backend
+                   and all(c.params.get(k) == v for k, v in same.items())]
+        if len(bottoms) != 1:
+            raise ExpectationError(f"{where}.ratio.to: {'no' if not bottoms else 'more than one'} configuration "
+                                   f"to divide {_label(top)} by (the same as it but for "
+                                   f"{', '.join(sorted(fixed))})")
+        bot = bottoms[0]
+        v1, lo1, hi1, n1 = _stat(top, _stat_key(e, top, where), e.stat)
+        v2, lo2, hi2, n2 = _stat(bot, _stat_key(e, bot, where), e.stat)
+        out.append(Outcome(e, index, study, f"{_label(top)} / {_label(bot)}", _div(v1, v2), _div(lo1, hi2),
+                           _div(hi1, lo2), _threshold(e, top, unit, where), min(n1, n2), ""))
+    return out
+
+
+def _label(c: ConfigResult) -> str:
+    return (f"[{c.backend}] " if c.backend not in (None, "sim") else "") + c.label()
+
+
+def evaluate_all(expects: Sequence[Expect], a: Analysis, study: str, filename: str = "study") -> list[Outcome]:
+    return [o for i, e in enumerate(expects) for o in evaluate(e, i, a, study, filename)]
