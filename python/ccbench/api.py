@@ -20,7 +20,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from ccbench.analysis.settings import AnalysisSettings
+from ccbench.analysis.settings import AnalysisSettings, read_toml
 
 if TYPE_CHECKING:  # pandas and matplotlib load only when used
     import pandas as pd
@@ -186,15 +186,17 @@ class Results:
         """Every study's expectations ([[expect]] in its study file) evaluated
         on these results; ccbench.analysis.expect.ExpectationError (a
         StudyError) when one names or matches nothing."""
-        from ccbench.analysis.expect import evaluate_all
+        from ccbench.analysis.expect import evaluate_all, full_sweep
         from ccbench.spec.expect import parse
 
         out = []
         for s in self._store.studies():
             if not s["source_text"]:
                 continue
-            expects = parse(_toml(s["source_text"]), s["path"] or s["study"])
-            out += evaluate_all(expects, self.analysis(), s["study"], s["path"] or s["study"])
+            name = s["path"] or s["study"]
+            expects = parse(read_toml(s["source_text"]), name)
+            if expects:
+                out += evaluate_all(expects, self.analysis(), s["study"], name, full_sweep(s["source_text"], name))
         return out
 
     # -- outputs --------------------------------------------------------------------------
@@ -240,11 +242,3 @@ def _split_key(key: str) -> dict[str, Any]:
     level = "class" if rest else "run"
     name = next((m.name for m in METRICS.values() if m.attr == attr and m.level == level), attr)
     return {"metric": name, "group": group, "key": key}
-
-
-def _toml(text: str) -> dict:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib.loads(text)

@@ -144,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.quick and args.profile not in (None, "quick"):
         raise UsageError(f"--quick is --profile quick; it cannot be combined with --profile {args.profile}")
     study = load_study(args.study, backend=args.backend, profile=profile)
-    expects = cli_analysis.study_expectations(study)
+    expects, full_sweep = cli_analysis.study_expectations(study)
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
@@ -178,7 +178,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for t in summary_tables(a):
         out_c.print(t)
     out_c.print(f"results: {out}", soft_wrap=True)
-    failed_expectations = cli_analysis.print_expectations(expects, a, study.name, str(args.study)) if expects else 0
+    failed_expectations = (cli_analysis.print_expectations(expects, a, study.name, str(args.study), full_sweep)
+                           if expects else 0)
     if summary.failed:
         err_c.print(
             f"{summary.failed} of {summary.total} runs failed (see `ccbench ls {out}`); "

@@ -241,17 +241,19 @@ def show_results(args: argparse.Namespace) -> int:
 # -- expectations: run and check -------------------------------------------------------------
 
 
-def study_expectations(study: Any) -> list:
-    """A loaded study's [[expect]], checked against its sweep before anything
-    runs (StudyError naming the file and the field otherwise)."""
-    from ccbench.analysis.expect import check_selectors
+def study_expectations(study: Any) -> tuple[list, Optional[dict]]:
+    """A loaded study's [[expect]] and its sweep without a profile, checked
+    against the sweep before anything runs (StudyError naming the file and
+    the field otherwise)."""
+    from ccbench.analysis.expect import check_selectors, full_sweep
     from ccbench.spec.expect import parse
 
     filename = str(study.path)
     expects = parse(study.document, filename)
+    full = full_sweep(study.source_text, filename) if study.profile is not None else study.sweep
     for i, e in enumerate(expects):
-        check_selectors(e, f"{filename}: expect.{i}", study.sweep)
-    return expects
+        check_selectors(e, f"{filename}: expect.{i}", study.sweep, full)
+    return expects, full
 
 
 def expectation_table(outcomes: list) -> Table:
@@ -262,38 +264,41 @@ def expectation_table(outcomes: list) -> Table:
         t.add_column(col, justify="right" if col in ("#", "measured", "margin", "n") else "left")
     for o in outcomes:
         def v(x: Optional[float]) -> str:
-            return console.value(x, o.unit)
+            return console.value(x, "" if o.unit == "ratio" else o.unit)
 
         margin = console.NONE
         if o.margin is not None:
-            margin = ("+" if o.margin >= 0 else "−") + v(abs(o.margin))
+            margin = ("+" if o.margin >= 0 else "-") + v(abs(o.margin))
             if o.threshold:
                 margin += f" ({100 * o.margin / abs(o.threshold):+.0f}%)"
         ci = console.NONE if o.ci_low is None or o.ci_high is None else f"{v(o.ci_low)}–{v(o.ci_high)}"
         t.add_row(str(o.index), escape(o.name), escape(o.label), v(o.value), ci,
-                  f"{o.expect.stat} {o.expect.op} {v(o.threshold)}", margin, str(o.n),
+                  f"{o.expect.stat} {o.expect.op} {v(o.threshold)}" if o.skipped is None else console.NONE,
+                  margin, str(o.n), f"[yellow]skipped[/]: {escape(o.skipped)}" if o.skipped is not None else
                   "[green]pass[/]" if o.passed else ("[red]FAIL[/]" if o.value is not None else "[red]FAIL: no data[/]"))
     return t
 
 
-def print_expectations(expects: list, a: Any, study: str, filename: str) -> int:
+def print_expectations(expects: list, a: Any, study: str, filename: str, full: Optional[dict] = None) -> int:
     """Evaluate and print; the number of expectations that failed."""
     from ccbench.analysis.expect import evaluate_all
 
-    outcomes = evaluate_all(expects, a, study, filename)
+    outcomes = evaluate_all(expects, a, study, filename, full)
     return _print_outcomes(outcomes)
 
 
 def _print_outcomes(outcomes: list) -> int:
     con = _console()
     con.print(expectation_table(outcomes))
-    failed = sorted({o.index for o in outcomes if not o.passed})
+    failed = sorted({o.index for o in outcomes if o.failed})
+    skipped = {o.index for o in outcomes if o.skipped is not None}
     n = len({o.index for o in outcomes})
+    note = f"; {len(skipped)} skipped (not in these results)" if skipped else ""
     if failed:
-        con.print(f"[red]{len(failed)} of {n} expectations failed[/] (#{', #'.join(map(str, failed))})",
+        con.print(f"[red]{len(failed)} of {n} expectations failed[/] (#{', #'.join(map(str, failed))}){note}",
                   soft_wrap=True)
     else:
-        con.print(f"all {n} expectations hold", soft_wrap=True)
+        con.print(f"{n - len(skipped)} of {n} expectations hold{note}", soft_wrap=True)
     return len(failed)
 
 
@@ -305,7 +310,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         json.dump([o.as_dict() for o in outcomes], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
-        return EXIT_EXPECTATION if any(not o.passed for o in outcomes) else EXIT_OK
+        return EXIT_EXPECTATION if any(o.failed for o in outcomes) else EXIT_OK
     return EXIT_EXPECTATION if _print_outcomes(outcomes) else EXIT_OK
 
 

@@ -353,9 +353,18 @@ class Store:
         """
         db = find_db(results)
         tmp = Path(tempfile.mkdtemp(prefix="ccbench-snapshot-"))
+        deadline = time.monotonic() + 3.0
         try:
-            _copy_quiescent(db, tmp / DB_FILENAME)
-            store = cls(tmp, read_only=True, _db=tmp / DB_FILENAME)
+            while True:
+                _copy_quiescent(db, tmp / DB_FILENAME)
+                try:
+                    store = cls(tmp, read_only=True, _db=tmp / DB_FILENAME)
+                    break
+                except UsageError:
+                    # a store that its writer has just created has no tables yet
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

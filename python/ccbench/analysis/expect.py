@@ -10,10 +10,13 @@ intervals at their extremes). The expectation holds when ``value op
 threshold``; the margin is value − threshold (negative on the failing side
 of ``>=``/``>``, positive on the failing side of ``<=``/``<``).
 
-A ``where`` (or ``of``/``to``) that names no swept parameter, a value the
-sweep does not have, or that selects no configuration, is an error
+A ``where`` (or ``of``/``to``) that names no swept parameter, values none of
+which the study has, or that selects no configuration, is an error
 (ExpectationError, a StudyError): an expectation never passes by matching
-nothing.
+nothing. Of a list of values, those the results lack are ignored; an
+expectation whose values are in the study but all left out of the results
+by a profile (e.g. ``--quick``) is *skipped*, shown as such and not counted
+as passed.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from ccbench import console
 from ccbench.analysis.metrics import ALL_FLOWS, METRICS, payload_ceiling
 from ccbench.analysis.study import Analysis, ConfigResult
 from ccbench.errors import StudyError
@@ -47,11 +51,16 @@ class Outcome:
     ci_high: Optional[float]
     threshold: float
     n: int  # repetitions behind the value (the smaller side of a ratio)
-    unit: str  # of value and threshold: the metric's, or '' for a ratio
+    unit: str  # of value and threshold: the metric's ('bps', 'us', '%', ''), or 'ratio'
+    skipped: Optional[str] = None  # why it could not be evaluated on these results (neither passed nor failed)
 
     @property
     def passed(self) -> bool:
         return self.value is not None and OPS[self.expect.op](self.value, self.threshold)
+
+    @property
+    def failed(self) -> bool:
+        return self.skipped is None and not self.passed
 
     @property
     def margin(self) -> Optional[float]:
@@ -65,7 +74,7 @@ class Outcome:
         return {"expect": self.index, "name": self.name, "study": self.study, "config": self.label,
                 "value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "op": self.expect.op,
                 "threshold": self.threshold, "margin": self.margin, "n": self.n, "unit": self.unit,
-                "passed": self.passed}
+                "passed": self.passed, "skipped": self.skipped}
 
 
 def resolve_key(name: str, keys: Sequence[str]) -> Optional[str]:
@@ -76,10 +85,17 @@ def resolve_key(name: str, keys: Sequence[str]) -> Optional[str]:
     return hits[0] if len(hits) == 1 else None
 
 
-def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]]) -> None:
+def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
+                    full: Optional[dict[str, Sequence[str]]] = None) -> Optional[str]:
     """The metric is known, every key of e.where / e.ratio names a swept
-    parameter and every value is one of its values (``sweep``: key → values as
-    written). ``where`` names the expectation in messages."""
+    parameter and, of each, one of the values is in ``sweep`` (key → values as
+    written; values it lacks are ignored, so that a list may name values a
+    profile leaves out). ``where`` names the expectation in messages.
+
+    A selection whose values are all missing from ``sweep`` but are in
+    ``full`` (the study's sweep without a profile) cannot be evaluated on
+    these results: the reason is returned (the expectation is *skipped*, and
+    says so); missing from both, it is an ExpectationError."""
     if e.metric not in METRICS:
         raise ExpectationError(f"{where}.metric: unknown metric (got {e.metric!r}; allowed: {', '.join(METRICS)})")
     tables = [("where", e.where)]
@@ -93,10 +109,14 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]]) -> N
                 raise ExpectationError(f"{where}.{field}: '{name}' is not a swept parameter of the study "
                                        f"(swept: {', '.join(keys) or 'nothing'})")
             known = [str(v) for v in sweep[key]]
-            for v in values:
-                if v not in known:
-                    raise ExpectationError(f"{where}.{field}.{name}: the study has no configuration with "
-                                           f"{key} = {v!r} (allowed: {', '.join(known)})")
+            if any(v in known for v in values):
+                continue
+            wanted = " or ".join(repr(v) for v in values)
+            if full is not None and any(v in [str(x) for x in full.get(key, ())] for v in values):
+                return f"{key} = {wanted} is in the study but not in these results (a profile left it out)"
+            raise ExpectationError(f"{where}.{field}.{name}: the study has no configuration with "
+                                   f"{key} = {wanted} (allowed: {', '.join(known)})")
+    return None
 
 
 def _matches(c: ConfigResult, table: dict, keys: Sequence[str]) -> bool:
@@ -151,16 +171,29 @@ def _stat(c: ConfigResult, key: str, stat: str) -> tuple[Optional[float], Option
 
 
 def _div(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return None if a is None or not b else a / b
+    if a is None or b is None or (a == 0 and b == 0):
+        return None
+    return a / b if b else float("inf")  # e.g. retransmissions against none
 
 
-def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "study") -> list[Outcome]:
-    """The outcomes of one expectation on the configurations of ``study``."""
+def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "study",
+             full: Optional[dict[str, Sequence[str]]] = None) -> list[Outcome]:
+    """The outcomes of one expectation on the configurations of ``study``
+    (``full``: the study's sweep without a profile; see check_selectors)."""
     where = f"{filename}: expect.{index}"
     configs = [c for c in a.configs if c.study == study]
     keys = list(dict.fromkeys(k for c in configs for k in c.params))
     sweep = {k: list(dict.fromkeys(str(c.params.get(k)) for c in configs)) for k in keys}
-    check_selectors(e, where, sweep)
+    skipped = check_selectors(e, where, sweep, full)
+    if skipped is not None:
+        return [Outcome(e, index, study, "–", None, None, None, float("nan"), 0, "", skipped)]
+    short = console.short_names(keys)
+
+    def label(c: ConfigResult, only: Optional[set] = None, skip: set = frozenset()) -> str:
+        parts = [f"{short[k]}={c.params[k]}" for k in keys if k in c.params and k not in skip
+                 and (only is None or k in only)]
+        return (f"[{c.backend}] " if c.backend not in (None, "sim") and only is None else "") + (" ".join(parts) or "–")
+
     chosen = [c for c in configs if _matches(c, e.where, keys)]
     unit = METRICS[e.metric].unit
     out = []
@@ -169,7 +202,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
             raise ExpectationError(f"{where}.where: matches no configuration of {study}")
         for c in chosen:
             v, lo, hi, n = _stat(c, _stat_key(e, c, where), e.stat)
-            out.append(Outcome(e, index, study, _label(c), v, lo, hi, _threshold(e, c, unit, where), n, unit))
+            out.append(Outcome(e, index, study, label(c), v, lo, hi, _threshold(e, c, unit, where), n, unit))
         return out
     fixed = {resolve_key(n, keys) for n in list(e.ratio.of) + list(e.ratio.to)}
     tops = [c for c in chosen if _matches(c, e.ratio.of, keys)]
@@ -182,19 +215,28 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
                    and all(c.params.get(k) == v for k, v in same.items())]
         if len(bottoms) != 1:
             raise ExpectationError(f"{where}.ratio.to: {'no' if not bottoms else 'more than one'} configuration "
-                                   f"to divide {_label(top)} by (the same as it but for "
+                                   f"to divide {label(top)} by (the same as it but for "
                                    f"{', '.join(sorted(fixed))})")
         bot = bottoms[0]
         v1, lo1, hi1, n1 = _stat(top, _stat_key(e, top, where), e.stat)
         v2, lo2, hi2, n2 = _stat(bot, _stat_key(e, bot, where), e.stat)
-        out.append(Outcome(e, index, study, f"{_label(top)} / {_label(bot)}", _div(v1, v2), _div(lo1, hi2),
-                           _div(hi1, lo2), _threshold(e, top, unit, where), min(n1, n2), ""))
+        name = f"{label(top, skip=fixed)}: {label(top, only=fixed)} / {label(bot, only=fixed)}"
+        out.append(Outcome(e, index, study, name, _div(v1, v2), _div(lo1, hi2), _div(hi1, lo2),
+                           _threshold(e, top, unit, where), min(n1, n2), "ratio"))
     return out
 
 
-def _label(c: ConfigResult) -> str:
-    return (f"[{c.backend}] " if c.backend not in (None, "sim") else "") + c.label()
+def evaluate_all(expects: Sequence[Expect], a: Analysis, study: str, filename: str = "study",
+                 full: Optional[dict[str, Sequence[str]]] = None) -> list[Outcome]:
+    return [o for i, e in enumerate(expects) for o in evaluate(e, i, a, study, filename, full)]
 
 
-def evaluate_all(expects: Sequence[Expect], a: Analysis, study: str, filename: str = "study") -> list[Outcome]:
-    return [o for i, e in enumerate(expects) for o in evaluate(e, i, a, study, filename)]
+def full_sweep(source_text: str, filename: str) -> Optional[dict[str, list[str]]]:
+    """The sweep of a study text without a profile (key → values as written),
+    None if it does not parse (e.g. written by another version)."""
+    from ccbench.spec import parse_study
+
+    try:
+        return parse_study(source_text, filename=filename, backend="sim").sweep
+    except StudyError:
+        return None
