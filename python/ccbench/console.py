@@ -46,8 +46,9 @@ def num3(x: float) -> str:
 
 
 def sig3(x: float) -> str:
-    """Three significant digits, trailing zeros dropped: 8, 16.5, 950, 1.23e+04."""
-    return f"{x:.3g}"
+    """Three significant digits, trailing zeros dropped: 8, 16.5, 950; whole
+    numbers from 1000 on (1234)."""
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
 def rate(bps: Optional[float], short: bool = False) -> str:

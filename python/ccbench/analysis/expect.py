@@ -28,7 +28,8 @@ from typing import Any, Optional, Sequence
 from ccbench import console
 from ccbench.analysis.metrics import ALL_FLOWS, METRICS, payload_ceiling
 from ccbench.analysis.study import Analysis, ConfigResult
-from ccbench.errors import StudyError
+from ccbench.analysis.sweeps import resolve_param
+from ccbench.errors import StudyError, UsageError
 from ccbench.spec.expect import Expect
 
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
@@ -49,14 +50,15 @@ class Outcome:
     value: Optional[float]
     ci_low: Optional[float]
     ci_high: Optional[float]
-    threshold: float
+    threshold: Optional[float]  # None when skipped
     n: int  # repetitions behind the value (the smaller side of a ratio)
     unit: str  # of value and threshold: the metric's ('bps', 'us', '%', ''), or 'ratio'
     skipped: Optional[str] = None  # why it could not be evaluated on these results (neither passed nor failed)
 
     @property
     def passed(self) -> bool:
-        return self.value is not None and OPS[self.expect.op](self.value, self.threshold)
+        return self.value is not None and self.threshold is not None and OPS[self.expect.op](self.value,
+                                                                                               self.threshold)
 
     @property
     def failed(self) -> bool:
@@ -64,7 +66,7 @@ class Outcome:
 
     @property
     def margin(self) -> Optional[float]:
-        return None if self.value is None else self.value - self.threshold
+        return None if self.value is None or self.threshold is None else self.value - self.threshold
 
     @property
     def name(self) -> str:
@@ -77,12 +79,13 @@ class Outcome:
                 "passed": self.passed, "skipped": self.skipped}
 
 
-def resolve_key(name: str, keys: Sequence[str]) -> Optional[str]:
-    """A swept key by full path, unique dotted suffix or case axis name."""
-    if name in keys:
-        return name
-    hits = [k for k in keys if k.endswith("." + name)]
-    return hits[0] if len(hits) == 1 else None
+def resolve_key(name: str, keys: Sequence[str], where: str = "") -> Optional[str]:
+    """A swept key by full path, unique dotted suffix or case axis name, as
+    ``plot --x`` takes it (sweeps.resolve_param); None if it names none."""
+    try:
+        return resolve_param(name, keys, where)
+    except UsageError as e:  # ambiguous
+        raise ExpectationError(str(e)) from None
 
 
 def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
@@ -104,7 +107,7 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
     keys = list(sweep)
     for field, table in tables:
         for name, values in table.items():
-            key = resolve_key(name, keys)
+            key = resolve_key(name, keys, f"{where}.{field}:")
             if key is None:
                 raise ExpectationError(f"{where}.{field}: '{name}' is not a swept parameter of the study "
                                        f"(swept: {', '.join(keys) or 'nothing'})")
@@ -186,7 +189,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
     sweep = {k: list(dict.fromkeys(str(c.params.get(k)) for c in configs)) for k in keys}
     skipped = check_selectors(e, where, sweep, full)
     if skipped is not None:
-        return [Outcome(e, index, study, "–", None, None, None, float("nan"), 0, "", skipped)]
+        return [Outcome(e, index, study, console.NONE, None, None, None, None, 0, "", skipped)]
     short = console.short_names(keys)
 
     def label(c: ConfigResult, only: Optional[set] = None, skip: set = frozenset()) -> str:

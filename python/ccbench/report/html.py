@@ -225,10 +225,7 @@ def cdf_figure(c: ConfigResult) -> Optional[dict]:
 
 
 def _num(v: Optional[float], div: float) -> str:
-    if v is None:
-        return "–"
-    x = v / div
-    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+    return console.NONE if v is None else console.sig3(v / div)
 
 
 def _spread_cell(c: ConfigResult, key: str, div: float) -> str:
