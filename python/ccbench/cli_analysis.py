@@ -91,18 +91,18 @@ def _console():
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ccbench.report.html import write_report
     from ccbench.store import find_db
 
     db = find_db(args.results)
-    a = _analysis(args.results, args)
-    if not a.configs:
-        raise UsageError(f"{args.results}: no finished runs to report on")
     out = Path(args.out) if args.out else db.parent / "report.html"
-    try:
-        write_report(a, out, args.title)
-    except OSError as e:
-        raise UsageError(f"{out}: cannot write the report ({e.strerror})") from None
+    with _results(args.results, args) as r:
+        a = r.analysis()
+        if not a.configs:
+            raise UsageError(f"{args.results}: no finished runs to report on")
+        try:
+            r.report(out, args.title)
+        except OSError as e:
+            raise UsageError(f"{out}: cannot write the report ({e.strerror})") from None
     flagged = len({f.run_id for f in a.flags()})
     _console().print(f"report: {out} ({len(a.runs())} runs, {len(a.configs)} configurations, "
                      f"{flagged} flagged)", soft_wrap=True)

@@ -368,6 +368,7 @@ class Store:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        store.con.execute("SET enable_progress_bar = false")  # readers are libraries too: no bars on stdout
         store.source_dir = db.parent
         store._snapshot_dir = tmp
         return store
