@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pandas and matplotlib load only when used
     from ccbench.analysis.expect import Outcome
     from ccbench.analysis.study import Analysis
 
+
 class Results:
     """One results directory, read from a snapshot taken when it was opened.
 
