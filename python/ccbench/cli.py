@@ -8,12 +8,14 @@
     ccbench plot RESULTS --metric goodput --x loss [--group cca] [--format png|svg|pdf]
     ccbench compare A B [--format table|csv|json]
     ccbench summary RESULTS
+    ccbench check RESULTS [--format table|json]     (the study's [[expect]] on its results)
     ccbench export RESULTS --format parquet|csv [--out DIR]
     ccbench doctor [--cleanup]
     ccbench validate [--grid quick|medium|full | --quick] [--reps N] [--duration T] [--out DIR]
 
 Exit status: 0 success, 1 some runs failed, 2 a usage or study error (one
-line on stderr, no traceback), 130 interrupted.
+line on stderr, no traceback; also a malformed expectation), 3 an
+expectation failed (``run``, ``check``), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -24,17 +26,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ccbench import __version__, backends
-from ccbench.errors import StudyError, UsageError
-
-EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
+from ccbench import __version__, backends, cli_analysis, console
+from ccbench.analysis import Analysis
+from ccbench.errors import (
+    EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, StudyError, UsageError,
+)
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake is a UsageError (one line, exit 2)."""
@@ -43,86 +45,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _stdout() -> Console:
-    # Off a terminal rich would wrap tables at 80 columns; tables only take
-    # the width they need, so a wide limit is harmless.
-    c = Console(highlight=False)
-    if not c.is_terminal:
-        c = Console(highlight=False, width=max(c.width, 200))
-    return c
-
-
-def _stderr() -> Console:
-    return Console(stderr=True, highlight=False)
-
-
-# -- formatting -------------------------------------------------------------
-
-
-def _rate_unit(bps: float) -> tuple[float, str]:
-    for div, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
-        if abs(bps) >= div:
-            return div, unit
-    return 1.0, "bit/s"
-
-
-def _num3(x: float) -> str:
-    """About three significant digits, trailing zeros kept: 8.00, 16.5, 950."""
-    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
-
-
-def fmt_rate(bps: float | None) -> str:
-    if bps is None:
-        return "–"
-    div, unit = _rate_unit(bps)
-    return f"{_num3(bps / div)} {unit}"
-
-
-def fmt_time(us: float | None) -> str:
-    if us is None:
-        return "–"
-    return f"{us / 1e6:.3f} s" if abs(us) >= 1e6 else f"{us / 1000:.2f} ms"
-
-
-def fmt_ms(us: float | None) -> str:
-    return "–" if us is None else f"{us / 1000:.2f} ms"
-
-
-def fmt_num(x: float | None, fmt: str = "{:.3f}") -> str:
-    return "–" if x is None else fmt.format(x)
-
-
-def fmt_params(params: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items()) or "–"
-
-
-def _first_line(text: str | None) -> str:
-    if not text or not text.strip():
-        return ""
-    return text.strip().splitlines()[0]
-
-
 # -- summary ----------------------------------------------------------------
 
 
-def short_names(keys: Sequence[str]) -> dict[str, str]:
-    """The shortest dotted suffix of each key that is still unique:
-    topology.bottleneck.loss → loss; flows.0.cca, flows.1.cca → 0.cca, 1.cca."""
-    out = {}
-    for k in keys:
-        parts = k.split(".")
-        for n in range(1, len(parts) + 1):
-            suffix = ".".join(parts[-n:])
-            if sum(1 for o in keys if o == suffix or o.endswith("." + suffix)) == 1:
-                out[k] = suffix
-                break
-        else:
-            out[k] = k
-    return out
-
-
-def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Table]:
-    """One rich table per study of the store (only ``run_ids`` if given).
+def summary_tables(a: Analysis) -> list[Table]:
+    """One rich table per study of an analysis (the rows: analysis.summary_rows).
 
     Kept narrow enough for an 80-column terminal in the common case: units
     go in the headers, swept parameters are named by their shortest unique
@@ -130,19 +57,16 @@ def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Tab
     """
     from rich import box
 
-    from ccbench.analysis import summarize
+    from ccbench.analysis import summary_rows
 
-    runs = store.runs(run_ids=run_ids)
-    flows = store.flows(run_ids=[r.run_id for r in runs])
-    rows = summarize(runs, flows)
+    rows = summary_rows(a)
     tables = []
     for study in dict.fromkeys(r.study for r in rows):
         srows = [r for r in rows if r.study == study]
         keys: list[str] = list(dict.fromkeys(k for r in srows for k in r.params))
-        names = short_names(keys)
+        names = console.short_names(keys)
         several_backends = len({r.backend for r in srows}) > 1
-        top = max((c.goodput_max_bps or 0.0 for r in srows for c in r.classes), default=0.0)
-        div, unit = _rate_unit(top) if top else (1e6, "Mbit/s")
+        div, unit = console.scale("bps", [c.goodput_max_bps for r in srows for c in r.classes])
         renamed = [f"{names[k]} = {k}" for k in keys if names[k] != k]
         t = Table(
             title=f"{escape(study)}: median over repetitions",
@@ -169,10 +93,10 @@ def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Tab
         t.add_column("reps", justify="right")
 
         def g(x: float | None) -> str:
-            return "–" if x is None else _num3(x / div)
+            return console.NONE if x is None else console.num3(x / div)
 
         def ms(x: float | None) -> str:
-            return "–" if x is None else f"{x / 1000:.1f}"
+            return console.NONE if x is None else f"{x / 1000:.1f}"
 
         for r in srows:
             reps = str(r.reps)
@@ -189,13 +113,13 @@ def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Tab
                 t.add_row(
                     r.config_id[:8] if first else "",
                     *([str(r.backend) if first else ""] if several_backends else []),
-                    *[escape(str(r.params.get(k, "–"))) if first else "" for k in keys],
-                    escape(c.group) if c else "–",
+                    *[escape(str(r.params.get(k, console.NONE))) if first else "" for k in keys],
+                    escape(c.group) if c else console.NONE,
                     str(c.flows) if c else "",
                     g(c.goodput_bps) if c else "",
                     f"{g(c.goodput_min_bps)}–{g(c.goodput_max_bps)}" if c and c.goodput_min_bps is not None else "",
-                    fmt_num(r.jfi) if first else "",
-                    fmt_num(c.retrans_pct, "{:.2f}") if c else "",
+                    console.number(r.jfi) if first else "",
+                    console.number(c.retrans_pct, "{:.2f}") if c else "",
                     ms(c.rtt_mean_us) if c else "",
                     ms(c.rtt_p99_us) if c else "",
                     reps if first else "",
@@ -208,30 +132,26 @@ def summary_tables(store: Any, run_ids: Sequence[str] | None = None) -> list[Tab
 # -- commands ---------------------------------------------------------------
 
 
-def _jobs(value: int) -> int:
-    if value < 0:
-        raise UsageError(f"--jobs: got {value}; expected a number of worker processes >= 1 (0 = one per CPU)")
-    return value or (os.cpu_count() or 1)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from ccbench.executor import execute
+    from ccbench.analysis.study import analyze_store
+    from ccbench.executor import execute, worker_count
     from ccbench.executor.progress import make_progress
     from ccbench.spec import load_study
-    from ccbench.store import Store, default_results_dir
+    from ccbench.store import default_results_dir
 
     # Everything that can be wrong is checked before the results directory exists.
     profile = "quick" if args.quick else args.profile
     if args.quick and args.profile not in (None, "quick"):
         raise UsageError(f"--quick is --profile quick; it cannot be combined with --profile {args.profile}")
     study = load_study(args.study, backend=args.backend, profile=profile)
+    expects, full_sweep = cli_analysis.study_expectations(study)
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
-    jobs = _jobs(args.jobs)
+    jobs = worker_count(args.jobs)
     out = Path(args.out) if args.out else default_results_dir(study.results_name)
 
-    out_c, err_c = _stdout(), _stderr()
+    out_c, err_c = console.stdout(), console.stderr()
     if study.backend == "linux" and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
@@ -254,18 +174,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             soft_wrap=True,
         )
         return EXIT_INTERRUPTED
-    with Store.open_existing(out) as store:
-        for t in summary_tables(store, [r.run_id for r in runs]):
-            out_c.print(t)
+    a = analyze_store(out, run_ids=[r.run_id for r in runs], series=bool(expects))
+    for t in summary_tables(a):
+        out_c.print(t)
     out_c.print(f"results: {out}", soft_wrap=True)
+    failed_expectations = (cli_analysis.print_expectations(expects, a, study.name, str(args.study), full_sweep)
+                           if expects else 0)
     if summary.failed:
         err_c.print(
             f"{summary.failed} of {summary.total} runs failed (see `ccbench ls {out}`); "
             "running the study again retries them",
             soft_wrap=True,
         )
-        return EXIT_FAILED_RUNS
-    return EXIT_OK
+    if failed_expectations:
+        return EXIT_EXPECTATION
+    return EXIT_FAILED_RUNS if summary.failed else EXIT_OK
 
 
 def _results_dirs(parent: Path) -> list[Path]:
@@ -279,7 +202,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     target = Path(args.results) if args.results else Path("results")
     single = target.is_file() or (target / DB_FILENAME).is_file()
-    c = _stdout()
+    c = console.stdout()
     if not single:
         dirs = _results_dirs(target) if target.is_dir() else []
         if not dirs:
@@ -323,12 +246,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
         for r in (r for r in runs if r.study == s["study"]):
             t.add_row(
                 r.run_id,
-                escape(fmt_params(r.params)),
+                escape(console.params(r.params)),
                 "–" if r.repetition is None else str(r.repetition),
                 f"[{colour.get(r.status, 'white')}]{r.status}[/]",
                 "–" if r.wall_time_s is None else f"{r.wall_time_s:.2f} s",
                 r.finished_at.isoformat(sep=" ", timespec="seconds") if r.finished_at else "–",
-                escape(_first_line(r.error)),
+                escape(console.first_line(r.error)),
             )
         c.print(t)
     return EXIT_OK
@@ -372,8 +295,6 @@ def _find_run(prefix: str, results: str | None):
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ccbench import cli_analysis
-
     if cli_analysis.is_results(args.run):
         return cli_analysis.show_results(args)
     store, run_id = _find_run(args.run, args.results)
@@ -392,7 +313,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         for f in flows:
             w.writerow([run_id] + ["" if f[k] is None else f[k] for k in FLOW_COLUMNS])
         return EXIT_OK
-    c = _stdout()
+    c = console.stdout()
     meta = Table.grid(padding=(0, 2))
     meta.add_column(style="bold")
     meta.add_column()
@@ -427,22 +348,21 @@ def cmd_show(args: argparse.Namespace) -> int:
             t.add_row(
                 str(f["flow_id"]), escape(str(f["group_name"])), escape(str(f["cca"])), str(f["kind"]),
                 str(f["sender"]),
-                fmt_time(f["start_us"]), fmt_time(f["stop_us"]),
+                console.seconds_or_ms(f["start_us"]), console.seconds_or_ms(f["stop_us"]),
                 "–" if f["bytes_delivered"] is None else f"{f['bytes_delivered']:,} B",
-                fmt_rate(f["goodput_bps"]), "–" if f["sent_segs"] is None else str(f["sent_segs"]),
+                console.rate(f["goodput_bps"]), "–" if f["sent_segs"] is None else str(f["sent_segs"]),
                 str(f["retrans_segs"]),
-                fmt_ms(f["rtt_min_us"]), fmt_ms(f["rtt_mean_us"]), fmt_ms(f["rtt_p99_us"]),
+                console.ms(f["rtt_min_us"]), console.ms(f["rtt_mean_us"]), console.ms(f["rtt_p99_us"]),
             )
         c.print(t)
     return EXIT_OK
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ccbench.store import Store
+    from ccbench.analysis.study import analyze_store
 
-    c = _stdout()
-    with Store.open_existing(args.results) as store:
-        tables = summary_tables(store)
+    c = console.stdout()
+    tables = summary_tables(analyze_store(args.results, series=False))
     if not tables:
         c.print(f"{args.results}: no runs yet")
     for t in tables:
@@ -456,14 +376,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Store.open_existing(args.results) as store:
         out = Path(args.out) if args.out else store.results_dir / "export"
         written = store.export(out, args.format)
-    c = _stdout()
+    c = console.stdout()
     for p in written:
         c.print(str(p), soft_wrap=True)
     return EXIT_OK
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    c = _stdout()
+    c = console.stdout()
     if args.cleanup:
         return _doctor_cleanup(c)
     c.print(f"ccbench {__version__}, Python {sys.version.split()[0]}")
@@ -505,7 +425,7 @@ def _doctor_cleanup(c: Console) -> int:
         c.print(f"left alone run ccb{r.token}: in progress (pid {r.owner})", soft_wrap=True)
     if problems:
         for p in problems:
-            _stderr().print(f"ccbench: error: {escape(p)}", soft_wrap=True)
+            console.stderr().print(f"ccbench: error: {escape(p)}", soft_wrap=True)
         return EXIT_FAILED_RUNS
     return EXIT_OK
 
@@ -534,8 +454,6 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("run", metavar="RUN", help="a run id or a unique prefix of one, or a results directory")
     sh.add_argument("--results", metavar="DIR", help="results directory (default: search ./results/*)")
     sh.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    from ccbench import cli_analysis
-
     cli_analysis.add_analysis_options(sh)
     sh.set_defaults(func=cmd_show)
 
@@ -555,9 +473,6 @@ def build_parser() -> argparse.ArgumentParser:
     dr.set_defaults(func=cmd_doctor)
 
     cli_analysis.add_commands(sub)
-    from ccbench import validate
-
-    validate.add_command(sub)
     return p
 
 
@@ -572,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
-            return _error("missing command (one of: run, ls, show, summary, export, report, plot, compare, validate, doctor; see ccbench --help)")
+            return _error("missing command (one of: run, ls, show, summary, check, export, report, plot, compare, validate, doctor; see ccbench --help)")
         return args.func(args)
     except (StudyError, UsageError) as e:
         return _error(str(e))

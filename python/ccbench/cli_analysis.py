@@ -4,6 +4,12 @@
     ccbench plot RESULTS --metric goodput --x loss [--group class] [--format png|svg|pdf] [--out FILE]
     ccbench compare A B [--match auto|config_id|params] [--tolerance 0.01] [--format table|csv|json]
     ccbench show RESULTS [--format table|csv|json]      (a results directory instead of a run id)
+    ccbench check RESULTS [--format table|json]         (the studies' [[expect]] on their results)
+    ccbench validate [--grid quick|medium|full] ...     (ccbench.validate: sim against linux)
+
+Each is a view of the analysis pipeline through the public API
+(ccbench.api.Results); results are read from a snapshot, so they work while
+a study is still writing them.
 
 Analysis options (override the study's [analysis] table; see
 ccbench/analysis/settings.py): --steady-after TIME, --collapse-fraction F,
@@ -22,7 +28,8 @@ from typing import Any, Optional
 from rich.markup import escape
 from rich.table import Table
 
-from ccbench.errors import UsageError
+from ccbench import console
+from ccbench.errors import EXIT_EXPECTATION, EXIT_OK, UsageError
 
 
 def _time_us(value: str, flag: str) -> int:
@@ -65,34 +72,37 @@ def overrides(args: argparse.Namespace) -> dict:
     return out
 
 
-def _analysis(results: str, args: argparse.Namespace):
-    from ccbench.analysis.study import analyze_store
+def _results(path: str, args: argparse.Namespace):
+    from ccbench.api import open_results
 
-    return analyze_store(results, overrides(args))
+    return open_results(path, **overrides(args))
+
+
+def _analysis(results: str, args: argparse.Namespace):
+    with _results(results, args) as r:
+        return r.analysis()
 
 
 def _console():
-    from ccbench.cli import _stdout
-
-    return _stdout()
+    return console.stdout()
 
 
 # -- report ------------------------------------------------------------------------
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ccbench.report.html import write_report
     from ccbench.store import find_db
 
     db = find_db(args.results)
-    a = _analysis(args.results, args)
-    if not a.configs:
-        raise UsageError(f"{args.results}: no finished runs to report on")
     out = Path(args.out) if args.out else db.parent / "report.html"
-    try:
-        write_report(a, out, args.title)
-    except OSError as e:
-        raise UsageError(f"{out}: cannot write the report ({e.strerror})") from None
+    with _results(args.results, args) as r:
+        a = r.analysis()
+        if not a.configs:
+            raise UsageError(f"{args.results}: no finished runs to report on")
+        try:
+            r.report(out, args.title)
+        except OSError as e:
+            raise UsageError(f"{out}: cannot write the report ({e.strerror})") from None
     flagged = len({f.run_id for f in a.flags()})
     _console().print(f"report: {out} ({len(a.runs())} runs, {len(a.configs)} configurations, "
                      f"{flagged} flagged)", soft_wrap=True)
@@ -103,41 +113,31 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from ccbench.analysis.sweeps import sweep_plot
-    from ccbench.report.figures import sweep_figure
     from ccbench.store import find_db
 
     db = find_db(args.results)
-    a = _analysis(args.results, args)
-    plot = sweep_plot(a, args.metric, args.x, args.group)
-    if not any(p.spread.n for s in plot.series for p in s.points):
-        raise UsageError(f"--metric {args.metric}: no values in {args.results} (no such flows?)")
-    if args.out:
-        out = Path(args.out)
-    else:
-        out = db.parent / "figures" / f"{args.metric}-vs-{plot.x_key.split('.')[-1]}.{args.format}"
-    try:
-        sweep_figure(plot, out, args.format)
-    except OSError as e:
-        raise UsageError(f"{out}: cannot write the figure ({e.strerror})") from None
+    with _results(args.results, args) as r:
+        out = Path(args.out) if args.out else None
+        if out is None:
+            from ccbench.analysis.sweeps import resolve_param
+
+            keys = r.analysis().param_keys()
+            x_key = resolve_param(args.x, keys, "--x") or args.x
+            out = db.parent / "figures" / f"{args.metric}-vs-{x_key.split('.')[-1]}.{args.format}"
+        try:
+            r.plot(args.metric, args.x, args.group, out=out, format=args.format)
+        except OSError as e:
+            raise UsageError(f"{out}: cannot write the figure ({e.strerror})") from None
     _console().print(str(out), soft_wrap=True)
-    return 0
+    return EXIT_OK
 
 
 # -- compare -------------------------------------------------------------------------
 
 
 def _val(key: str, v: Optional[float]) -> str:
-    from ccbench.cli import fmt_ms, fmt_rate
-
-    if v is None:
-        return "–"
-    name = key.split("[")[0]
-    if name.endswith("_bps"):
-        return fmt_rate(v)
-    if name.endswith("_us"):
-        return fmt_ms(v)
-    return f"{v:.3g}"
+    unit = console.unit_of(key)
+    return console.value(v, unit, short=unit not in ("bps", "us"))
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -238,8 +238,85 @@ def show_results(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- expectations: run and check -------------------------------------------------------------
+
+
+def study_expectations(study: Any) -> tuple[list, Optional[dict]]:
+    """A loaded study's [[expect]] and its sweep without a profile, checked
+    against the sweep before anything runs (StudyError naming the file and
+    the field otherwise)."""
+    from ccbench.analysis.expect import check_selectors, full_sweep
+    from ccbench.spec.expect import parse
+
+    filename = str(study.path)
+    expects = parse(study.document, filename)
+    full = full_sweep(study.source_text, filename) if study.profile is not None else study.sweep
+    for i, e in enumerate(expects):
+        check_selectors(e, f"{filename}: expect.{i}", study.sweep, full)
+    return expects, full
+
+
+def expectation_table(outcomes: list) -> Table:
+    """Pass/fail per expectation and configuration: the measured value with its
+    95 % CI, the threshold, and how far from it the value is."""
+    t = Table(title="expectations", title_justify="left")
+    for col in ("#", "expectation", "configuration", "measured", "95% CI", "expected", "margin", "n", ""):
+        t.add_column(col, justify="right" if col in ("#", "measured", "margin", "n") else "left")
+    for o in outcomes:
+        def v(x: Optional[float]) -> str:
+            return console.value(x, "" if o.unit == "ratio" else o.unit)
+
+        margin = console.NONE
+        if o.margin is not None:
+            margin = ("+" if o.margin >= 0 else "-") + v(abs(o.margin))
+            if o.threshold:
+                margin += f" ({100 * o.margin / abs(o.threshold):+.0f}%)"
+        ci = console.NONE if o.ci_low is None or o.ci_high is None else f"{v(o.ci_low)}–{v(o.ci_high)}"
+        t.add_row(str(o.index), escape(o.name), escape(o.label), v(o.value), ci,
+                  f"{o.expect.stat} {o.expect.op} {v(o.threshold)}" if o.skipped is None else console.NONE,
+                  margin, str(o.n), f"[yellow]skipped[/]: {escape(o.skipped)}" if o.skipped is not None else
+                  "[green]pass[/]" if o.passed else ("[red]FAIL[/]" if o.value is not None else "[red]FAIL: no data[/]"))
+    return t
+
+
+def print_expectations(expects: list, a: Any, study: str, filename: str, full: Optional[dict] = None) -> int:
+    """Evaluate and print; the number of expectations that failed."""
+    from ccbench.analysis.expect import evaluate_all
+
+    outcomes = evaluate_all(expects, a, study, filename, full)
+    return _print_outcomes(outcomes)
+
+
+def _print_outcomes(outcomes: list) -> int:
+    con = _console()
+    con.print(expectation_table(outcomes))
+    failed = sorted({o.index for o in outcomes if o.failed})
+    skipped = {o.index for o in outcomes if o.skipped is not None}
+    n = len({o.index for o in outcomes})
+    note = f"; {len(skipped)} skipped (not in these results)" if skipped else ""
+    if failed:
+        con.print(f"[red]{len(failed)} of {n} expectations failed[/] (#{', #'.join(map(str, failed))}){note}",
+                  soft_wrap=True)
+    else:
+        con.print(f"{n - len(skipped)} of {n} expectations hold{note}", soft_wrap=True)
+    return len(failed)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    with _results(args.results, args) as r:
+        outcomes = r.check()
+    if not outcomes:
+        raise UsageError(f"{args.results}: its studies have no [[expect]] tables")
+    if args.format == "json":
+        json.dump([o.as_dict() for o in outcomes], sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return EXIT_EXPECTATION if any(o.failed for o in outcomes) else EXIT_OK
+    return EXIT_EXPECTATION if _print_outcomes(outcomes) else EXIT_OK
+
+
 def add_commands(sub: Any) -> None:
-    from ccbench.analysis.sweeps import METRICS
+    from ccbench.analysis.metrics import METRICS
+    from ccbench.validate.command import add_command as add_validate
 
     rp = sub.add_parser("report", help="a self-contained HTML report of a results directory")
     rp.add_argument("results", metavar="RESULTS")
@@ -270,3 +347,11 @@ def add_commands(sub: Any) -> None:
     cp.add_argument("--format", choices=("table", "csv", "json"), default="table")
     add_analysis_options(cp)
     cp.set_defaults(func=cmd_compare)
+
+    ck = sub.add_parser("check", help="evaluate the studies' [[expect]] tables on their results (exit 3 if one fails)")
+    ck.add_argument("results", metavar="RESULTS")
+    ck.add_argument("--format", choices=("table", "json"), default="table")
+    add_analysis_options(ck)
+    ck.set_defaults(func=cmd_check)
+
+    add_validate(sub)

@@ -1,4 +1,9 @@
-"""Errors a user can fix. The CLI prints their message on one line and exits 2."""
+"""Errors a user can fix, and the command line's exit statuses. The CLI prints
+an error's message on one line and exits 2."""
+
+#: exit statuses of ``ccbench``: success, some runs failed, a usage or study
+#: error, an expectation failed, interrupted
+EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_EXPECTATION, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class StudyError(Exception):

@@ -35,8 +35,11 @@ results to the parent, which writes them.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -247,11 +250,45 @@ def _ctrl_c_after():
         if caught:
             raise KeyboardInterrupt
 
+def _stamp(p: Path) -> tuple | None:
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _copy_quiescent(db: Path, dest: Path, quiet_s: float = 0.05, timeout_s: float = 30.0) -> None:
+    """Copy ``db`` and its WAL to ``dest`` (+ .wal) when neither changed in the
+    last ``quiet_s`` (longer than the file clock's tick, so a write during the
+    copy moves a timestamp) and neither changed during the copy."""
+    wal, dest_wal = db.with_name(db.name + ".wal"), dest.with_name(dest.name + ".wal")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        before = (_stamp(db), _stamp(wal))
+        newest = max((s[2] for s in before if s is not None), default=0)
+        if time.time_ns() - newest >= quiet_s * 1e9:
+            shutil.copyfile(db, dest)
+            if before[1] is not None:
+                try:
+                    shutil.copyfile(wal, dest_wal)
+                except FileNotFoundError:  # checkpointed away meanwhile: the stamps differ below
+                    pass
+            elif dest_wal.exists():
+                dest_wal.unlink()
+            if (_stamp(db), _stamp(wal)) == before:
+                return
+        if time.monotonic() > deadline:
+            raise UsageError(f"{db}: changed all the time for {timeout_s:g} s; could not take a consistent copy")
+        time.sleep(quiet_s / 2)
+
+
 class Store:
     """A results store. Use as a context manager or call :meth:`close`.
 
     ``Store(results_dir)`` creates the directory and database if needed;
-    ``Store.open_existing(path, read_only=True)`` opens one that must exist.
+    ``Store.open_existing(path, read_only=True)`` opens one that must exist;
+    ``Store.snapshot(path)`` reads a copy (while a study may be writing it).
     """
 
     def __init__(self, results_dir: str | Path, *, read_only: bool = False, _db: Path | None = None):
@@ -267,6 +304,8 @@ class Store:
             self.db_file = _db
             self.results_dir = _db.parent
         self.read_only = read_only
+        self.source_dir = self.results_dir  # where the results live (a snapshot's copy is elsewhere)
+        self._snapshot_dir: Path | None = None
         try:
             self.con = duckdb.connect(str(self.db_file), read_only=read_only)
         except duckdb.IOException as e:
@@ -323,12 +362,50 @@ class Store:
         if self.con is not None:
             self.con.close()
             self.con = None  # type: ignore[assignment]
+        if self._snapshot_dir is not None:
+            shutil.rmtree(self._snapshot_dir, ignore_errors=True)
+            self._snapshot_dir = None
 
     def __enter__(self) -> "Store":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @classmethod
+    def snapshot(cls, results: str | Path) -> "Store":
+        """A read-only store of the results as they are now, safe to open while
+        a study is writing them.
+
+        DuckDB lets no other process open a file that one process has open for
+        writing, and a reader would in turn lock a starting writer out; so the
+        database file and its write-ahead log are copied into a private
+        temporary directory (removed on close) and the copy is opened. The copy
+        is taken when neither file has changed for a moment and is taken again
+        if either changed while it was copied: it is the state after some
+        commit, never half a run.
+        """
+        db = find_db(results)
+        tmp = Path(tempfile.mkdtemp(prefix="ccbench-snapshot-"))
+        deadline = time.monotonic() + 3.0
+        try:
+            while True:
+                _copy_quiescent(db, tmp / DB_FILENAME)
+                try:
+                    store = cls(tmp, read_only=True, _db=tmp / DB_FILENAME)
+                    break
+                except UsageError:
+                    # a store that its writer has just created has no tables yet
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        store.con.execute("SET enable_progress_bar = false")  # readers are libraries too: no bars on stdout
+        store.source_dir = db.parent
+        store._snapshot_dir = tmp
+        return store
 
     # -- writing -----------------------------------------------------------
 

@@ -29,7 +29,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ccbench import console
 from ccbench.analysis.data import RunData
+from ccbench.analysis.series import cumulative_at, flow_stop, goodput_between, steady_window
 from ccbench.analysis.settings import AnalysisSettings
 
 KINDS = ("collapse", "starvation", "not steady")
@@ -48,10 +50,6 @@ class Anomaly:
         return dict(self.__dict__)
 
 
-def _mbit(bps: float) -> str:
-    return f"{bps / 1e6:.3g} Mbit/s"
-
-
 def interval_grid(run: RunData) -> np.ndarray:
     """Interval boundaries t_0 = 0 < t_1 < ... (µs): multiples of the sample
     interval up to the run's duration, or every sample time seen."""
@@ -64,8 +62,6 @@ def interval_grid(run: RunData) -> np.ndarray:
 
 def _interval_table(run: RunData):
     """grid, per-flow per-interval rates (bits/s) and activity."""
-    from ccbench.analysis.metrics import cumulative_at, flow_stop
-
     grid = interval_grid(run)
     dt = np.diff(grid)
     rates, active = {}, {}
@@ -118,8 +114,6 @@ def collapses(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
 
 
 def starvation(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
-    from ccbench.analysis.metrics import flow_stop
-
     cap = run.bottleneck_bps
     out = []
     grid = active = None
@@ -145,14 +139,12 @@ def starvation(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
         gp = f.get("goodput_bps")
         if gp is not None and gp < settings.starve_fraction * fair:
             out.append(Anomaly("starvation", run.run_id, fid, start, stop,
-                               f"flow {fid} ({f.get('group_name')}) got {_mbit(gp)}, below "
-                               f"{100 * settings.starve_fraction:g}% of its fair share ({_mbit(fair)})"))
+                               f"flow {fid} ({f.get('group_name')}) got {console.rate(gp, short=True)}, below "
+                               f"{100 * settings.starve_fraction:g}% of its fair share ({console.rate(fair, short=True)})"))
     return out
 
 
 def not_steady(run: RunData, settings: AnalysisSettings, window: tuple[float, float]) -> list[Anomaly]:
-    from ccbench.analysis.metrics import flow_stop, goodput_between
-
     t0, t1 = window
     interval = run.sample_interval_us or 0
     if t1 - t0 < max(2 * interval, 1):
@@ -175,14 +167,14 @@ def not_steady(run: RunData, settings: AnalysisSettings, window: tuple[float, fl
         top = max(g1, g2)
         if top > 0 and abs(g2 - g1) > settings.steady_tolerance * top:
             out.append(Anomaly("not steady", run.run_id, int(f["flow_id"]), t0, t1,
-                               f"flow {f['flow_id']} ({f.get('group_name')}) went from {_mbit(g1)} to {_mbit(g2)} "
+                               f"flow {f['flow_id']} ({f.get('group_name')}) went from {console.rate(g1, short=True)} to {console.rate(g2, short=True)} "
                                f"between the halves of the steady-state window ({t0 / 1e6:.1f}–{t1 / 1e6:.1f} s)"))
     return out
 
 
-def detect(run: RunData, settings: AnalysisSettings, metrics: Any = None) -> list[Anomaly]:
-    """Every anomaly of a run (collapse, starvation, not steady)."""
-    from ccbench.analysis.metrics import steady_window
-
-    window = metrics.window if metrics is not None else steady_window(run, settings)
+def detect(run: RunData, settings: AnalysisSettings,
+           window: Optional[tuple[float, float]] = None) -> list[Anomaly]:
+    """Every anomaly of a run (collapse, starvation, not steady); ``window`` is
+    the steady-state window (default: series.steady_window)."""
+    window = window if window is not None else steady_window(run, settings)
     return collapses(run, settings) + starvation(run, settings) + not_steady(run, settings, window)

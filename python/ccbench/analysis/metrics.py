@@ -76,73 +76,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ccbench.analysis.data import FlowSeries, RunData
+from ccbench.analysis.anomalies import Anomaly, detect
+from ccbench.analysis.data import RunData
 from ccbench.analysis.settings import AnalysisSettings
-from ccbench.analysis.summary import jain_index
+from ccbench.analysis.series import (
+    cumulative_at, flow_stop, goodput_between, interval_rates, jain_index, percentile, steady_window, to_float,
+)
 
 __all__ = [
-    "percentile", "jain_index", "cumulative_at", "goodput_between", "interval_rates", "steady_window",
+    "percentile", "jain_index", "cumulative_at", "goodput_between", "interval_rates", "steady_window", "flow_stop",
     "payload_ceiling", "delivered_in_window",
     "jfi_series", "convergence", "FlowMetrics", "ClassMetrics", "RunMetrics", "Convergence",
-    "flow_metrics", "class_metrics", "run_metrics",
+    "flow_metrics", "class_metrics", "run_metrics", "METRICS", "Metric", "ALL_FLOWS",
 ]
-
-
-def percentile(values: Iterable[float], q: float) -> Optional[float]:
-    """q-th percentile (0–100), linear interpolation between closest ranks; None if empty."""
-    xs = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if xs.size == 0:
-        return None
-    return float(np.percentile(xs, q))
-
-
-def _f(x: Any) -> Optional[float]:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
-
-
-def flow_stop(run: RunData, flow: dict) -> float:
-    stop = flow.get("stop_us")
-    return float(run.duration_us if stop is None else min(stop, run.duration_us or stop))
-
-
-def cumulative_at(series: Optional[FlowSeries], start_us: float, t_us: Any) -> np.ndarray:
-    """Bytes delivered by time ``t_us`` (array or scalar): the cumulative
-    samples linearly interpolated, 0 at and before the flow's start, the last
-    sample's value after the last sample."""
-    t = np.asarray(t_us, dtype=float)
-    if series is None or len(series.time_us) == 0:
-        return np.zeros_like(t)
-    ts, ds = series.time_us, series.delivered_bytes
-    if start_us < ts[0]:
-        ts = np.concatenate(([start_us], ts))
-        ds = np.concatenate(([0.0], ds))
-    out = np.interp(t, ts, ds, left=0.0)
-    return np.where(t <= start_us, 0.0, out)
-
-
-def goodput_between(series: Optional[FlowSeries], start_us: float, t0_us: float, t1_us: float) -> Optional[float]:
-    """Goodput in bits/s between two times, from the cumulative delivered bytes."""
-    if t1_us <= t0_us:
-        return None
-    d = cumulative_at(series, start_us, [t0_us, t1_us])
-    return float((d[1] - d[0]) * 8e6 / (t1_us - t0_us))
-
-
-def interval_rates(series: Optional[FlowSeries], start_us: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per sample interval goodput: (end time of each interval, bits/s). The
-    first interval runs from the flow's start to its first sample."""
-    if series is None or len(series.time_us) == 0:
-        return np.zeros(0), np.zeros(0)
-    ts = np.concatenate(([start_us], series.time_us))
-    ds = np.concatenate(([0.0], series.delivered_bytes))
-    dt = np.diff(ts)
-    keep = dt > 0
-    rate = np.diff(ds)[keep] * 8e6 / dt[keep]
-    return ts[1:][keep], rate
 
 
 DEFAULT_MSS = 1448  # the study defaults (ccbench.spec.model), for runs without a config
@@ -184,17 +134,6 @@ def delivered_in_window(run: RunData, t0: float, t1: float, payload_bps: float) 
     return float(d[-1] - lower), lower - d0
 
 
-def steady_window(run: RunData, settings: AnalysisSettings) -> tuple[float, float]:
-    """The steady-state window [t0, t1) in µs: t0 = settings.steady_after_us,
-    or by default a quarter of the way from the last bulk flow's start to the
-    end of the run; t1 = the end of the run."""
-    end = float(run.duration_us)
-    if settings.steady_after_us is not None:
-        return float(settings.steady_after_us), end
-    starts = [f["start_us"] or 0 for f in run.flows if f.get("kind", "bulk") == "bulk"]
-    last = float(max(starts, default=0))
-    return last + (end - last) / 4.0, end
-
 
 # -- per flow ------------------------------------------------------------------
 
@@ -220,6 +159,16 @@ class FlowMetrics:
     rtt_p99_us: Optional[float]
     queue_delay_mean_us: Optional[float]
     queue_delay_p99_us: Optional[float]
+    srtt_mean_us: Optional[float] = None
+    srtt_mean_steady_us: Optional[float] = None
+
+
+def _srtt_mean(s: Any, t0: float, t1: float) -> Optional[float]:
+    """Mean of the sampled srtt in [t0, t1] (0 = not measured yet: left out)."""
+    if s is None or s.srtt_us is None or t1 <= t0:
+        return None
+    keep = (s.time_us >= t0) & (s.time_us <= t1) & np.isfinite(s.srtt_us) & (s.srtt_us > 0)
+    return float(np.mean(s.srtt_us[keep])) if keep.any() else None
 
 
 def flow_metrics(run: RunData, flow: dict, window: tuple[float, float]) -> FlowMetrics:
@@ -230,22 +179,26 @@ def flow_metrics(run: RunData, flow: dict, window: tuple[float, float]) -> FlowM
     t0, t1 = max(window[0], start), min(window[1], stop)
     steady = goodput_between(s, start, t0, t1) if t1 > t0 and s is not None else None
     sent, rtx = flow.get("sent_segs"), flow.get("retrans_segs")
-    rmin, rmean, rp99 = _f(flow.get("rtt_min_us")), _f(flow.get("rtt_mean_us")), _f(flow.get("rtt_p99_us"))
+    rmin, rmean, rp99 = (to_float(flow.get(k)) for k in ("rtt_min_us", "rtt_mean_us", "rtt_p99_us"))
     p50 = None
     if s is not None and s.srtt_us is not None:
         p50 = percentile(s.srtt_us[(s.time_us >= start) & (s.time_us <= stop) & (s.srtt_us > 0)], 50)
     return FlowMetrics(
         run_id=run.run_id, flow_id=fid, group=str(flow.get("group_name") or flow.get("cca")),
         cca=flow.get("cca"), kind=flow.get("kind") or "bulk", start_us=start, stop_us=stop,
-        bytes=flow.get("bytes_delivered"), goodput_bps=_f(flow.get("goodput_bps")), goodput_steady_bps=steady,
+        bytes=flow.get("bytes_delivered"), goodput_bps=to_float(flow.get("goodput_bps")), goodput_steady_bps=steady,
         sent_segs=sent, retrans_segs=rtx, retrans_pct=100.0 * rtx / sent if sent and rtx is not None else None,
         rtt_min_us=rmin, rtt_mean_us=rmean, rtt_p50_us=p50, rtt_p99_us=rp99,
         queue_delay_mean_us=rmean - rmin if rmean is not None and rmin is not None else None,
         queue_delay_p99_us=rp99 - rmin if rp99 is not None and rmin is not None else None,
+        srtt_mean_us=_srtt_mean(s, start, stop), srtt_mean_steady_us=_srtt_mean(s, t0, t1),
     )
 
 
 # -- per class -----------------------------------------------------------------
+
+#: the pool of every flow of a run, beside the classes when a run has more than one
+ALL_FLOWS = "all flows"
 
 
 @dataclass
@@ -267,6 +220,12 @@ class ClassMetrics:
     rpc_p50_us: Optional[float] = None
     rpc_p99_us: Optional[float] = None
     rpc_p999_us: Optional[float] = None
+    goodput_steady_sum_bps: Optional[float] = None
+    goodput_steady_min_bps: Optional[float] = None
+    goodput_steady_max_bps: Optional[float] = None
+    jfi_steady: Optional[float] = None
+    srtt_mean_us: Optional[float] = None
+    srtt_mean_steady_us: Optional[float] = None
 
 
 def _mean(xs: Sequence[Optional[float]]) -> Optional[float]:
@@ -276,6 +235,10 @@ def _mean(xs: Sequence[Optional[float]]) -> Optional[float]:
 
 def class_metrics(group: str, flows: Sequence[FlowMetrics], rpc_latencies_us: Sequence[float] = ()) -> ClassMetrics:
     gp = [f.goodput_bps for f in flows if f.goodput_bps is not None]
+    steady = [f.goodput_steady_bps for f in flows]
+    # steady sums, extremes and JFI only when every flow has a steady value (a flow
+    # outside the window would otherwise vanish from them)
+    st = [x for x in steady if x is not None] if steady and all(x is not None for x in steady) else []
     sent = sum(f.sent_segs or 0 for f in flows)
     rtx = sum(f.retrans_segs or 0 for f in flows)
     lat = [x for x in rpc_latencies_us if x is not None and not math.isnan(x)]
@@ -284,13 +247,18 @@ def class_metrics(group: str, flows: Sequence[FlowMetrics], rpc_latencies_us: Se
         group=group, kind=kinds[0] if len(kinds) == 1 else "mixed",
         ccas=sorted({f.cca for f in flows if f.cca}), flows=len(flows),
         goodput_sum_bps=sum(gp) if gp else None, goodput_mean_bps=_mean(gp), goodput_per_flow_bps=gp,
-        goodput_steady_mean_bps=_mean([f.goodput_steady_bps for f in flows]),
+        goodput_steady_mean_bps=_mean(steady),
         jfi=jain_index(gp) if gp else None,
         retrans_pct=100.0 * rtx / sent if sent else None,
         rtt_mean_us=_mean([f.rtt_mean_us for f in flows]), rtt_p99_us=_mean([f.rtt_p99_us for f in flows]),
         queue_delay_mean_us=_mean([f.queue_delay_mean_us for f in flows]),
         rpc_count=len(lat),
         rpc_p50_us=percentile(lat, 50), rpc_p99_us=percentile(lat, 99), rpc_p999_us=percentile(lat, 99.9),
+        goodput_steady_sum_bps=sum(st) if st else None,
+        goodput_steady_min_bps=min(st) if st else None, goodput_steady_max_bps=max(st) if st else None,
+        jfi_steady=jain_index(st) if st else None,
+        srtt_mean_us=_mean([f.srtt_mean_us for f in flows]),
+        srtt_mean_steady_us=_mean([f.srtt_mean_steady_us for f in flows]),
     )
 
 
@@ -390,55 +358,68 @@ class RunMetrics:
     backlog_max_pkts: Optional[float]
     drops: Optional[int]
     ecn_marks: Optional[int]
-    anomalies: list[Any] = field(default_factory=list)  # ccbench.analysis.anomalies.Anomaly
+    anomalies: list[Anomaly] = field(default_factory=list)
     #: bytes delivered in order in the steady-state window that crossed the
     #: link before it (not counted in utilisation_steady; module docstring)
     steady_held_bytes: Optional[float] = None
+    #: every flow as one class (None when the run has one class: then it is that class)
+    all_flows: Optional[ClassMetrics] = None
 
     @property
     def run_id(self) -> str:
         return self.run.run_id
 
+    def pools(self) -> dict[str, ClassMetrics]:
+        """The classes, and every flow together (ALL_FLOWS) when there are several."""
+        return {**self.classes, **({ALL_FLOWS: self.all_flows} if self.all_flows is not None else {})}
+
     def values(self) -> dict[str, Optional[float]]:
         """The run's numbers by metric key, for statistics over repetitions:
         run-level keys ('jfi', 'utilisation', 'convergence_us' — mean time to
         converge, None unless every join converged —, 'converged' ...) and per class
-        'goodput_mean_bps[<class>]' etc."""
+        'goodput_mean_bps[<class>]' etc. (see METRICS), also for '[all flows]'
+        when the run has several classes."""
         v: dict[str, Optional[float]] = {
             "jfi": self.jfi, "utilisation": self.utilisation, "utilisation_steady": self.utilisation_steady,
-            "backlog_mean_bytes": self.backlog_mean_bytes, "drops": _f(self.drops),
+            "backlog_mean_bytes": self.backlog_mean_bytes, "drops": to_float(self.drops),
             "convergence_us": _mean([c.converged_after_us for c in self.convergence])
             if self.convergence and all(c.converged_after_us is not None for c in self.convergence) else None,
             # 1 when every join converged, 0 when one did not (the mean over runs is the fraction that did)
             "converged": (1.0 if all(c.converged_after_us is not None for c in self.convergence) else 0.0)
             if self.convergence else None,
         }
-        for g, c in self.classes.items():
-            for name in ("goodput_mean_bps", "goodput_sum_bps", "goodput_steady_mean_bps", "retrans_pct",
-                         "rtt_mean_us", "rtt_p99_us", "queue_delay_mean_us", "jfi"):
-                v[f"{name}[{g}]"] = getattr(c, name)
-            if c.rpc_count:
-                for name in ("rpc_p50_us", "rpc_p99_us", "rpc_p999_us"):
-                    v[f"{name}[{g}]"] = getattr(c, name)
+        for g, c in self.pools().items():
+            for m in METRICS.values():
+                if m.level == "class" and (c.rpc_count or not m.attr.startswith("rpc_")):
+                    v[f"{m.attr}[{g}]"] = getattr(c, m.attr)
         return v
 
 
-def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -> RunMetrics:
-    from ccbench.analysis.anomalies import detect
+def _rpc_latencies(run: RunData, flows: Sequence[FlowMetrics]) -> list[float]:
+    lat: list[float] = []
+    for fm in flows:
+        r = run.rpcs.get(fm.flow_id)
+        if r is not None:
+            lat.extend(r["latency_us"].tolist())
+    return lat
 
+
+def pooled(rm: "RunMetrics", key: Callable[[FlowMetrics], str]) -> dict[str, ClassMetrics]:
+    """Class metrics of the run's flows pooled by ``key`` (e.g. by cca or kind)."""
+    pools: dict[str, list[FlowMetrics]] = {}
+    for f in rm.flows:
+        pools.setdefault(key(f), []).append(f)
+    return {name: class_metrics(name, fs, _rpc_latencies(rm.run, fs)) for name, fs in pools.items()}
+
+
+def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -> RunMetrics:
     window = steady_window(run, settings)
     fms = [flow_metrics(run, f, window) for f in sorted(run.flows, key=lambda f: f["flow_id"])]
     groups: dict[str, list[FlowMetrics]] = {}
     for fm in fms:
         groups.setdefault(fm.group, []).append(fm)
-    classes = {}
-    for g, members in groups.items():
-        lat: list[float] = []
-        for fm in members:
-            r = run.rpcs.get(fm.flow_id)
-            if r is not None:
-                lat.extend(r["latency_us"].tolist())
-        classes[g] = class_metrics(g, members, lat)
+    classes = {g: class_metrics(g, members, _rpc_latencies(run, members)) for g, members in groups.items()}
+    everyone = class_metrics(ALL_FLOWS, fms, _rpc_latencies(run, fms)) if len(classes) > 1 else None
     cap = run.bottleneck_bps
     util = util_steady = held = None
     if cap and run.duration_us > 0:
@@ -462,7 +443,53 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
         jfi=jain_index(gp) if gp else None, jfi_by_class={g: c.jfi for g, c in classes.items()},
         jfi_times_us=jt, jfi_values=jv, convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us),
         backlog_mean_bytes=bmean, backlog_max_bytes=bmax, backlog_mean_pkts=pmean, backlog_max_pkts=pmax,
-        drops=drops, ecn_marks=marks, steady_held_bytes=held,
+        drops=drops, ecn_marks=marks, steady_held_bytes=held, all_flows=everyone,
     )
-    rm.anomalies = detect(run, settings, rm)
+    rm.anomalies = detect(run, settings, window)
     return rm
+
+
+# -- the metrics by name ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric as users name it (``ccbench plot --metric``, ``[[expect]]``, the API)."""
+
+    name: str
+    attr: str  # level "class": a ClassMetrics attribute; "run": a RunMetrics.values() key
+    level: str  # "class" (per class of flows) or "run"
+    unit: str  # "bps", "us", "%" or "" (see ccbench.console.value)
+    label: str
+
+    def key(self, pool: Optional[str] = None) -> str:
+        """The key of this metric in RunMetrics.values() and ConfigResult.stats."""
+        return self.attr if self.level == "run" else f"{self.attr}[{pool}]"
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("goodput", "goodput_mean_bps", "class", "bps", "goodput per flow"),
+    Metric("goodput_sum", "goodput_sum_bps", "class", "bps", "aggregate goodput"),
+    Metric("goodput_steady", "goodput_steady_mean_bps", "class", "bps", "steady-state goodput per flow"),
+    Metric("goodput_steady_sum", "goodput_steady_sum_bps", "class", "bps", "aggregate steady-state goodput"),
+    Metric("goodput_steady_min", "goodput_steady_min_bps", "class", "bps", "slowest flow's steady-state goodput"),
+    Metric("goodput_steady_max", "goodput_steady_max_bps", "class", "bps", "fastest flow's steady-state goodput"),
+    Metric("retrans", "retrans_pct", "class", "%", "retransmitted segments"),
+    Metric("rtt", "rtt_mean_us", "class", "us", "mean RTT"),
+    Metric("rtt_p99", "rtt_p99_us", "class", "us", "p99 RTT"),
+    Metric("srtt", "srtt_mean_us", "class", "us", "mean sampled smoothed RTT"),
+    Metric("srtt_steady", "srtt_mean_steady_us", "class", "us", "mean sampled smoothed RTT, steady state"),
+    Metric("queue_delay", "queue_delay_mean_us", "class", "us", "queueing delay (RTT − min RTT)"),
+    Metric("class_jfi", "jfi", "class", "", "Jain's fairness index within the class"),
+    Metric("jfi_steady", "jfi_steady", "class", "", "Jain's fairness index of steady-state goodput"),
+    Metric("rpc_p50", "rpc_p50_us", "class", "us", "RPC completion time p50"),
+    Metric("rpc_p99", "rpc_p99_us", "class", "us", "RPC completion time p99"),
+    Metric("rpc_p999", "rpc_p999_us", "class", "us", "RPC completion time p99.9"),
+    Metric("jfi", "jfi", "run", "", "Jain's fairness index"),
+    Metric("utilisation", "utilisation", "run", "", "link utilisation"),
+    Metric("utilisation_steady", "utilisation_steady", "run", "", "link utilisation, steady state"),
+    Metric("backlog", "backlog_mean_bytes", "run", "", "mean bottleneck backlog (bytes)"),
+    Metric("drops", "drops", "run", "", "bottleneck drops"),
+    Metric("convergence", "convergence_us", "run", "us", "time to converge to fairness"),
+    Metric("converged", "converged", "run", "", "share of runs where every join converged"),
+)}

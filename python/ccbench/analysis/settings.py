@@ -54,18 +54,23 @@ class AnalysisSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
-def from_study_text(source_text: Optional[str], name: str = "study") -> AnalysisSettings:
-    """Settings from a study file's ``[analysis]`` table (defaults if absent)."""
-    if not source_text:
-        return AnalysisSettings()
+def read_toml(text: str) -> dict:
+    """A study text kept in a results store, as a document ({} if it is not TOML)."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python < 3.11
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        doc = tomllib.loads(source_text)
-    except Exception:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def from_study_text(source_text: Optional[str], name: str = "study") -> AnalysisSettings:
+    """Settings from a study file's ``[analysis]`` table (defaults if absent)."""
+    if not source_text:
         return AnalysisSettings()
+    doc = read_toml(source_text)
     raw = doc.get("analysis")
     if not raw:
         return AnalysisSettings()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ccbench import console
 from ccbench.analysis.anomalies import KINDS
 from ccbench.analysis.data import RunData, load_runs
 from ccbench.analysis.metrics import RunMetrics, run_metrics
@@ -93,14 +94,6 @@ class Analysis:
         return list(dict.fromkeys(k for c in self.configs for k in c.params))
 
 
-def _mbit(x: float) -> str:
-    return f"{x / 1e6:.3g} Mbit/s"
-
-
-def _fmt_metric(key: str, x: float) -> str:
-    return _mbit(x) if "bps" in key else f"{x:.3f}"
-
-
 def config_result(study: str, backend: Optional[str], config_id: str, params: dict,
                   runs: Sequence[RunMetrics], failed: int = 0) -> ConfigResult:
     c = ConfigResult(study, backend, config_id, params, list(runs), failed)
@@ -120,9 +113,9 @@ def config_result(study: str, backend: Optional[str], config_id: str, params: di
         for i in outliers(xs):
             name = k.replace("goodput_mean_bps", "goodput").replace("[", " of '").replace("]", "'")
             c.flags.append(Flag(runs[i].run_id, config_id, "outlier",
-                                f"{name} {_fmt_metric(k, xs[i])} is far from the other repetitions "
-                                f"(median {_fmt_metric(k, st.median)}, range {_fmt_metric(k, st.min)}–"
-                                f"{_fmt_metric(k, st.max)}, n={st.n})"))
+                                f"{name} {console.metric(k, xs[i])} is far from the other repetitions "
+                                f"(median {console.metric(k, st.median)}, range {console.metric(k, st.min)}–"
+                                f"{console.metric(k, st.max)}, n={st.n})"))
     return c
 
 
@@ -148,17 +141,36 @@ def analyze(runs: Sequence[RunData], settings: AnalysisSettings | dict[str, Anal
     return Analysis(configs, st, list(studies), list(failed_runs), source)
 
 
-def analyze_store(results: str | Path, overrides: Optional[dict] = None, study: Optional[str] = None) -> Analysis:
-    """Open a results directory (read-only) and analyse every finished run."""
+def analyze_store(results: str | Path, overrides: Optional[dict] = None, study: Optional[str] = None, *,
+                  run_ids: Optional[Sequence[str]] = None, series: bool = True,
+                  include_suspect: bool = True) -> Analysis:
+    """Analyse every finished run of a results directory (a consistent
+    snapshot of it: see Store.snapshot, so a study may be running into it).
+
+    ``overrides`` are AnalysisSettings fields that win over each study's
+    [analysis] table; ``run_ids`` limits the runs; ``series=False`` skips
+    the time series (per-flow numbers only: quicker, but the steady-state,
+    JFI-over-time and anomaly results are then empty); suspect runs count
+    unless ``include_suspect`` is False.
+    """
     from ccbench.store import Store
 
-    with Store.open_existing(results) as store:
-        studies = store.studies()
-        settings = {s["study"]: from_study_text(s["source_text"], s["path"] or s["study"])
-                    .with_overrides(**(overrides or {})) for s in studies}
-        runs = load_runs(store, study=study)
-        failed = [r for r in store.runs(study=study) if r.status == "failed"]
-        source = str(store.results_dir)
+    with Store.snapshot(results) as store:
+        return analyze_open_store(store, overrides, study, run_ids=run_ids, series=series,
+                                  include_suspect=include_suspect)
+
+
+def analyze_open_store(store: Any, overrides: Optional[dict] = None, study: Optional[str] = None, *,
+                       run_ids: Optional[Sequence[str]] = None, series: bool = True,
+                       include_suspect: bool = True) -> Analysis:
+    """analyze_store on an open Store."""
+    studies = store.studies()
+    settings = {s["study"]: from_study_text(s["source_text"], s["path"] or s["study"])
+                .with_overrides(**(overrides or {})) for s in studies}
+    runs = load_runs(store, study=study, run_ids=run_ids, series=series)
+    if not include_suspect:
+        runs = [r for r in runs if r.status != "suspect"]
+    failed = [r for r in store.runs(study=study, run_ids=run_ids) if r.status == "failed"]
     if study is not None:
         studies = [s for s in studies if s["study"] == study]
-    return analyze(runs, settings, failed, studies, source)
+    return analyze(runs, settings, failed, studies, str(store.source_dir))

@@ -4,14 +4,10 @@ Used by the HTML report and ``ccbench plot``. A *point* is the Spread (see
 stats.py) over the repetitions of the configurations at one x value of one
 series.
 
-Metrics (``--metric``): per group of flows —
-  goodput (mean per-flow goodput, bits/s), goodput_sum (aggregate goodput of
-  the group), goodput_steady (mean per-flow goodput in the steady-state
-  window), retrans (retransmitted / sent segments, %), rtt (mean over flows
-  of their mean RTT), rtt_p99, queue_delay (mean RTT − min RTT), rpc_p50,
-  rpc_p99, rpc_p999 (RPC completion time percentiles);
-per run — jfi, utilisation, drops, convergence (mean time to converge after
-  joins; runs that never converged are left out).
+Metrics (``--metric``): the names of ccbench.analysis.metrics.METRICS — per
+group of flows e.g. goodput (mean per-flow goodput, bits/s), goodput_sum,
+goodput_steady, retrans (%), rtt, rtt_p99, queue_delay, rpc_p99; per run
+jfi, utilisation, drops, convergence (runs that never converged are left out).
 
 Groups (``--group``): a swept parameter (by full dotted path or a unique
 suffix such as ``cca`` for ``flows.0.cca``) — one series per value, the
@@ -27,28 +23,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from ccbench.analysis.metrics import RunMetrics, class_metrics
+from ccbench.analysis.metrics import METRICS, RunMetrics, pooled
 from ccbench.analysis.stats import Spread, spread
 from ccbench.analysis.study import Analysis, ConfigResult
 from ccbench.errors import UsageError
 
-# metric name -> (attribute of ClassMetrics or RunMetrics.values() key, level, unit, label)
-METRICS: dict[str, tuple[str, str, str, str]] = {
-    "goodput": ("goodput_mean_bps", "class", "bps", "goodput per flow"),
-    "goodput_sum": ("goodput_sum_bps", "class", "bps", "aggregate goodput"),
-    "goodput_steady": ("goodput_steady_mean_bps", "class", "bps", "steady-state goodput per flow"),
-    "retrans": ("retrans_pct", "class", "%", "retransmitted segments"),
-    "rtt": ("rtt_mean_us", "class", "us", "mean RTT"),
-    "rtt_p99": ("rtt_p99_us", "class", "us", "p99 RTT"),
-    "queue_delay": ("queue_delay_mean_us", "class", "us", "queueing delay (RTT − min RTT)"),
-    "rpc_p50": ("rpc_p50_us", "class", "us", "RPC completion time p50"),
-    "rpc_p99": ("rpc_p99_us", "class", "us", "RPC completion time p99"),
-    "rpc_p999": ("rpc_p999_us", "class", "us", "RPC completion time p99.9"),
-    "jfi": ("jfi", "run", "", "Jain's fairness index"),
-    "utilisation": ("utilisation", "run", "", "link utilisation"),
-    "drops": ("drops", "run", "", "bottleneck drops"),
-    "convergence": ("convergence_us", "run", "us", "time to converge to fairness"),
-}
 FLOW_GROUPS = ("class", "cca", "kind")
 
 
@@ -124,21 +103,6 @@ def _flow_key(group: str) -> Callable[[Any], str]:
     return lambda f: ""  # one pool: all flows (series named by the group parameter)
 
 
-def _pooled(rm: RunMetrics, key: Callable[[Any], str]) -> dict[str, Any]:
-    pools: dict[str, list] = {}
-    for f in rm.flows:
-        pools.setdefault(key(f), []).append(f)
-    out = {}
-    for name, fs in pools.items():
-        lat: list[float] = []
-        for f in fs:
-            r = rm.run.rpcs.get(f.flow_id)
-            if r is not None:
-                lat.extend(r["latency_us"].tolist())
-        out[name] = class_metrics(name, fs, lat)
-    return out
-
-
 def _bulk_pools(rm: RunMetrics, key: Callable[[Any], str]) -> dict[str, bool]:
     """Pool name → whether every flow in it is a bulk flow."""
     out: dict[str, bool] = {}
@@ -160,7 +124,8 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
     g_key = resolve_param(group, [k for k in keys if k != x_key], "--group")
     if g_key is None and group not in FLOW_GROUPS:
         raise UsageError(f"--group: '{group}' is neither a swept parameter nor one of {', '.join(FLOW_GROUPS)}")
-    attr, level, unit, label = METRICS[metric]
+    m = METRICS[metric]
+    attr, level, unit, label = m.attr, m.level, m.unit, m.label
     other = [k for k in keys if k != x_key and k != g_key
              and len({str(c.params.get(k)) for c in configs}) > 1]
     fkey = _flow_key(group if g_key is None else "all")
@@ -175,7 +140,7 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
                 per = {"": (rm.values().get(attr), None, False)}
             else:
                 bulk = _bulk_pools(rm, fkey)
-                per = {name: (getattr(cm, attr), cm.rtt_mean_us, bulk[name]) for name, cm in _pooled(rm, fkey).items()
+                per = {name: (getattr(cm, attr), cm.rtt_mean_us, bulk[name]) for name, cm in pooled(rm, fkey).items()
                        if not (metric.startswith("rpc") and not cm.rpc_count)}
             for name, (v, rtt, is_bulk) in per.items():
                 slabel = " · ".join([p for p in [name] + split if p]) or label

@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import multiprocessing
+import os
 import signal
 import time
 import traceback
@@ -147,6 +148,13 @@ class _Committer:
         else:
             self.summary.ok += 1
         self.progress.run_finished(runspec, outcome)
+
+
+def worker_count(jobs: int) -> int:
+    """The ``--jobs`` value as a number of worker processes (0 = one per CPU)."""
+    if jobs < 0:
+        raise UsageError(f"--jobs: got {jobs}; expected a number of worker processes >= 1 (0 = one per CPU)")
+    return jobs or (os.cpu_count() or 1)
 
 
 def execute(

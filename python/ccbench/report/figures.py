@@ -10,26 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ccbench.analysis.sweeps import METRICS, SweepPlot
+from typing import Any
+
+from ccbench.analysis.metrics import METRICS
+from ccbench.analysis.sweeps import SweepPlot
+from ccbench.console import scale as _scale
 
 FORMATS = ("png", "svg", "pdf")
 
 
-def _scale(unit: str, values: list) -> tuple[float, str]:
-    from ccbench.report.html import _scale as s
+def sweep_figure(plot: SweepPlot, width_in: float = 6.0, height_in: float = 4.0) -> Any:
+    """The sweep plot as a matplotlib Figure (not shown; see save_figure)."""
+    from matplotlib.figure import Figure
 
-    return s(unit, values)
-
-
-def sweep_figure(plot: SweepPlot, out: str | Path, fmt: str = "png", width_in: float = 6.0, height_in: float = 4.0,
-                 dpi: int = 200) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if fmt not in FORMATS:
-        raise ValueError(fmt)
     allv = [v for s in plot.series for p in s.points for v in p.spread.values]
     div, yunit = _scale(plot.unit, allv)
     xdiv, xunit = _scale("bps", [p.x for s in plot.series for p in s.points if p.x]) if plot.x_unit == "bit/s" \
@@ -39,7 +32,8 @@ def sweep_figure(plot: SweepPlot, out: str | Path, fmt: str = "png", width_in: f
     def xv(p):
         return p.x / xdiv if plot.numeric else cats.index(p.x_label)
 
-    fig, ax = plt.subplots(figsize=(width_in, height_in), constrained_layout=True)
+    fig = Figure(figsize=(width_in, height_in), constrained_layout=True)
+    ax = fig.subplots()
     for i, s in enumerate(plot.series):
         pts = [p for p in s.points if p.spread.n]
         if not pts:
@@ -67,14 +61,22 @@ def sweep_figure(plot: SweepPlot, out: str | Path, fmt: str = "png", width_in: f
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats)
     ax.set_xlabel(plot.x_key + (f" ({xunit})" if xunit else ""))
-    ax.set_ylabel(METRICS[plot.metric][3] + (f" ({yunit})" if yunit else ""))
+    ax.set_ylabel(METRICS[plot.metric].label + (f" ({yunit})" if yunit else ""))
     ax.set_ylim(bottom=0)
     if plot.metric in ("jfi", "utilisation"):
         ax.set_ylim(0, 1.05)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, frameon=False)
+    return fig
+
+
+def save_figure(fig: Any, out: str | Path, fmt: str = "png", dpi: int = 200) -> Path:
+    """Write a figure as PNG, SVG or PDF."""
+    from ccbench.errors import UsageError
+
+    if fmt not in FORMATS:
+        raise UsageError(f"{out}: cannot write a figure as {fmt!r} (allowed: {', '.join(FORMATS)})")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format=fmt, dpi=dpi, metadata={"Software": "ccbench"} if fmt == "png" else None)
-    plt.close(fig)
     return out

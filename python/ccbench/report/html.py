@@ -18,9 +18,6 @@ JFI) and per-flow metrics.
 
 from __future__ import annotations
 
-import html
-import json
-import math
 import platform
 import sys
 from datetime import datetime, timezone
@@ -29,121 +26,27 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ccbench import __version__
+from ccbench import __version__, console
 from ccbench.analysis.metrics import RunMetrics, interval_rates
 from ccbench.analysis.study import Analysis, ConfigResult
-from ccbench.analysis.sweeps import METRICS, SweepPlot, sweep_plot
+from ccbench.analysis.metrics import METRICS
+from ccbench.analysis.sweeps import SweepPlot, sweep_plot
+from ccbench.report.page import PALETTE, downsample, esc, layout, page, rgba, sig, table, write
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22")
 SWEEP_METRICS = ("goodput", "jfi", "retrans", "rtt", "queue_delay", "utilisation", "rpc_p99")
 POINT_BUDGET = 1_500_000  # numbers in all per-run series together
 MAX_POINTS = 1500  # per series
 MIN_POINTS = 120
 
 
-def _esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
-
-
-def _sig(a: np.ndarray, digits: int = 4) -> list:
-    """Round to ``digits`` significant digits; NaN → None (keeps the JSON small)."""
-    a = np.asarray(a, dtype=float)
-    out = a.copy()
-    finite = np.isfinite(a) & (a != 0)
-    mag = np.floor(np.log10(np.abs(a[finite])))
-    scale = 10.0 ** (digits - 1 - mag)
-    out[finite] = np.round(a[finite] * scale) / scale
-    return [None if not math.isfinite(x) else x for x in out.tolist()]
-
-
-def downsample(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most ~max_points points: per bucket the first, min and max points, in time order."""
-    n = len(t)
-    if n <= max_points:
-        return t, y
-    buckets = max(1, max_points // 3)
-    keep: list[int] = []
-    for idx in np.array_split(np.arange(n), buckets):
-        seg = y[idx]
-        cand = {int(idx[0])}
-        if np.isfinite(seg).any():
-            cand |= {int(idx[int(np.nanargmin(seg))]), int(idx[int(np.nanargmax(seg))])}
-        keep.extend(sorted(cand))
-    k = np.asarray(keep)
-    return t[k], y[k]
-
-
-def _fmt_rate(bps: Optional[float]) -> str:
-    if bps is None:
-        return "–"
-    for div, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
-        if abs(bps) >= div:
-            return f"{bps / div:.3g} {unit}"
-    return f"{bps:.3g} bit/s"
-
-
-def _fmt_ms(us: Optional[float]) -> str:
-    return "–" if us is None else f"{us / 1000:.3g} ms"
-
-
-def _fmt(v: Optional[float], unit: str) -> str:
-    if v is None:
-        return "–"
-    if unit == "bps":
-        return _fmt_rate(v)
-    if unit == "us":
-        return _fmt_ms(v)
-    if unit == "%":
-        return f"{v:.3g} %"
-    return f"{v:.3g}"
-
-
-def _scale(unit: str, values: Sequence[float]) -> tuple[float, str]:
-    """Display scale and axis unit for a metric unit."""
-    if unit == "bps":
-        top = max((abs(v) for v in values if v is not None), default=1e6)
-        for div, u in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
-            if top >= div:
-                return div, u
-        return 1.0, "bit/s"
-    if unit == "us":
-        return 1000.0, "ms"
-    return 1.0, unit
-
-
 # -- figures --------------------------------------------------------------------
-
-
-def _layout(title: str, xtitle: str, ytitle: str, **kw: Any) -> dict:
-    lay = {
-        "title": {"text": title, "font": {"size": 15}},
-        "xaxis": {"title": {"text": xtitle}, "zeroline": False},
-        "yaxis": {"title": {"text": ytitle}, "rangemode": "tozero"},
-        "hovermode": "closest", "height": 380, "margin": {"l": 70, "r": 20, "t": 50, "b": 50},
-        "legend": {"orientation": "h", "y": -0.2},
-    }
-    lay.update(kw)
-    return lay
-
-
-def _rgba(hex_colour: str, alpha: float) -> str:
-    h = hex_colour.lstrip("#")
-    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
-    return f"rgba({r},{g},{b},{alpha})"
 
 
 def sweep_figure(plot: SweepPlot) -> dict:
     allv = [v for s in plot.series for p in s.points for v in p.spread.values]
-    div, yunit = _scale(plot.unit, allv)
-    ytitle = METRICS[plot.metric][3] + (f" ({yunit})" if yunit else "")
-    xdiv, xunit = _scale("bps", [p.x for s in plot.series for p in s.points if p.x]) if plot.x_unit == "bit/s" \
+    div, yunit = console.scale(plot.unit, allv)
+    ytitle = METRICS[plot.metric].label + (f" ({yunit})" if yunit else "")
+    xdiv, xunit = console.scale("bps", [p.x for s in plot.series for p in s.points if p.x]) if plot.x_unit == "bit/s" \
         else (1.0, plot.x_unit)
     data = []
 
@@ -157,17 +60,17 @@ def sweep_figure(plot: SweepPlot) -> dict:
         colour = PALETTE[i % len(PALETTE)]
         pts = [p for p in s.points if p.spread.n]
         xs = [xval(p) for p in pts]
-        hover = [f"{_esc(s.label)}<br>{_esc(plot.x_key)} = {_esc(p.x_label)}<br>mean {_fmt(p.spread.mean, plot.unit)}"
-                 f" (95% CI {_fmt(p.spread.ci_low, plot.unit)}–{_fmt(p.spread.ci_high, plot.unit)})<br>"
-                 f"median {_fmt(p.spread.median, plot.unit)}, min–max {_fmt(p.spread.min, plot.unit)}–"
-                 f"{_fmt(p.spread.max, plot.unit)}, n={p.spread.n}" for p in pts]
+        hover = [f"{esc(s.label)}<br>{esc(plot.x_key)} = {esc(p.x_label)}<br>mean {console.value(p.spread.mean, plot.unit)}"
+                 f" (95% CI {console.value(p.spread.ci_low, plot.unit)}–{console.value(p.spread.ci_high, plot.unit)})<br>"
+                 f"median {console.value(p.spread.median, plot.unit)}, min–max {console.value(p.spread.min, plot.unit)}–"
+                 f"{console.value(p.spread.max, plot.unit)}, n={p.spread.n}" for p in pts]
         line: dict = {"type": "scatter", "mode": "lines+markers", "name": s.label, "legendgroup": s.label,
                       "x": xs, "y": [y(p.spread.mean) for p in pts], "line": {"color": colour},
                       "text": hover, "hoverinfo": "text", "meta": {"role": "mean"}}
         if plot.numeric and len(pts) > 1:
             data.append({"type": "scatter", "mode": "lines", "name": f"{s.label} 95% CI", "legendgroup": s.label,
                          "showlegend": False, "hoverinfo": "skip", "fill": "toself",
-                         "fillcolor": _rgba(colour, 0.18), "line": {"width": 0, "color": _rgba(colour, 0)},
+                         "fillcolor": rgba(colour, 0.18), "line": {"width": 0, "color": rgba(colour, 0)},
                          "x": xs + xs[::-1],
                          "y": [y(p.spread.ci_high) for p in pts] + [y(p.spread.ci_low) for p in pts][::-1],
                          "meta": {"role": "band"}})
@@ -182,10 +85,10 @@ def sweep_figure(plot: SweepPlot) -> dict:
             for v, rid in zip(p.spread.values, p.run_ids):
                 rx.append(xval(p))
                 ry.append(y(v))
-                rt.append(f"run {rid}: {_fmt(v, plot.unit)}")
+                rt.append(f"run {rid}: {console.value(v, plot.unit)}")
         data.append({"type": "scatter", "mode": "markers", "name": f"{s.label} runs", "legendgroup": s.label,
                      "showlegend": False, "x": rx, "y": ry, "text": rt, "hoverinfo": "text",
-                     "marker": {"size": 5, "color": _rgba(colour, 0.45)}, "meta": {"role": "runs"}})
+                     "marker": {"size": 5, "color": rgba(colour, 0.45)}, "meta": {"role": "runs"}})
     index = {s.label: i for i, s in enumerate(plot.series)}
     for m in plot.models:  # in the colour of the series it models: Mathis dashed, Padhye dotted
         dash = "dash" if m.label.startswith("Mathis") else "dot"
@@ -193,10 +96,10 @@ def sweep_figure(plot: SweepPlot) -> dict:
                      "name": f"{m.label} (at that series' measured mean RTT, capped at link rate)",
                      "x": [xval(p) for p in m.points], "y": [y(p.spread.median) for p in m.points],
                      "line": {"color": PALETTE[index.get(m.of, 0) % len(PALETTE)], "dash": dash, "width": 1},
-                     "text": [f"{m.label}: {_fmt(p.spread.median, plot.unit)} at RTT {_fmt_ms(p.rtt_us)}"
+                     "text": [f"{m.label}: {console.value(p.spread.median, plot.unit)} at RTT {console.ms(p.rtt_us, short=True)}"
                               for p in m.points], "hoverinfo": "text", "meta": {"role": "model"}})
     xtitle = plot.x_key + (f" ({xunit})" if xunit else "")
-    lay = _layout(f"{METRICS[plot.metric][3]} vs {plot.x_key}", xtitle, ytitle)
+    lay = layout(f"{METRICS[plot.metric].label} vs {plot.x_key}", xtitle, ytitle)
     if not plot.numeric:
         lay["xaxis"]["type"] = "category"
     if plot.metric in ("jfi", "utilisation"):
@@ -230,17 +133,17 @@ def run_figure(rm: RunMetrics, max_points: int) -> dict:
             tt, vv = downsample(np.asarray(t_arr, float), np.asarray(vals, float), max_points)
             data.append({"type": "scattergl" if len(tt) > 5000 else "scatter", "mode": "lines",
                          "name": name, "legendgroup": name, "showlegend": col == "goodput",
-                         "x": _sig(tt / 1e6, 6), "y": _sig(vv / scale), "yaxis": axis,
+                         "x": sig(tt / 1e6, 6), "y": sig(vv / scale), "yaxis": axis,
                          "line": {"color": colour, "width": 1.5}, "meta": {"series": col, "flow": fid}})
     q = run.queue.get("bottleneck")
     if q is not None and len(q["time_us"]):
         tt, vv = downsample(q["time_us"], q["backlog_bytes"], max_points)
-        data.append({"type": "scatter", "mode": "lines", "name": "bottleneck backlog", "x": _sig(tt / 1e6, 6),
-                     "y": _sig(vv / 1e3), "yaxis": "y4", "line": {"color": "#444", "width": 1.5},
+        data.append({"type": "scatter", "mode": "lines", "name": "bottleneck backlog", "x": sig(tt / 1e6, 6),
+                     "y": sig(vv / 1e3), "yaxis": "y4", "line": {"color": "#444", "width": 1.5},
                      "meta": {"series": "backlog"}})
     if rm.jfi_values:
         data.append({"type": "scatter", "mode": "lines+markers", "name": "JFI (bulk flows)",
-                     "x": [(t + 500_000) / 1e6 for t in rm.jfi_times_us], "y": _sig(np.asarray(rm.jfi_values)),
+                     "x": [(t + 500_000) / 1e6 for t in rm.jfi_times_us], "y": sig(np.asarray(rm.jfi_values)),
                      "yaxis": "y5", "line": {"color": "#000", "width": 1.5}, "meta": {"series": "jfi"}})
     n = len(rows)
     gap = 0.03
@@ -272,11 +175,11 @@ def jfi_figure(c: ConfigResult) -> Optional[dict]:
     for rm in c.runs:
         if rm.jfi_values:
             data.append({"type": "scatter", "mode": "lines+markers", "name": f"rep {rm.run.repetition} ({rm.run_id})",
-                         "x": [(t + 500_000) / 1e6 for t in rm.jfi_times_us], "y": _sig(np.asarray(rm.jfi_values)),
+                         "x": [(t + 500_000) / 1e6 for t in rm.jfi_times_us], "y": sig(np.asarray(rm.jfi_values)),
                          "marker": {"size": 4}})
     if not data:
         return None
-    lay = _layout(f"JFI over time: {c.label()}", "time (s)", "JFI of bulk flows (1 s bins)")
+    lay = layout(f"JFI over time: {c.label()}", "time (s)", "JFI of bulk flows (1 s bins)")
     lay["yaxis"]["range"] = [0, 1.05]
     return {"data": data, "layout": lay}
 
@@ -293,7 +196,7 @@ def _cdf_points(lat: np.ndarray, max_points: int = 400) -> tuple[list, list]:
     else:
         probs = np.concatenate((np.linspace(0, 1, max_points // 2), 1 - np.logspace(-1, -5, max_points // 2)))
         k = np.unique(np.clip(np.round(probs * (n - 1)).astype(int), 0, n - 1))
-    return _sig(xs[k] / 1e3), _sig((k + 1) / n, 6)
+    return sig(xs[k] / 1e3), sig((k + 1) / n, 6)
 
 
 def cdf_figure(c: ConfigResult) -> Optional[dict]:
@@ -312,7 +215,7 @@ def cdf_figure(c: ConfigResult) -> Optional[dict]:
         data.append({"type": "scatter", "mode": "lines", "name": f"{g} ({len(lat)} RPCs, {len(arrs)} flows)",
                      "x": x, "y": y, "line": {"shape": "hv", "color": PALETTE[i % len(PALETTE)]},
                      "meta": {"class": g}})
-    lay = _layout(f"RPC completion time CDF: {c.label()}", "completion time (ms)", "fraction of RPCs")
+    lay = layout(f"RPC completion time CDF: {c.label()}", "completion time (ms)", "fraction of RPCs")
     lay["xaxis"]["type"] = "log"
     lay["yaxis"]["range"] = [0, 1.02]
     return {"data": data, "layout": lay}
@@ -321,76 +224,8 @@ def cdf_figure(c: ConfigResult) -> Optional[dict]:
 # -- HTML ---------------------------------------------------------------------------
 
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1400px;padding:0 20px 60px;color:#222}
-h1{margin-top:24px}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:36px}
-table{border-collapse:collapse;font-size:13px;margin:8px 0}th,td{border-bottom:1px solid #e4e4e4;padding:3px 8px;text-align:right;vertical-align:top}
-th{background:#f6f6f6}td.l,th.l{text-align:left}table.summary td{white-space:nowrap}tr.first td{border-top:2px solid #ccc}
-pre{background:#f7f7f7;padding:10px;overflow:auto;font-size:12px}.muted{color:#777}.flag{color:#b00}
-details.run{border:1px solid #ddd;border-radius:4px;margin:6px 0;padding:4px 10px}details.run[open]{background:#fcfcfc}
-details.run summary{cursor:pointer}.plot{min-height:200px}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(640px,1fr));gap:10px}
-nav a{margin-right:14px}.badge{display:inline-block;background:#b00;color:#fff;border-radius:3px;padding:0 5px;font-size:12px;margin-left:6px}
-.badge.sus{background:#c80}
-"""
-
-JS = r"""
-(function(){
-  window.ccbenchErrors = [];
-  window.addEventListener('error', function(e){ window.ccbenchErrors.push(String(e.message)); });
-  window.addEventListener('unhandledrejection', function(e){ window.ccbenchErrors.push('rejection: ' + e.reason); });
-  var doc = JSON.parse(document.getElementById('ccbench-data').textContent);
-  var cfg = {responsive: true, displaylogo: false};
-  var drawn = {};
-  function draw(id){
-    if (drawn[id]) return;
-    var fig = doc.figures[id], el = document.getElementById(id);
-    if (!fig || !el) return;
-    drawn[id] = true;
-    try {
-      Plotly.newPlot(el, fig.data, fig.layout, cfg).then(function(){ el.setAttribute('data-drawn', '1'); });
-    }
-    catch (err) { window.ccbenchErrors.push('plot ' + id + ': ' + err); throw err; }
-  }
-  doc.eager.forEach(draw);
-  document.querySelectorAll('details.run').forEach(function(d){
-    d.addEventListener('toggle', function(){ if (d.open) (doc.lazy[d.dataset.run] || []).forEach(draw); });
-  });
-  function openHash(){
-    var h = decodeURIComponent(location.hash.slice(1));
-    var el = h && document.getElementById(h);
-    if (el && el.tagName === 'DETAILS') { el.open = true; (doc.lazy[el.dataset.run] || []).forEach(draw); el.scrollIntoView(); }
-  }
-  window.addEventListener('hashchange', openHash);
-  openHash();
-  window.ccbenchReady = true;
-})();
-"""
-
-
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
-
-    return get_plotlyjs()
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1, first_rows: Sequence[int] = (),
-           cls: str = "") -> str:
-    out = [f'<table class="{cls}"><thead><tr>']
-    out += [f'<th class="{"l" if i < left else ""}">{_esc(h)}</th>' for i, h in enumerate(headers)]
-    out.append("</tr></thead><tbody>")
-    for r_i, r in enumerate(rows):
-        cls = ' class="first"' if r_i in first_rows else ""
-        out.append(f"<tr{cls}>" + "".join(
-            f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r)) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
 def _num(v: Optional[float], div: float) -> str:
-    if v is None:
-        return "–"
-    x = v / div
-    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+    return console.NONE if v is None else console.sig3(v / div)
 
 
 def _spread_cell(c: ConfigResult, key: str, div: float) -> str:
@@ -398,11 +233,11 @@ def _spread_cell(c: ConfigResult, key: str, div: float) -> str:
     s = c.stats.get(key)
     if s is None or not s.n:
         return "–"
-    txt = _esc(_num(s.median, div))
+    txt = esc(_num(s.median, div))
     if s.n > 1:
         tip = f"mean {_num(s.mean, div)}, 95% CI {_num(s.ci_low, div)}–{_num(s.ci_high, div)}, n={s.n}"
-        txt = (f'<span title="{_esc(tip)}">{txt}<br><span class="muted">{_esc(_num(s.min, div))}–'
-               f"{_esc(_num(s.max, div))}</span></span>")
+        txt = (f'<span title="{esc(tip)}">{txt}<br><span class="muted">{esc(_num(s.min, div))}–'
+               f"{esc(_num(s.max, div))}</span></span>")
     return txt
 
 
@@ -410,7 +245,7 @@ def summary_html(a: Analysis) -> str:
     keys = a.param_keys()
     has_rpc = any(cm.rpc_count for rm in a.runs() for cm in rm.classes.values())
     gp = [v for c in a.configs for k, s in c.stats.items() if k.startswith("goodput_mean_bps[") for v in s.values]
-    gdiv, gunit = _scale("bps", gp)
+    gdiv, gunit = console.scale("bps", gp)
     headers = ["config", *keys, "class", "flows", f"goodput/flow {gunit}", "JFI", "utilisation", "retx %",
                "RTT mean ms", "RTT p99 ms", "queueing ms"]
     if has_rpc:
@@ -423,9 +258,9 @@ def summary_html(a: Analysis) -> str:
         for i, g in enumerate(classes):
             first = i == 0
             nflows = max((rm.classes[g].flows for rm in c.runs if g in rm.classes), default=0)
-            row = [f'<code>{_esc(c.config_id[:8])}</code>' if first else "",
-                   *[_esc(c.params.get(k, "–")) if first else "" for k in keys],
-                   _esc(g), str(nflows),
+            row = [f'<code>{esc(c.config_id[:8])}</code>' if first else "",
+                   *[esc(c.params.get(k, "–")) if first else "" for k in keys],
+                   esc(g), str(nflows),
                    _spread_cell(c, f"goodput_mean_bps[{g}]", gdiv),
                    _spread_cell(c, "jfi", 1) if first else "",
                    _spread_cell(c, "utilisation", 1) if first else "",
@@ -437,17 +272,13 @@ def summary_html(a: Analysis) -> str:
                 row += [_spread_cell(c, f"{m}[{g}]", 1e3) for m in ("rpc_p50_us", "rpc_p99_us", "rpc_p999_us")]
             reps = f"{c.reps}" + (f" ({c.suspect} suspect)" if c.suspect else "") + (
                 f' <span class="flag">({c.failed} failed)</span>' if c.failed else "")
-            row += [reps if first else "", f'<span class="flag">{_esc(c.anomaly_text())}</span>' if first else ""]
+            row += [reps if first else "", f'<span class="flag">{esc(c.anomaly_text())}</span>' if first else ""]
             rows.append(row)
     note = ('<p class="muted">Per configuration: the median over repetitions, below it the min–max over '
             "repetitions (hover for the mean and its 95% bootstrap confidence interval). goodput/flow = mean "
             "goodput of the class's flows; JFI over all flows; utilisation = payload delivered / bottleneck "
             "capacity; queueing = mean RTT − min RTT.</p>")
-    return note + _table(headers, rows, left=1 + len(keys) + 1, first_rows=firsts, cls="summary")
-
-
-def _kb(b: Optional[float]) -> str:
-    return "–" if b is None else f"{b / 1e3:.3g} KB"
+    return note + table(headers, rows, left=1 + len(keys) + 1, first_rows=firsts, cls="summary")
 
 
 def _flow_table(rm: RunMetrics) -> str:
@@ -455,38 +286,38 @@ def _flow_table(rm: RunMetrics) -> str:
                "retx %", "RTT min", "RTT mean", "RTT p50 (srtt)", "RTT p99", "queueing mean", "queueing p99"]
     rows = []
     for f in rm.flows:
-        rows.append([str(f.flow_id), _esc(f.group), _esc(f.cca), _esc(f.kind), f"{f.start_us / 1e6:.3f} s",
-                     _fmt_rate(f.goodput_bps), _fmt_rate(f.goodput_steady_bps),
+        rows.append([str(f.flow_id), esc(f.group), esc(f.cca), esc(f.kind), f"{f.start_us / 1e6:.3f} s",
+                     console.rate(f.goodput_bps, short=True), console.rate(f.goodput_steady_bps, short=True),
                      "–" if f.bytes is None else f"{f.bytes:,}", "–" if f.retrans_segs is None else str(f.retrans_segs),
-                     _fmt(f.retrans_pct, ""), _fmt_ms(f.rtt_min_us), _fmt_ms(f.rtt_mean_us), _fmt_ms(f.rtt_p50_us),
-                     _fmt_ms(f.rtt_p99_us), _fmt_ms(f.queue_delay_mean_us), _fmt_ms(f.queue_delay_p99_us)])
-    return _table(headers, rows, left=4)
+                     console.value(f.retrans_pct, ""), console.ms(f.rtt_min_us, short=True), console.ms(f.rtt_mean_us, short=True), console.ms(f.rtt_p50_us, short=True),
+                     console.ms(f.rtt_p99_us, short=True), console.ms(f.queue_delay_mean_us, short=True), console.ms(f.queue_delay_p99_us, short=True)])
+    return table(headers, rows, left=4)
 
 
 def _run_section(rm: RunMetrics, flags: Sequence[Any], fig_id: str) -> str:
     run = rm.run
-    badges = "".join(f'<span class="badge">{_esc(k)}</span>' for k in dict.fromkeys(f.kind for f in flags))
+    badges = "".join(f'<span class="badge">{esc(k)}</span>' for k in dict.fromkeys(f.kind for f in flags))
     if run.status == "suspect":
         badges += '<span class="badge sus">suspect</span>'
     extra = []
     held = ""
     if rm.steady_held_bytes and rm.steady_held_bytes >= 1000:
         b = rm.steady_held_bytes
-        size = f"{b / 1e6:.3g} MB" if b >= 1e6 else _kb(b)
+        size = console.size(b)
         held = f", not counting {size} delivered in it that crossed the link before it"
-    extra.append(f"utilisation {_fmt(rm.utilisation, '')} (steady {_fmt(rm.utilisation_steady, '')}{held}), "
-                 f"JFI {_fmt(rm.jfi, '')}, bottleneck backlog mean {_kb(rm.backlog_mean_bytes)} / max "
-                 f"{_kb(rm.backlog_max_bytes)}, drops {rm.drops if rm.drops is not None else '–'}, "
+    extra.append(f"utilisation {console.value(rm.utilisation, '')} (steady {console.value(rm.utilisation_steady, '')}{held}), "
+                 f"JFI {console.value(rm.jfi, '')}, bottleneck backlog mean {console.size(rm.backlog_mean_bytes)} / max "
+                 f"{console.size(rm.backlog_max_bytes)}, drops {rm.drops if rm.drops is not None else '–'}, "
                  f"ECN marks {rm.ecn_marks if rm.ecn_marks is not None else '–'}; steady-state window "
                  f"{rm.window[0] / 1e6:.2f}–{rm.window[1] / 1e6:.2f} s (shaded green)")
     for cv in rm.convergence:
         when = "never within the epoch" if cv.converged_after_us is None else f"after {cv.converged_after_us / 1e6:.1f} s"
         extra.append(f"flow {cv.flow_id} joined at {cv.join_us / 1e6:.2f} s: converged to fairness {when} "
                      f"(flows {', '.join(map(str, cv.flows))}, epoch until {cv.epoch_end_us / 1e6:.2f} s)")
-    items = "".join(f"<li>{_esc(x)}</li>" for x in extra)
-    items += "".join(f'<li class="flag">{_esc(f.kind)}: {_esc(f.reason)}</li>' for f in flags)
-    return (f'<details class="run" id="run-{_esc(run.run_id)}" data-run="{_esc(run.run_id)}">'
-            f"<summary><code>{_esc(run.run_id)}</code> {_esc(run.label)} · {_esc(run.backend)} · seed {run.seed}"
+    items = "".join(f"<li>{esc(x)}</li>" for x in extra)
+    items += "".join(f'<li class="flag">{esc(f.kind)}: {esc(f.reason)}</li>' for f in flags)
+    return (f'<details class="run" id="run-{esc(run.run_id)}" data-run="{esc(run.run_id)}">'
+            f"<summary><code>{esc(run.run_id)}</code> {esc(run.label)} · {esc(run.backend)} · seed {run.seed}"
             f"{badges}</summary><ul>{items}</ul>{_flow_table(rm)}"
             f'<div class="plot" id="{fig_id}"></div></details>')
 
@@ -503,36 +334,36 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
     flags = a.flags()
 
     # -- study and environment
-    parts.append(f"<h1>{_esc(title)}</h1>")
+    parts.append(f"<h1>{esc(title)}</h1>")
     parts.append('<nav><a href="#summary">summary</a><a href="#sweeps">sweeps</a><a href="#flagged">flagged runs</a>'
                  '<a href="#jfi">JFI over time</a><a href="#rpc">RPC latency</a><a href="#runs">runs</a></nav>')
     parts.append('<h2 id="study">Study and environment</h2>')
     for s in a.studies:
-        parts.append(f"<p><b>{_esc(s['study'])}</b> — study file <code>{_esc(s.get('path') or '–')}</code>; first run "
-                     f"{_esc(s.get('first_run_at') or '–')}, last {_esc(s.get('last_run_at') or '–')} (UTC); "
+        parts.append(f"<p><b>{esc(s['study'])}</b> — study file <code>{esc(s.get('path') or '–')}</code>; first run "
+                     f"{esc(s.get('first_run_at') or '–')}, last {esc(s.get('last_run_at') or '–')} (UTC); "
                      f"{s.get('runs', 0)} runs: {s.get('ok', 0)} ok, {s.get('suspect', 0)} suspect, "
                      f"{s.get('failed', 0)} failed.</p>")
         if s.get("source_text"):
-            parts.append(f"<details><summary>study file</summary><pre>{_esc(s['source_text'])}</pre></details>")
+            parts.append(f"<details><summary>study file</summary><pre>{esc(s['source_text'])}</pre></details>")
     env_rows = []
     for backend in sorted({str(r.run.backend) for r in runs}):
         rs = [r.run for r in runs if str(r.run.backend) == backend]
         versions = sorted({str(r.tool_version) for r in rs})
         wall = sum(r.wall_time_s or 0 for r in rs)
-        env_rows.append([_esc(backend), str(len(rs)), _esc(", ".join(versions)), f"{wall:.1f} s"])
+        env_rows.append([esc(backend), str(len(rs)), esc(", ".join(versions)), f"{wall:.1f} s"])
     if env_rows:
-        parts.append(_table(["backend", "finished runs", "ccbench version", "total wall time"], env_rows, left=1))
+        parts.append(table(["backend", "finished runs", "ccbench version", "total wall time"], env_rows, left=1))
     st = next(iter(a.settings.values()), None)
     if st is not None:
         sa = "default rule" if st.steady_after_us is None else f"{st.steady_after_us / 1e6:g} s"
         parts.append(f'<p class="muted">Analysis settings: steady state after {sa}; collapse below '
                      f"{st.collapse_fraction:g} × fair share for ≥ {st.collapse_min_us / 1e6:g} s with the link "
                      f"≥ {st.busy_fraction:g} busy; converged at JFI ≥ {st.converge_jfi:g}. Report made by ccbench "
-                     f"{_esc(__version__)} (Python {_esc(sys.version.split()[0])}, {_esc(platform.platform())}) at "
-                     f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC from {_esc(a.source)}.</p>")
+                     f"{esc(__version__)} (Python {esc(sys.version.split()[0])}, {esc(platform.platform())}) at "
+                     f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC from {esc(a.source)}.</p>")
     if a.failed_runs:
         parts.append("<p class=\"flag\">Failed runs (not analysed): " + ", ".join(
-            f"<code>{_esc(r.run_id)}</code> ({_esc((r.error or '').strip().splitlines()[0] if r.error else '')})"
+            f"<code>{esc(r.run_id)}</code> ({esc((r.error or '').strip().splitlines()[0] if r.error else '')})"
             for r in a.failed_runs) + "</p>")
 
     # -- summary
@@ -568,11 +399,11 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
     if flags:
         counts = [f"{c.label()}: {c.anomaly_text()}" for c in a.configs if c.anomaly_text()]
         if counts:
-            parts.append("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in counts) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in counts) + "</ul>")
         labels = {r.run_id: r.run.label for r in runs}
-        parts.append(_table(["run", "configuration", "flag", "reason"], [
-            [f'<a class="flagged-run" href="#run-{_esc(f.run_id)}"><code>{_esc(f.run_id)}</code></a>',
-             _esc(labels.get(f.run_id, "")), _esc(f.kind), _esc(f.reason)] for f in flags], left=4))
+        parts.append(table(["run", "configuration", "flag", "reason"], [
+            [f'<a class="flagged-run" href="#run-{esc(f.run_id)}"><code>{esc(f.run_id)}</code></a>',
+             esc(labels.get(f.run_id, "")), esc(f.kind), esc(f.reason)] for f in flags], left=4))
     else:
         parts.append("<p>No run flagged.</p>")
 
@@ -604,41 +435,20 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
     for f in flags:
         flags_by_run.setdefault(f.run_id, []).append(f)
     for c in a.configs:
-        parts.append(f"<h3>{_esc(c.label())} <span class=\"muted\">config {_esc(c.config_id)}</span></h3>")
+        parts.append(f"<h3>{esc(c.label())} <span class=\"muted\">config {esc(c.config_id)}</span></h3>")
         for rm in c.runs:
             fid = f"run-plot-{rm.run_id}"
             figures[fid] = run_figure(rm, max_points)
             lazy[rm.run_id] = [fid]
             parts.append(_run_section(rm, flags_by_run.get(rm.run_id, []), fid))
 
-    doc = {"title": title, "eager": eager, "lazy": lazy, "figures": figures,
-           "flags": [f.as_dict() for f in flags]}
-    payload = json.dumps(_nan_free(doc), separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-    page = (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{_esc(title)}</title><style>{CSS}</style>"
-        f"<script>{_plotly_js()}</script></head><body>"
-        + "".join(parts)
-        + f'<script type="application/json" id="ccbench-data">{payload}</script>'
-        + f"<script>{JS}</script></body></html>\n"
-    )
-    return page, doc
-
-
-def _nan_free(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _nan_free(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_nan_free(v) for v in x]
-    if isinstance(x, (np.floating, np.integer)):
-        x = x.item()
-    return _clean(x)
+    # the numbers of the summary table, for scripts (every view's numbers agree: tests/test_views.py)
+    stats = [{"study": c.study, "backend": c.backend, "config_id": c.config_id, "params": c.params,
+              "stats": {k: {f: getattr(s, f) for f in ("n", "median", "mean", "ci_low", "ci_high", "min", "max")}
+                        for k, s in c.stats.items()}} for c in a.configs]
+    return page(title, parts, figures, eager, lazy, [f.as_dict() for f in flags], {"configs": stats})
 
 
 def write_report(a: Analysis, out: str | Path, title: Optional[str] = None) -> Path:
-    page, _ = build(a, title)
-    out = Path(out)
-    tmp = out.with_name(out.name + ".part")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    text, _ = build(a, title)
+    return write(text, out)

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
 from . import units
+from .expect import Expect
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
 # The congestion control algorithms each backend knows.  This is the one place
@@ -324,3 +325,5 @@ class StudyFile(Model):
     controller: Optional[Controller] = F(None, "a table with kind = 'noted', link and alternative "
                                          "(general topology)")
     analysis: Analysis = F({}, "a table {steady_after, collapse_fraction, collapse_min, converge_jfi}")
+    # [[expect]]: what must hold in the results (ccbench.spec.expect)
+    expect: List[Expect] = F([], "an array of tables [[expect]] with metric, op and value (see spec/expect.py)")

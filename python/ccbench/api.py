@@ -1,0 +1,245 @@
+"""The public Python API: a results directory as pandas DataFrames and the
+analysis pipeline's views of it.
+
+    import ccbench
+    r = ccbench.open("results/loss-sweep")
+    r.flows                       # the flows table, one row per flow of every run
+    r.by_config()                 # per configuration and metric: median, mean, 95 % CI, min, max
+    r.report("report.html"); r.plot(metric="goodput", x="loss", group="cca")
+
+``open`` reads a snapshot of the results (ccbench.store.Store.snapshot):
+everything a Results returns is from one consistent state of the store, also
+while a study is still writing it; open again to see newer runs. The tables
+are read when first used, straight from DuckDB through Arrow. The command
+line's analysis commands are built on this class.
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from ccbench.analysis.settings import AnalysisSettings, read_toml
+
+if TYPE_CHECKING:  # pandas and matplotlib load only when used
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from ccbench.analysis.expect import Outcome
+    from ccbench.analysis.study import Analysis
+
+
+class Results:
+    """One results directory, read from a snapshot taken when it was opened.
+
+    Use as a context manager or call :meth:`close` (the snapshot's copy is
+    removed then; it is also removed when the object is garbage collected).
+    """
+
+    def __init__(self, path: str | Path, **settings: Any):
+        """``settings``: AnalysisSettings fields (e.g. ``steady_after_us``) that
+        override each study's ``[analysis]`` table."""
+        from ccbench.store import Store
+
+        unknown = set(settings) - set(AnalysisSettings.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown analysis setting {sorted(unknown)[0]!r} "
+                            f"(allowed: {', '.join(AnalysisSettings.__dataclass_fields__)})")
+        self.path = Path(path)
+        self._settings = {k: v for k, v in settings.items() if v is not None}
+        self._store = Store.snapshot(path)
+        self._close = weakref.finalize(self, self._store.close)
+        self._frames: dict[str, Any] = {}
+        self._analysis: Optional[Analysis] = None
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def close(self) -> None:
+        self._close()
+
+    def __enter__(self) -> "Results":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Results({str(self.path)!r})"
+
+    # -- the tables -----------------------------------------------------------------
+
+    def table(self, name: str) -> "pd.DataFrame":
+        """A table of the store as a DataFrame, in the store's stable order
+        (runs: study, run index; the others: run_id, flow or link, time).
+        JSON columns (runs.params, config, stats) stay JSON text."""
+        from ccbench.store import ALL_TABLES
+
+        if name not in ALL_TABLES:
+            raise ValueError(f"no table {name!r} (tables: {', '.join(ALL_TABLES)})")
+        if name not in self._frames:
+            self._frames[name] = self._store.reader(name).read_pandas()
+        return self._frames[name]
+
+    @property
+    def studies(self) -> "pd.DataFrame":
+        """The studies table: study, path, source_text, first_run_at, last_run_at."""
+        return self.table("studies")
+
+    @property
+    def runs(self) -> "pd.DataFrame":
+        """The runs table: one row per run (failed ones too) with its swept params (JSON), status ..."""
+        return self.table("runs")
+
+    @property
+    def flows(self) -> "pd.DataFrame":
+        """The flows table: per flow of every run, goodput_bps, retrans_segs, rtt_*_us ..."""
+        return self.table("flows")
+
+    @property
+    def samples(self) -> "pd.DataFrame":
+        """The samples table: per flow time series (time_us, cwnd_bytes, srtt_us, delivered_bytes ...)."""
+        return self.table("samples")
+
+    @property
+    def queue(self) -> "pd.DataFrame":
+        """The queue table: per link time series (backlog_bytes, drops, ecn_marks ...)."""
+        return self.table("queue")
+
+    @property
+    def rpcs(self) -> "pd.DataFrame":
+        """The rpcs table: per request, flow_id, start_us, latency_us."""
+        return self.table("rpcs")
+
+    @property
+    def events(self) -> "pd.DataFrame":
+        """The events table (route changes, controller actions) where the store has one."""
+        from ccbench.store import ALL_TABLES
+
+        if "events" not in ALL_TABLES:
+            import pandas as pd
+
+            return pd.DataFrame()
+        return self.table("events")
+
+    # -- the pipeline -------------------------------------------------------------------
+
+    def analysis(self) -> "Analysis":
+        """The analysis pipeline's result (ccbench.analysis.study.Analysis):
+        per run metrics, per configuration statistics, flagged runs."""
+        if self._analysis is None:
+            from ccbench.analysis.study import analyze_open_store
+
+            self._analysis = analyze_open_store(self._store, self._settings)
+            self._analysis.source = str(self.path)
+        return self._analysis
+
+    def metrics(self) -> "pd.DataFrame":
+        """Per run metrics, one row per run and metric key (long format):
+        study, backend, config_id, run_id, repetition, status, one column per
+        swept parameter, then metric (a name of analysis.metrics.METRICS),
+        group (the class of flows, 'all flows', or None for run metrics), key
+        (as in ``ccbench show``) and value."""
+        import pandas as pd
+
+        a = self.analysis()
+        params = a.param_keys()
+        rows = []
+        for c in a.configs:
+            for rm in c.runs:
+                base = {"study": c.study, "backend": c.backend, "config_id": c.config_id, "run_id": rm.run_id,
+                        "repetition": rm.run.repetition, "status": rm.run.status,
+                        **{k: c.params.get(k) for k in params}}
+                for key, v in rm.values().items():
+                    rows.append({**base, **_split_key(key), "value": v})
+        return pd.DataFrame(rows, columns=["study", "backend", "config_id", "run_id", "repetition", "status",
+                                           *params, "metric", "group", "key", "value"])
+
+    def by_config(self) -> "pd.DataFrame":
+        """Statistics over repetitions, one row per configuration and metric key:
+        study, backend, config_id, the swept parameters, metric, group, key, n,
+        median, mean, ci_low, ci_high (95 % bootstrap CI of the mean), min, max,
+        and the configuration's reps, failed runs and anomalies."""
+        import pandas as pd
+
+        a = self.analysis()
+        params = a.param_keys()
+        rows = []
+        for c in a.configs:
+            base = {"study": c.study, "backend": c.backend, "config_id": c.config_id,
+                    **{k: c.params.get(k) for k in params}}
+            for key, s in c.stats.items():
+                rows.append({**base, **_split_key(key), **{k: getattr(s, k) for k in
+                             ("n", "median", "mean", "ci_low", "ci_high", "min", "max")},
+                             "reps": c.reps, "failed": c.failed, "anomalies": c.anomaly_text()})
+        return pd.DataFrame(rows, columns=["study", "backend", "config_id", *params, "metric", "group", "key", "n",
+                                           "median", "mean", "ci_low", "ci_high", "min", "max", "reps", "failed",
+                                           "anomalies"])
+
+    def flagged(self) -> "pd.DataFrame":
+        """Flagged runs: run_id, config_id, kind (collapse, starvation, not steady, outlier, suspect), reason, flow_id."""
+        import pandas as pd
+
+        return pd.DataFrame([f.as_dict() for f in self.analysis().flags()],
+                            columns=["run_id", "config_id", "kind", "reason", "flow_id"])
+
+    def check(self) -> list["Outcome"]:
+        """Every study's expectations ([[expect]] in its study file) evaluated
+        on these results; ccbench.analysis.expect.ExpectationError (a
+        StudyError) when one names or matches nothing."""
+        from ccbench.analysis.expect import evaluate_all, full_sweep
+        from ccbench.spec.expect import parse
+
+        out = []
+        for s in self._store.studies():
+            if not s["source_text"]:
+                continue
+            name = s["path"] or s["study"]
+            expects = parse(read_toml(s["source_text"]), name)
+            if expects:
+                out += evaluate_all(expects, self.analysis(), s["study"], name, full_sweep(s["source_text"], name))
+        return out
+
+    # -- outputs --------------------------------------------------------------------------
+
+    def report(self, out: str | Path, title: Optional[str] = None) -> Path:
+        """Write the self-contained HTML report to ``out``."""
+        from ccbench.report.html import write_report
+
+        return write_report(self.analysis(), out, title)
+
+    def plot(self, metric: str = "goodput", x: Optional[str] = None, group: str = "class",
+             out: Optional[str | Path] = None, format: Optional[str] = None) -> "Figure":
+        """A sweep figure (matplotlib): ``metric`` (a name of METRICS) against the
+        swept parameter ``x`` (full path or a unique suffix such as 'loss'),
+        one line per ``group`` (a swept parameter, or class, cca, kind of the
+        flows). Saved to ``out`` if given (format from its suffix or ``format``)."""
+        from ccbench.analysis.sweeps import sweep_plot
+        from ccbench.errors import UsageError
+        from ccbench.report.figures import save_figure, sweep_figure
+
+        if x is None:
+            raise UsageError("plot: say which swept parameter goes on the x axis (x=...)")
+        p = sweep_plot(self.analysis(), metric, x, group)
+        if not any(pt.spread.n for s in p.series for pt in s.points):
+            raise UsageError(f"--metric {metric}: no values in {self.path} (no such flows?)")
+        fig = sweep_figure(p)
+        if out is not None:
+            save_figure(fig, out, format or Path(out).suffix.lstrip(".") or "png")
+        return fig
+
+
+def open_results(path: str | Path, **settings: Any) -> Results:
+    """Open a results directory (or its ccbench.duckdb): see :class:`Results`."""
+    return Results(path, **settings)
+
+
+def _split_key(key: str) -> dict[str, Any]:
+    """'goodput_mean_bps[cubic]' → metric 'goodput', group 'cubic'; 'jfi' → metric 'jfi', group None."""
+    from ccbench.analysis.metrics import METRICS
+
+    attr, _, rest = key.partition("[")
+    group = rest[:-1] if rest else None
+    level = "class" if rest else "run"
+    name = next((m.name for m in METRICS.values() if m.attr == attr and m.level == level), attr)
+    return {"metric": name, "group": group, "key": key}

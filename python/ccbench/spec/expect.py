@@ -1,0 +1,146 @@
+"""Expectations: what must hold in a study's results (``[[expect]]``).
+
+An expectation turns a study into a test, e.g. of a kernel or CCA change::
+
+    [[expect]]
+    name = "BBR keeps 90 % of its goodput at 1 % loss"    # optional, shown in the table
+    where = { cca = "bbr" }                   # which configurations (optional: all)
+    metric = "goodput"                        # a name of ccbench.analysis.metrics.METRICS
+    ratio = { of = { loss = "1%" }, to = { loss = "0%" } }   # optional: a ratio of two configurations
+    stat = "median"                           # median (default), mean, min or max over repetitions
+    op = ">="                                 # >=, >, <=, <
+    value = 0.9                               # a number; without ratio also "0.9 * ceiling", "50Mbit", "20ms"
+
+``where``, ``of`` and ``to`` map a swept parameter — its full dotted path
+(``topology.bottleneck.loss``), a unique suffix of it (``loss``, ``cca``) or
+a case axis (``mix`` for ``cases.mix``) — to a value as written in the sweep
+or a list of such values. Without ``ratio`` the expectation is checked in
+every configuration ``where`` selects; with it, each configuration matching
+``where`` and ``of`` is divided by the one matching ``where`` and ``to`` that
+has the same values of every other swept parameter. ``group`` picks a class
+of flows for per-class metrics (default: the only class, or all flows
+together; the study file's flows ``group`` label). In ``value``, ``rate`` is the bottleneck rate and ``ceiling`` the
+most payload it carries (rate × mss / (mss + header bytes)).
+
+This module is the schema (checked with the rest of the study file, so a
+malformed expectation is a study error before any run);
+ccbench.analysis.expect evaluates expectations on results.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictStr
+from pydantic_core import PydanticCustomError
+from typing_extensions import Annotated
+
+from ccbench.errors import StudyError
+
+OPS = (">=", ">", "<=", "<")
+STATS = ("median", "mean", "min", "max")
+REFS = ("rate", "ceiling")
+VALUE_ALLOWED = ("a number, '<number> * rate' or '<number> * ceiling' (the bottleneck's rate or payload "
+                 "ceiling), or a quantity in the metric's unit such as '50Mbit' or '20ms'")
+SELECT_ALLOWED = ("a table of swept parameters (full dotted path or a unique suffix such as 'cca' or 'loss') "
+                  "to a value as written in the sweep, or a list of values")
+_REF = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*\*\s*([a-z]+)\s*$")
+
+
+def _error(problem: str, allowed: str) -> PydanticCustomError:
+    # rendered by ccbench.spec.load like a unit error: "<problem> (got ...; allowed: ...)"
+    return PydanticCustomError("ccbench_unit", "{problem}", {"problem": problem, "allowed": allowed})
+
+
+def _value(value: Any) -> Union[float, str]:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _error("must be a number or a string", VALUE_ALLOWED)
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _REF.match(value)
+    if m:
+        if m.group(2) not in REFS:
+            raise _error(f"unknown reference '{m.group(2)}'", VALUE_ALLOWED)
+        return value
+    from ccbench.spec import units
+
+    for parse in (units.parse_rate, units.parse_time, units.parse_percent):
+        try:
+            parse(value)
+            return value
+        except units.UnitError:
+            continue
+    raise _error("not a number, a reference or a quantity", VALUE_ALLOWED)
+
+
+def _select(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise _error("must be a table", SELECT_ALLOWED)
+    out = {}
+    for k, v in value.items():
+        vs = v if isinstance(v, list) else [v]
+        if not vs or any(isinstance(x, (bool, dict, list)) or not isinstance(x, (str, int, float)) for x in vs):
+            raise _error(f"'{k}': must be a value or a non-empty list of values", SELECT_ALLOWED)
+        out[str(k)] = [str(x) for x in vs]
+    return out
+
+
+Select = Annotated[Dict[str, List[str]], PlainValidator(_select)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Ratio(_Model):
+    of: Select = Field(..., description=SELECT_ALLOWED)
+    to: Select = Field(..., description=SELECT_ALLOWED)
+
+
+class Expect(_Model):
+    name: Optional[StrictStr] = Field(None, description="free text, shown in the table of results")
+    where: Select = Field({}, description=SELECT_ALLOWED)
+    # the name is checked against ccbench.analysis.metrics.METRICS with the sweep
+    # (ccbench.analysis.expect.check): the schema does not depend on the analysis
+    metric: StrictStr = Field(..., description="a metric name such as 'goodput'")
+    group: Optional[StrictStr] = Field(None, description="a class of flows (the flows' group label), for "
+                                                         "per-class metrics")
+    stat: Literal["median", "mean", "min", "max"] = Field("median", description="median, mean, min or max")
+    op: Literal[">=", ">", "<=", "<"] = Field(..., description="one of >=, >, <=, <")
+    value: Annotated[Union[float, str], PlainValidator(_value)] = Field(..., description=VALUE_ALLOWED)
+    ratio: Optional[Ratio] = Field(None, description="a table { of = {...}, to = {...} }")
+
+    def describe(self) -> str:
+        """One line, e.g. 'goodput median [loss=1%] / [loss=0%] >= 0.9 where cca=bbr'."""
+        def sel(d: dict) -> str:
+            return ", ".join(f"{k}={'|'.join(v)}" for k, v in d.items())
+
+        what = f"{self.metric}" + (f"[{self.group}]" if self.group else "") + f" {self.stat}"
+        if self.ratio is not None:
+            what += f" [{sel(self.ratio.of)}] / [{sel(self.ratio.to)}]"
+        value = f"{self.value:g}" if isinstance(self.value, float) else self.value
+        return f"{what} {self.op} {value}" + (f" where {sel(self.where)}" if self.where else "")
+
+
+def parse(document: dict, filename: str) -> list[Expect]:
+    """The expectations of a study document (already validated with the study
+    file; StudyError with file, field, value and what is allowed otherwise)."""
+    from pydantic import ValidationError
+
+    raw = document.get("expect") or []
+    if not isinstance(raw, list):
+        raise StudyError(f"{filename}: expect: must be an array of tables [[expect]] (got {raw!r})")
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(Expect.model_validate(item))
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            ctx = err.get("ctx") or {}
+            allowed = ctx.get("allowed") or ctx.get("expected") or ""
+            got = err.get("input")
+            raise StudyError(f"{filename}: expect.{i}.{where}: {ctx.get('problem') or err['msg']} "
+                             f"(got {got!r}" + (f"; allowed: {allowed})" if allowed else ")")) from None
+    return out

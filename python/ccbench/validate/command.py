@@ -1,0 +1,126 @@
+"""``ccbench validate``: how far is the simulator from the real Linux kernel?
+
+    ccbench validate [--grid quick|medium|full | --quick] [--reps N] [--duration T]
+                     [--out DIR] [--jobs N] [--retry-suspect N] [--rerun-sim] [--no-run]
+                     [--format table|csv|json|markdown]
+
+Runs the grid (validate/grid.py) on both backends (validate/running.py) into
+one results store (default ``results/validate/``), compares them
+(validate/comparison.py) and writes ``validation.csv``, ``validation.json``
+and ``validation.html`` there (validate/output.py, validate/page.py).
+Exit status: 0 every scenario agrees, 1 some scenario disagrees or has no
+usable runs on a backend, 2 usage error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+from ccbench import console
+from ccbench.errors import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from ccbench.validate.comparison import analyse
+from ccbench.validate.grid import DEFAULT_OUT, GRIDS, plan
+from ccbench.validate.comparison import summary_line
+from ccbench.validate.output import csv_text, json_text, markdown_summary, markdown_table, table, write_outputs
+from ccbench.validate.running import RunLog, execute_plan, set_aside, unfinished
+
+def add_command(sub: Any) -> None:
+    """Register `ccbench validate` on the CLI's subparsers."""
+    v = sub.add_parser("validate", help="run a grid of scenarios on sim and linux and say how far apart they are")
+    v.add_argument("--grid", choices=tuple(GRIDS), default=None,
+                   help="; ".join(f"{g.name}: {g.size} scenarios, {g.reps} × {g.duration}" for g in GRIDS.values())
+                   + " (default medium)")
+    v.add_argument("--quick", action="store_true", help="the same as --grid quick (what `make test` runs)")
+    v.add_argument("--reps", type=int, metavar="N", help="repetitions per scenario and backend (default: the grid's)")
+    v.add_argument("--duration", metavar="TIME", help="length of each run, e.g. '15s' (default: the grid's)")
+    v.add_argument("--out", metavar="DIR", help=f"results directory (default {DEFAULT_OUT}/)")
+    v.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="sim runs at the same time (default 1; 0 = one per CPU); linux runs are always serial")
+    v.add_argument("--retry-suspect", type=int, default=1, metavar="N",
+                   help="run a linux run that came back suspect again, up to N times (default 1)")
+    v.add_argument("--rerun-sim", action="store_true",
+                   help="run the sim half again even where it is finished (after a change to the simulator); "
+                        "the linux runs are kept")
+    v.add_argument("--no-run", action="store_true", help="only compare what the results directory holds")
+    v.add_argument("--format", choices=("table", "csv", "json", "markdown"), default="table",
+                   help="what to print (markdown: the table of docs/validation/README.md)")
+    v.set_defaults(func=cmd_validate)
+
+
+def _previous_log(out: Path) -> Optional[RunLog]:
+    """The record of the invocation that last ran (--no-run keeps it in validation.json)."""
+    try:
+        old = json.loads((out / "validation.json").read_text())["invocation"]
+        return RunLog(**{k: v for k, v in old.items() if k in RunLog.__dataclass_fields__})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _command(grid: str, args: Any, out: Path) -> str:
+    """The command line that (re)produces this validation."""
+    cmd = ["ccbench", "validate", "--grid", grid]
+    if args.reps is not None:
+        cmd += ["--reps", str(args.reps)]
+    if args.duration:
+        cmd += ["--duration", args.duration]
+    if args.out:
+        cmd += ["--out", str(out)]
+    return shlex.join(cmd)
+
+
+def cmd_validate(args: Any) -> int:
+    from ccbench.executor import worker_count
+
+    if args.quick and args.grid not in (None, "quick"):
+        raise UsageError(f"--quick is --grid quick; it cannot be combined with --grid {args.grid}")
+    grid = "quick" if args.quick else (args.grid or "medium")
+    if args.retry_suspect < 0:
+        raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
+    jobs = worker_count(args.jobs)
+    p = plan(grid, args.duration, args.reps)
+    out = Path(args.out) if args.out else DEFAULT_OUT
+    show = args.format == "table"
+    con = console.stdout()
+    info = con if show else console.stderr()
+    log = RunLog(command=_command(grid, args, out),
+                 started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if args.no_run:
+        log = _previous_log(out) or log
+    if args.rerun_sim and args.no_run:
+        raise UsageError("--rerun-sim runs the simulator; it cannot be combined with --no-run")
+    if args.rerun_sim:
+        n = len(set_aside(out, [r.run_id for r in p.runs("sim")], "--rerun-sim", only_suspect=False))
+        info.print(f"--rerun-sim: {n} finished sim runs will run again", soft_wrap=True)
+    if not args.no_run:
+        todo = len(unfinished(out, [r.run_id for r in p.runs("linux")]))
+        info.print(f"validate grid {p.grid.name}: {p.grid.size} scenarios × {p.reps} repetitions × {p.duration} on "
+                   f"sim and linux → {out}; {todo} linux runs to do, about "
+                   f"{todo * (p.duration_us / 1e6 + 1.6) / 60:.0f} min", soft_wrap=True)
+        execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, console=info, log=log)
+    else:
+        log.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    from ccbench.store import find_db
+
+    find_db(out)  # a clear message when --no-run finds nothing
+    v = analyse(p, out, log)
+    paths = write_outputs(v)
+    if args.format == "csv":
+        sys.stdout.write(csv_text(v))
+    elif args.format == "json":
+        sys.stdout.write(json_text(v))
+    elif args.format == "markdown":
+        sys.stdout.write(markdown_summary(v) + "\n" + markdown_table(v))
+    else:
+        con.print(table(v))
+        con.print(summary_line(v), soft_wrap=True)
+        con.print(f"written: {paths['csv']}, {paths['json']}, {paths['html']}", soft_wrap=True)
+    if log.interrupted:
+        console.stderr().print(f"interrupted: what finished is saved in {out}; run the same command again to resume",
+                        soft_wrap=True)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if all(s.verdict == "agree" for s in v.scenarios) else EXIT_FAILED_RUNS

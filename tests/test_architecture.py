@@ -1,0 +1,99 @@
+"""The module boundaries of docs/architecture.md, checked on the source: no
+module imports a private (_name) name of another module, and no modules
+import each other in a circle (imports inside functions count too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "python" / "ccbench"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, list[str]]]:
+    """(imported module, names taken from it) for every import in the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.startswith("ccbench")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                mod = f"{base}.{node.module}" if node.module else base
+            else:
+                mod = node.module or ""
+            if not mod.startswith("ccbench"):
+                continue
+            names = [a.name for a in node.names]
+            subs = [n for n in names if f"{mod}.{n}" in modules]  # `from pkg import module`
+            out += [(f"{mod}.{n}", []) for n in subs]
+            out.append((mod, [n for n in names if n not in subs]))
+    return out
+
+
+# spec/load.py takes sweep.py's model helpers; both are being reworked for
+# general topologies on another branch, so they are renamed there, not here.
+KNOWN = {f"ccbench.spec.load imports ccbench.spec.sweep.{n}" for n in ("_fields", "_is_list", "_is_model", "_unwrap")}
+
+
+def test_no_module_imports_a_private_name_of_another():
+    modules = _modules()
+    bad = []
+    for name, path in modules.items():
+        for mod, names in _imports(name, path, modules):
+            if mod == name:
+                continue
+            for n in names:
+                if n.startswith("_") and not n.startswith("__") and n != "_core":  # _core: the Rust extension
+                    bad.append(f"{name} imports {mod}.{n}")
+    assert not set(bad) - KNOWN, sorted(set(bad) - KNOWN)
+
+
+def test_no_import_circles():
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for mod, _ in _imports(name, path, modules):
+            # importing a.b.c runs a and a.b too, but those are package __init__s listing
+            # their members; the edge that matters is to the module itself
+            if mod in modules and mod != name:
+                deps.add(mod)
+        graph[name] = deps
+
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                cyc = stack[stack.index(d):] + [d]
+                # a package's __init__ re-exporting its own modules is not a circle
+                if not all(x == cyc[0] or x.startswith(cyc[0] + ".") for x in cyc) and \
+                        not any(a.startswith(b + ".") or b.startswith(a + ".") for a, b in zip(cyc, cyc[1:])):
+                    cycles.append(" -> ".join(cyc))
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    assert not cycles, cycles

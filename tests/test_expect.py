@@ -1,0 +1,168 @@
+"""Expectations ([[expect]]): one that holds, one that fails (exit 3, the table
+says which and by how much), a malformed one (exit 2, nothing run), one whose
+`where` matches nothing (an error, not a pass), and one a profile leaves out
+(skipped, not passed). Real simulator runs of a small study."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ccbench
+from ccbench import console
+from ccbench.cli import main
+
+STUDY = """\
+[study]
+name = "expect-test"
+duration = "2s"
+repetitions = 2
+seed = 1
+sample_interval = "100ms"
+
+[topology.bottleneck]
+rate = "20Mbit"
+delay = "10ms"
+
+[[flows]]
+cca = "cubic"
+
+[sweep]
+"flows.0.cca" = ["cubic", "bbr"]
+"topology.bottleneck.loss" = ["0%", "2%"]
+
+[profiles.lossless]
+"sweep.topology.bottleneck.loss" = ["0%"]
+"""
+
+HOLDS = """
+[[expect]]
+name = "a lone flow fills half the link"
+where = { cca = ["cubic", "bbr"], loss = "0%" }
+metric = "goodput"
+op = ">="
+value = "0.5 * ceiling"
+
+[[expect]]
+metric = "goodput"
+ratio = { of = { cca = "bbr" }, to = { cca = "cubic" } }
+where = { loss = "2%" }
+op = ">"
+value = 1
+"""
+
+FAILS = """
+[[expect]]
+name = "impossible: twice the link"
+where = { cca = "cubic" }
+metric = "goodput"
+op = ">="
+value = "40Mbit"
+"""
+
+
+def _write(tmp_path: Path, extra: str) -> Path:
+    p = tmp_path / "study.toml"
+    p.write_text(STUDY + extra)
+    return p
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    """The study run once, with the expectation that holds."""
+    d = tmp_path_factory.mktemp("expect")
+    out = d / "results"
+    assert main(["run", str(_write(d, HOLDS)), "--out", str(out)]) == 0
+    return out
+
+
+def test_expectations_that_hold(results, capsys):
+    assert main(["check", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "a lone flow fills half the link" in out and "FAIL" not in out and "2 of 2 expectations hold" in out
+    with ccbench.open(results) as r:
+        outcomes = r.check()
+        by = r.by_config()
+    assert [o.index for o in outcomes] == [0, 0, 1]  # two configurations at 0 %, one ratio at 2 %
+    assert all(o.passed and not o.failed for o in outcomes)
+    # the measured value is the median of the pipeline's statistics; the threshold 0.5 × rate × 1448/1500
+    med = by[(by.metric == "goodput") & (by["topology.bottleneck.loss"] == "0%")].set_index("flows.0.cca")["median"]
+    assert sorted(o.value for o in outcomes[:2]) == sorted(med.tolist())
+    assert outcomes[0].threshold == pytest.approx(0.5 * 20e6 * 1448 / 1500)
+    ratio = outcomes[2]
+    gp = by[(by.metric == "goodput") & (by["topology.bottleneck.loss"] == "2%")].set_index("flows.0.cca")["median"]
+    assert ratio.value == pytest.approx(gp["bbr"] / gp["cubic"]) and ratio.label == "loss=2%: cca=bbr / cca=cubic"
+
+
+def test_an_expectation_that_fails_exits_3_and_says_by_how_much(tmp_path, results, capsys):
+    study = _write(tmp_path, FAILS)
+    # the same runs (same run ids): only the expectations differ, nothing runs again
+    code = main(["run", str(study), "--out", str(results)])
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "impossible: twice the link" in out and "FAIL" in out and "1 of 1 expectations failed (#0)" in out
+    assert main(["check", str(results), "--format", "json"]) == 3
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["config"] for r in rows] == ["cca=cubic loss=0%", "cca=cubic loss=2%"]
+    for r in rows:
+        assert r["passed"] is False and r["threshold"] == 40e6 and r["name"] == "impossible: twice the link"
+        assert r["margin"] == pytest.approx(r["value"] - 40e6) and r["margin"] < -20e6
+        # the table prints the margin (measured − expected) and its share of the threshold
+        assert f"-{console.value(40e6 - r['value'], 'bps')} ({100 * r['margin'] / 40e6:+.0f}%)" in out
+
+
+@pytest.mark.parametrize("bad, field, allowed", [
+    ('metric = "goodputt"\nop = ">="\nvalue = 1', "expect.0.metric", "goodput_sum"),
+    ('metric = "goodput"\nop = "=>"\nvalue = 1', "expect.0.op", "'>='"),
+    ('metric = "goodput"\nop = ">="\nvalue = "fast"', "expect.0.value", "ceiling"),
+    ('metric = "goodput"\nop = ">="\nvalue = 1\nstat = "mode"', "expect.0.stat", "median"),
+    ('metric = "goodput"\nop = ">="', "expect.0.value", None),
+    ('metric = "goodput"\nop = ">="\nvalue = 1\nwehre = { cca = "bbr" }', "expect.0.wehre", None),
+])
+def test_a_malformed_expectation_is_a_study_error_before_any_run(tmp_path, capsys, bad, field, allowed):
+    study = _write(tmp_path, "\n[[expect]]\n" + bad + "\n")
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ccbench: error: {study}: {field}") and err.count("\n") == 1, err
+    if allowed:
+        assert "allowed:" in err and allowed in err
+    assert not out.exists()  # nothing ran
+
+
+@pytest.mark.parametrize("where, problem", [
+    ('{ cca = "vegas" }', "no configuration with flows.0.cca = 'vegas'"),
+    ('{ mss = "1448" }', "'mss' is not a swept parameter"),
+])
+def test_a_where_that_matches_nothing_is_an_error(tmp_path, capsys, where, problem):
+    study = _write(tmp_path, f'\n[[expect]]\nwhere = {where}\nmetric = "jfi"\nop = ">="\nvalue = 0.9\n')
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{study}: expect.0.where" in err and problem in err
+    assert not out.exists()
+
+
+def test_check_on_results_whose_expectation_matches_nothing_is_an_error(tmp_path, results, capsys):
+    """The same rule on stored results: a ratio whose `to` side is not in them."""
+    from ccbench.analysis.expect import ExpectationError, evaluate
+    from ccbench.spec.expect import Expect
+
+    e = Expect.model_validate({"metric": "goodput", "op": ">", "value": 1,
+                               "ratio": {"of": {"cca": "bbr"}, "to": {"cca": "reno"}}})
+    with ccbench.open(results) as r:
+        with pytest.raises(ExpectationError, match="no configuration with flows.0.cca = 'reno'"):
+            evaluate(e, 0, r.analysis(), "expect-test")
+
+
+def test_a_profile_that_leaves_the_selection_out_skips_it(tmp_path, capsys):
+    study = _write(tmp_path, '\n[[expect]]\nwhere = { loss = "2%" }\nmetric = "jfi"\nop = ">="\nvalue = 2\n')
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--profile", "lossless", "--out", str(out)]) == 0  # skipped, not failed
+    text = capsys.readouterr().out
+    assert "skipped" in text and "0 of 1 expectations hold; 1 skipped" in text
+    with ccbench.open(out) as r:
+        (o,) = r.check()
+    assert o.skipped and not o.passed and not o.failed
