@@ -9,7 +9,8 @@ run so machine noise hits both.
 
 REV defaults to ee1f130, the commit before general topologies (issue 11:
 the world on a `netcore::net::Network`, packets carrying route ids). Each
-scenario runs `--reps` times on each binary, base and now back to back; the
+scenario runs `--reps` times on each binary, base and now back to back (in
+alternating order); the
 figure is the median over the pairs of now/base CPU time (user + system of
 the child process: on a machine shared with other work, wall time mostly
 measures the others), so a slow spell of the machine hits both sides of a
@@ -18,7 +19,9 @@ above `--limit` (default 1.05: at most 5% slower); the exit status is 1 when
 one fails. `--instructions` counts instructions instead (one run of each
 binary under valgrind's cachegrind, ~50x slower: use it with --quick): a
 deterministic figure where the machine is too busy for timings to mean much.
-Aggregate goodput is printed for both: the dumbbell gives the same
+To see how noisy the machine is, time the current binary against itself
+(`--base-bin target/release/examples/simulate`): an A/A run whose ratios
+should all be 1. Aggregate goodput is printed for both: the dumbbell gives the same
 bits before and after, so the two must match exactly.
 """
 
@@ -123,8 +126,10 @@ def main() -> int:
                 t = {"base": [], "now": []}
                 wall = {"base": [], "now": []}
                 out = {}
-                for _ in range(a.reps):
-                    for k, b in [("base", base_bin), ("now", now_bin)]:
+                for i in range(a.reps):
+                    # Alternate which goes first, so an order effect cancels.
+                    pair = [("base", base_bin), ("now", now_bin)]
+                    for k, b in pair if i % 2 == 0 else pair[::-1]:
                         c, w, out[k] = run(b, cfg)
                         t[k].append(c)
                         wall[k].append(w)
