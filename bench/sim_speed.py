@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Simulator speed: fixed dumbbell scenarios on ccbench's simulator and, where
-Debian's ns-3 is installed, the same scenarios in ns-3, measured in the same
-run so the ratio is fair on a noisy machine.
+"""Simulator speed: fixed dumbbell scenarios (and a parking lot) on ccbench's
+simulator and, where Debian's ns-3 is installed, the same dumbbell scenarios in
+ns-3, measured in the same run so the ratio is fair on a noisy machine.
 
     python bench/sim_speed.py [--quick] [--no-ns3] [--reps N]
 
@@ -34,25 +34,59 @@ WIRE_HEADER = 52 + 2
 
 
 def scenario(label, flows, cca, ns3_tcp, rate_bps, rtt_ms, duration_s, qdisc="fifo", buffer_pkts=None, extra=(),
-             spread_ms=0):
+             spread_ms=0, parking_links=0):
     """`extra`: more (cca, count) flow groups beside the `flows` × `cca` ones;
     `spread_ms`: flow starts spread evenly over this time (0: all at once, as
-    the ns-3 program does)."""
+    the ns-3 program does); `parking_links` > 0: a parking lot of that many
+    links instead of the dumbbell (see `parking_lot_network`)."""
     return dict(label=label, flows=flows, cca=cca, ns3_tcp=ns3_tcp, rate_bps=rate_bps, rtt_ms=rtt_ms,
-                duration_s=duration_s, qdisc=qdisc, buffer_pkts=buffer_pkts, extra=list(extra), spread_ms=spread_ms)
+                duration_s=duration_s, qdisc=qdisc, buffer_pkts=buffer_pkts, extra=list(extra), spread_ms=spread_ms,
+                parking_links=parking_links)
 
 
 def title(sc) -> str:
     rate = f"{sc['rate_bps'] / 1e9:g} Gbit/s" if sc["rate_bps"] >= 1e9 else f"{sc['rate_bps'] / 1e6:g} Mbit/s"
     mix = " + ".join(f"{n} {c}" for c, n in [(sc["cca"], sc["flows"]), *sc["extra"]])
     buf = f"{sc['buffer_pkts']} pkt" if sc["buffer_pkts"] else "1 BDP"
-    return f"{sc['label']}: {mix}, {rate}, {sc['rtt_ms']} ms, {buf} {sc['qdisc']}, {sc['duration_s']} s"
+    links = f" x {sc['parking_links']} links" if sc.get("parking_links") else ""
+    return f"{sc['label']}: {mix}, {rate}{links}, {sc['rtt_ms']} ms, {buf} {sc['qdisc']}, {sc['duration_s']} s"
+
+
+def parking_lot_network(sc, bdp_pkts):
+    """Routers r0 → … → rN over links L1..LN (rate, qdisc and buffer of the
+    scenario; RTT split over the links), pipes back; host `a` → r0 and rN → `z`
+    for the long flow, `s<i>` → r<i-1> and r<i> → `d<i>` for short flow i.
+    Returns the network and the flows' src/dst/path."""
+    n = sc["parking_links"]
+    delay = int(sc["rtt_ms"] / 2 / n * 1e6)
+    nodes = [{"name": f"r{i}", "kind": "router"} for i in range(n + 1)] + [
+        {"name": h, "kind": "host"} for h in ["a", "z", *[f"{x}{i}" for i in range(1, n + 1) for x in "sd"]]]
+    links = []
+
+    def pipe(name, a, b, delay_ns=0):
+        links.append({"name": name, "from": a, "to": b, "rate_bps": 10_000_000_000, "delay_ns": delay_ns,
+                      "loss": 0.0, "buffer_bytes": None, "buffer_pkts": None})
+
+    for i in range(1, n + 1):
+        links.append({"name": f"L{i}", "from": f"r{i - 1}", "to": f"r{i}", "rate_bps": int(sc["rate_bps"]),
+                      "delay_ns": delay, "loss": 0.0, "buffer_bytes": None, "buffer_pkts": bdp_pkts,
+                      "qdisc": sc["qdisc"]})
+        pipe(f"L{i}/back", f"r{i}", f"r{i - 1}", delay)
+        for h, r in [(f"s{i}", f"r{i - 1}"), (f"d{i}", f"r{i}")]:
+            pipe(f"{h}-{r}", h, r)
+            pipe(f"{r}-{h}", r, h)
+    for h, r in [("a", "r0"), ("z", f"r{n}")]:
+        pipe(f"{h}-{r}", h, r)
+        pipe(f"{r}-{h}", r, h)
+    ends = [("a", "z", ["a-r0", *[f"L{i}" for i in range(1, n + 1)], f"r{n}-z"])] + [
+        (f"s{i}", f"d{i}", [f"s{i}-r{i - 1}", f"L{i}", f"r{i}-d{i}"]) for i in range(1, n + 1)]
+    return {"nodes": nodes, "links": links}, ends
 
 
 def sim_config(sc) -> dict:
     bdp_pkts = sc["buffer_pkts"] or round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
     ccas = [sc["cca"]] * sc["flows"] + [c for c, n in sc["extra"] for _ in range(n)]
-    return {
+    cfg = {
         "seed": 1,
         "duration_ns": int(sc["duration_s"] * 1e9),
         "sample_interval_ns": 100_000_000,
@@ -62,6 +96,14 @@ def sim_config(sc) -> dict:
             # Large buffers so neither side limits the CCA, as in the ns-3 program.
             "rmem_bytes": 32 << 20, "wmem_bytes": 32 << 20, "ecn": False, "pacing": "auto", "hz": None,
         },
+    }
+    if sc.get("parking_links"):
+        network, ends = parking_lot_network(sc, bdp_pkts)
+        return {**cfg, "network": network, "flows": [
+            {"id": i, "cca": sc["cca"], "kind": "bulk", "src": s, "dst": d, "path": path, "start_ns": 0,
+             "stop_ns": None} for i, (s, d, path) in enumerate(ends)]}
+    return {
+        **cfg,
         "senders": [{"rate_bps": 10_000_000_000, "delay_ns": 0} for _ in ccas],
         "bottleneck": {"rate_bps": int(sc["rate_bps"]), "delay_ns": int(sc["rtt_ms"] / 2 * 1e6), "loss": 0.0,
                        "buffer_bytes": None, "buffer_pkts": bdp_pkts, "qdisc": sc["qdisc"]},
@@ -131,6 +173,8 @@ def main() -> int:
         scenario("many flows", 100, "cubic", None, 1e9, 20, 30, qdisc="fq_codel", spread_ms=100),
         scenario("cebinae", 16, newreno, None, 1e8, 50, 60, qdisc="cebinae", buffer_pkts=420, extra=[("cubic", 1)],
                  spread_ms=100),
+        # Long flow + one short flow per link; Mpkt/s counts packets over every link.
+        scenario("parking lot", 4, "cubic", None, 1e9, 20, 30, qdisc="fq", parking_links=3),
     ]
     if args.quick:
         scenarios = [dict(sc, duration_s=3) for sc in scenarios]

@@ -421,13 +421,16 @@ impl Network {
 
 /// Paths interned to route ids. A packet carries its route id and hop
 /// index; [`Routes::link`] gives the link of that hop, None past the end.
+/// Routes are stored one after another, each closed by a sentinel, and a
+/// route's id is where it starts: one load per hop.
 #[derive(Debug, Default, Clone)]
 pub struct Routes {
     hops: Vec<u16>,
-    /// Per route: first hop in `hops`, number of hops.
-    spans: Vec<(u32, u8)>,
     ids: HashMap<Vec<usize>, u32>,
 }
+
+/// Closes each route in `Routes::hops` (never a link index: see MAX_LINKS).
+const END: u16 = u16::MAX;
 
 impl Routes {
     /// The id of `path` (link indices), the same id for the same path.
@@ -436,9 +439,12 @@ impl Routes {
         if let Some(&id) = self.ids.get(path) {
             return id;
         }
-        let id = self.spans.len() as u32;
-        self.spans.push((self.hops.len() as u32, path.len() as u8));
-        self.hops.extend(path.iter().map(|&l| u16::try_from(l).expect("at most MAX_LINKS links")));
+        let id = u32::try_from(self.hops.len()).expect("route table fits u32");
+        self.hops.extend(path.iter().map(|&l| {
+            assert!(l < MAX_LINKS, "at most {MAX_LINKS} links");
+            l as u16
+        }));
+        self.hops.push(END);
         self.ids.insert(path.to_vec(), id);
         id
     }
@@ -447,22 +453,22 @@ impl Routes {
     /// before it (the packet has arrived).
     #[inline]
     pub fn link(&self, route: u32, hop: u8) -> Option<usize> {
-        let (start, n) = self.spans[route as usize];
-        (hop < n).then(|| self.hops[start as usize + hop as usize] as usize)
+        let l = self.hops[route as usize + hop as usize];
+        (l != END).then_some(l as usize)
     }
 
     /// The links of a route.
     pub fn path(&self, route: u32) -> impl Iterator<Item = usize> + '_ {
-        let (start, n) = self.spans[route as usize];
-        self.hops[start as usize..start as usize + n as usize].iter().map(|&l| l as usize)
+        self.hops[route as usize..].iter().take_while(|&&l| l != END).map(|&l| l as usize)
     }
 
+    /// Number of distinct routes.
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.ids.is_empty()
     }
 }
 

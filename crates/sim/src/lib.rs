@@ -1,7 +1,19 @@
-//! ccbench's packet-level discrete-event simulator of TCP over a dumbbell.
+//! ccbench's packet-level discrete-event simulator of TCP over a network of
+//! links: the dumbbell shorthand or any graph of `netcore::net::Network`,
+//! each flow on its own path, with route changes during a run, finite
+//! transfers and the NOTED path controller (`netcore::noted`).
 //!
 //! `simulate_json` is the whole interface (docs/interfaces.md): a resolved
-//! run config in, the run's tables out. Same config and seed, same bytes out.
+//! run config in, the run's tables (flows, samples, queue, rpcs, events) out.
+//! Same config and seed, same bytes out. The model is docs/sim-model.md;
+//! the modules:
+//!
+//! - `config`: the run config, checked, and its [`config::Topology`] (the
+//!   network with every flow's paths, route events and controller resolved
+//!   to link indices);
+//! - `world`: the event loop, links, connections, applications, samplers;
+//! - `tcp`: the endpoints; `cc`: one file per congestion control algorithm;
+//! - `packet`: the packet descriptor (a route id and hop index for its path).
 
 pub mod cc;
 pub mod config;

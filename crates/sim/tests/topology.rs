@@ -355,3 +355,31 @@ fn bad_networks_are_rejected_with_the_field_named() {
     let e = err(&|c| c["flows"][0]["kind"] = json!("transfer"));
     assert!(e.contains("flow 4: size_bytes"), "{e}");
 }
+
+#[test]
+fn an_rpc_flow_moves_both_its_streams() {
+    // Requests a → b and responses b → a; at 5 s both move to the
+    // alternative (40 ms longer round trip), and the RPCs go on.
+    let flows = json!([{"id": 0, "cca": "cubic", "kind": "rpc", "src": "a", "dst": "b", "path": PRIMARY,
+                        "return_path": PRIMARY_BACK, "request_bytes": 1000, "response_bytes": 20000,
+                        "think_ns": 10 * MS, "start_ns": 0, "stop_ns": null}]);
+    let events = json!({"events": [{"at_ns": 5 * S, "flows": [0], "path": ALT, "return_path": ALT_BACK}]});
+    let r = run(&config(10 * S, two_sites(100_000_000, 100_000_000), flows, events)).unwrap();
+    let rp = &r.rpcs;
+    let lat = |from: u64, to: u64| -> Vec<f64> {
+        (0..rp.start_us.len()).filter(|&i| rp.start_us[i] >= from && rp.start_us[i] < to).map(|i| rp.latency_us[i]).collect()
+    };
+    let (before, after) = (lat(1_000_000, 5_000_000), lat(6_000_000, 10_000_000));
+    assert!(before.len() > 50 && after.len() > 40, "{} before, {} after", before.len(), after.len());
+    let min = |v: &[f64]| v.iter().cloned().fold(f64::INFINITY, f64::min);
+    // A request and its response each cross the path once: one round trip more.
+    assert!((min(&after) - min(&before) - 40_000.0).abs() < 1000.0, "min latency {} then {}", min(&before), min(&after));
+    let q = &r.queue;
+    let tx = |name: &str| q.tx_bytes[(0..q.link.len()).rev().find(|&i| q.link[i] == name).unwrap()];
+    let at_move = |name: &str| q.tx_bytes[(0..q.link.len()).find(|&i| q.link[i] == name && q.time_us[i] == 5_000_000).unwrap()];
+    // Nothing crosses the primary (either way) after the move but what was in flight.
+    for l in ["primary", "primary/back"] {
+        assert!(tx(l) - at_move(l) < 100_000, "{l}: {} bytes after the move", tx(l) - at_move(l));
+    }
+    assert!(tx("alt1") > 0 && tx("alt2/back") > 0);
+}
