@@ -78,13 +78,15 @@ pub struct Counters {
     pub late_pkts: u64,
 }
 
+/// A flow moved: (flow index, path, return path; None: the return path stays).
+pub type Move = (u16, u16, Option<u16>);
+
 /// Flows moved to new paths at a given time (a route event, or a decision
 /// of the controller).
 #[derive(Clone, Debug)]
 pub struct RouteChange {
     pub at: Nanos,
-    /// (flow index, path, return path; None: the return path stays)
-    pub moves: Vec<(u16, u16, Option<u16>)>,
+    pub moves: Vec<Move>,
 }
 
 /// One row of the run's `events` table (docs/interfaces.md §2).
@@ -141,7 +143,7 @@ fn path_text(routes: &[Vec<u16>], names: &[String], path: u16) -> String {
 pub trait PathControl {
     /// Decide: flows to move now (flow index, path, return path or None to
     /// keep it), and the rows to record (their time is set by the caller).
-    fn on_sample(&mut self, view: &SampleView) -> (Vec<(u16, u16, Option<u16>)>, Vec<EventRow>);
+    fn on_sample(&mut self, view: &SampleView) -> (Vec<Move>, Vec<EventRow>);
     /// A route event moved flow `id` (a flow the controller had moved stays
     /// where the event put it).
     fn on_route_event(&mut self, _id: u32) {}
@@ -339,7 +341,7 @@ impl Emulator {
 
     /// Move flows to new paths at `at` and record it (kind "route", or the
     /// controller's action on `link`).
-    fn apply(&mut self, at: Nanos, moves: &[(u16, u16, Option<u16>)]) {
+    fn apply(&mut self, at: Nanos, moves: &[Move]) {
         for &(fi, path, ret) in moves {
             let f = &mut self.net.routing.flows[fi as usize];
             f.path = path;

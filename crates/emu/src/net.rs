@@ -5,7 +5,7 @@
 //! i + 1, both buffers null = a pipe), with per-flow paths, route events and
 //! the path controller.
 
-use crate::engine::{EventRow, Net, PathControl, RouteChange, SampleView};
+use crate::engine::{EventRow, Move, Net, PathControl, RouteChange, SampleView};
 use crate::route::{FlowRoute, Routing};
 use crate::EmuConfig;
 use netcore::net::{Access, Network};
@@ -184,7 +184,16 @@ pub fn build_graph(cfg: &EmuConfig) -> Result<Net, String> {
                 };
                 alts.insert(a.flow, (fi, routing.intern(&to_u16(&p), true), r));
             }
-            let flows = cfg.flows.iter().map(|f| (f.kind.clone(), f.size_bytes, f.start_ns, f.stop_ns)).collect();
+            let flows = cfg
+                .flows
+                .iter()
+                .map(|f| FlowFacts {
+                    transfer: f.kind.as_deref() == Some("transfer"),
+                    size: f.size_bytes,
+                    start_ns: f.start_ns,
+                    stop_ns: f.stop_ns,
+                })
+                .collect();
             let rate = network.links[link].config.rate_bps;
             Some(Box::new(NotedCtl {
                 noted: Noted::new(c.clone(), rate),
@@ -207,6 +216,14 @@ fn flow_of<'c>(routing: &Routing, cfg: &'c EmuConfig, id: u32, what: &str) -> Re
     Ok((fi, cfg.flows.iter().find(|f| f.id == id).expect("flow exists")))
 }
 
+/// A flow's kind, size and times (the controller's candidates).
+struct FlowFacts {
+    transfer: bool,
+    size: Option<u64>,
+    start_ns: u64,
+    stop_ns: Option<u64>,
+}
+
 /// netcore's NOTED state machine, fed from the emulator's samples: the
 /// watched link's utilisation, each candidate's delivered bytes (TCP
 /// sequence numbers seen leaving the network) and rate over the interval.
@@ -218,28 +235,27 @@ struct NotedCtl {
     alts: HashMap<u32, (u16, u16, Option<u16>)>,
     /// Flow id → (path, return path) before it was moved.
     before: HashMap<u32, (u16, u16)>,
-    /// Per flow (routing order): kind, size, start, stop.
-    flows: Vec<(Option<String>, Option<u64>, u64, Option<u64>)>,
+    /// Per flow (routing order): what makes it a candidate.
+    flows: Vec<FlowFacts>,
     t0: Nanos,
     events: Vec<Event>,
 }
 
 impl PathControl for NotedCtl {
-    fn on_sample(&mut self, v: &SampleView) -> (Vec<(u16, u16, Option<u16>)>, Vec<EventRow>) {
+    fn on_sample(&mut self, v: &SampleView) -> (Vec<Move>, Vec<EventRow>) {
         let since_t0 = v.at.saturating_sub(self.t0);
         let mut cands: Vec<Candidate> = Vec::with_capacity(self.alts.len());
         let mut ids: Vec<u32> = self.alts.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
             let fi = self.alts[&id].0 as usize;
-            let (kind, size, start, stop) = &self.flows[fi];
+            let facts = &self.flows[fi];
             let (total, recent) = v.delivered[fi];
             let app = total.saturating_sub(LOAD_HEADER_BYTES);
-            let transfer = kind.as_deref() == Some("transfer");
-            let bytes_left = if transfer { Some(size.unwrap_or(0).saturating_sub(app)) } else { None };
-            let done = since_t0 < *start
+            let bytes_left = facts.transfer.then(|| facts.size.unwrap_or(0).saturating_sub(app));
+            let done = since_t0 < facts.start_ns
                 || total == 0
-                || stop.is_some_and(|s| since_t0 >= s)
+                || facts.stop_ns.is_some_and(|s| since_t0 >= s)
                 || bytes_left == Some(0);
             cands.push(Candidate { flow: id, rate_bps: recent as f64 * 8.0 / (v.interval as f64 / 1e9), bytes_left, done });
         }

@@ -70,6 +70,7 @@ pub struct Routing {
     pub paths: Vec<Vec<u16>>,
     /// Per path: counted as forward (data) traffic in the summary.
     pub forward: Vec<bool>,
+    ids: HashMap<Vec<u16>, u16>,
     pairs: HashMap<(u32, u32), u16>,
     pub flows: Vec<FlowRoute>,
     by_client: HashMap<(u32, u16), u16>,
@@ -78,14 +79,16 @@ pub struct Routing {
 impl Routing {
     /// The index of `links` in the path table (added if new).
     pub fn intern(&mut self, links: &[u16], forward: bool) -> u16 {
-        if let Some(i) = self.paths.iter().position(|p| p == links) {
-            self.forward[i] |= forward;
-            return i as u16;
+        if let Some(&i) = self.ids.get(links) {
+            self.forward[i as usize] |= forward;
+            return i;
         }
         assert!(self.paths.len() < NO_FLOW as usize, "too many paths");
+        let i = self.paths.len() as u16;
         self.paths.push(links.to_vec());
         self.forward.push(forward);
-        (self.paths.len() - 1) as u16
+        self.ids.insert(links.to_vec(), i);
+        i
     }
 
     /// The default path from host `src` to host `dst` (the first one given stays).
