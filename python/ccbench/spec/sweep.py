@@ -7,7 +7,6 @@ schema here; the values are checked later, exactly as if written in the file.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import typing
@@ -17,6 +16,7 @@ from typing import Any, Iterator, Optional
 from pydantic import BaseModel
 
 from .model import StudyFile
+from .tree import copy_tree
 
 # study.* fields that may vary between runs of one study (the others define the study).
 SWEEPABLE_STUDY_FIELDS = ("duration", "sample_interval")
@@ -216,7 +216,7 @@ def parse_sweep(raw: Any, doc: dict) -> list[Axis]:
 
 def apply(doc: dict, axes: list[Axis], combo: tuple[int, ...]) -> dict:
     """A copy of ``doc`` with each axis set to its value number ``combo[i]``."""
-    out = copy.deepcopy(doc)
+    out = copy_tree(doc)
     for axis, i in zip(axes, combo):
         node = out
         for p, nxt in zip(axis.path[:-1], axis.path[1:]):
@@ -226,7 +226,7 @@ def apply(doc: dict, axes: list[Axis], combo: tuple[int, ...]) -> dict:
             if p not in node or not isinstance(node[p], (dict, list)):
                 node[p] = [] if isinstance(nxt, int) else {}
             node = node[p]
-        node[axis.path[-1]] = copy.deepcopy(axis.values[i])
+        node[axis.path[-1]] = copy_tree(axis.values[i])
     return out
 
 
