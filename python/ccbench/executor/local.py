@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ccbench import degenerate
 from ccbench.backends import ResultError, RunResult
 from ccbench.errors import UsageError
 from ccbench.executor import signals
@@ -129,7 +130,7 @@ def run_one(backend: Any, runspec: Any) -> Outcome:
     t0 = time.perf_counter()
     _in_run = True
     try:
-        result = _normalize(backend.run(runspec))
+        result = degenerate.mark(_normalize(backend.run(runspec)), getattr(runspec, "config", None) or {})
     except (KeyboardInterrupt, SystemExit):
         if _terminating:  # a worker told to stop: its backend has cleaned up
             os._exit(128 + signal.SIGTERM)
