@@ -279,6 +279,26 @@ def test_interrupted_count_matches_the_store(tmp_path, monkeypatch):
     assert stored == 2 and summary.skipped + summary.ok + summary.suspect == stored
 
 
+class _Terminated(SystemExit):
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+class _TerminatedBackend(FakeBackend):
+    """Like the linux backend: SIGTERM during a run ends it with a SystemExit carrying .signum."""
+
+    def run(self, runspec):
+        if runspec.repetition == 1:
+            raise _Terminated(signal.SIGTERM)
+        return super().run(runspec)
+
+
+def test_a_backend_that_exits_on_sigterm_ends_the_study_like_ctrl_c(tmp_path):
+    summary = execute(FakeStudy(), make_runs(), _TerminatedBackend(), tmp_path / "out")
+    assert summary.interrupted and summary.signal == signal.SIGTERM and summary.ok == 1
+
+
 # ------------------------------------------------------------ processes left behind
 
 LONG = """\

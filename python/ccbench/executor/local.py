@@ -251,6 +251,14 @@ def execute(
             summary.interrupted = True
             summary.signal = termination.signum
             progress.interrupted()
+        except SystemExit as e:
+            # The linux backend turns SIGTERM/SIGHUP during a run into its own
+            # SystemExit (Terminated, with .signum) after tearing the run down.
+            if getattr(e, "signum", None) not in signals.TERMINATING:
+                raise
+            summary.interrupted = True
+            summary.signal = e.signum  # type: ignore[attr-defined]
+            progress.interrupted()
         finally:
             progress.finish()
     return summary

@@ -24,6 +24,7 @@ Decisions written down here:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from fractions import Fraction
@@ -63,6 +64,7 @@ def jitter_ns(seed: int, flow_id: int, jitter: int) -> int:
     return (int.from_bytes(h[:8], "big") * jitter) >> 64
 
 
+@functools.lru_cache(maxsize=4096)  # exact Fraction arithmetic; a sweep asks the same few many times
 def _bdp_bytes(multiple: Fraction, rate_bps: int, rtt_ns: int, mss: int) -> int:
     exact = Fraction(multiple) * rate_bps * rtt_ns / 8_000_000_000
     return max(floor(exact + Fraction(1, 2)), mss + HEADER_BYTES)
