@@ -86,7 +86,7 @@ def test_a_fifo_a_device_and_a_directory_are_refused_at_once(tmp_path):
             "    try:\n        load_study(t)\n    except StudyError as e:\n        print(e)\n")
     r = subprocess.run([sys.executable, "-c", code, "/dev/zero", str(tmp_path)], env=env(), capture_output=True,
                        text=True, timeout=30)
-    assert r.stdout.splitlines() == [f"/dev/zero: is a character device, not a study file (a regular .toml file)",
+    assert r.stdout.splitlines() == ["/dev/zero: is a character device, not a study file (a regular .toml file)",
                                      f"{tmp_path}: is a directory, not a study file (a regular .toml file)"], r
 
 

@@ -67,8 +67,6 @@ class Estimate:
     rows: float = 0.0
     disk_bytes: float = 0.0
     run_memory_bytes: float = 0.0  # the largest run
-    # the combination contributing most to each quantity: (amount, config, params)
-    _top: Optional[dict] = None
 
     def describe(self, backend: str) -> str:
         time = (f"~{_count(self.packets)} simulated packets" if backend == "sim"
