@@ -22,6 +22,8 @@ def _core():
 
 class SimBackend:
     name = "sim"
+    # Ctrl-C/SIGTERM may abandon a run at once (the executor runs it in a thread): it holds nothing.
+    abandon_on_interrupt = True
 
     def check(self) -> None:
         _core()

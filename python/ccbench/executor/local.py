@@ -130,7 +130,11 @@ def run_one(backend: Any, runspec: Any) -> Outcome:
     t0 = time.perf_counter()
     _in_run = True
     try:
-        result = degenerate.mark(_normalize(backend.run(runspec)), getattr(runspec, "config", None) or {})
+        if getattr(backend, "abandon_on_interrupt", False):  # the simulator: nothing to clean up
+            raw = signals.call_interruptibly(backend.run, runspec)
+        else:
+            raw = backend.run(runspec)
+        result = degenerate.mark(_normalize(raw), getattr(runspec, "config", None) or {})
     except (KeyboardInterrupt, SystemExit):
         if _terminating:  # a worker told to stop: its backend has cleaned up
             os._exit(128 + signal.SIGTERM)

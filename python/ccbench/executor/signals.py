@@ -24,7 +24,7 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 TERMINATING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s)
 PR_SET_PDEATHSIG = 1
@@ -77,3 +77,28 @@ def die_with_parent(parent_pid: int) -> None:
             pass
     if os.getppid() != parent_pid:
         os._exit(128 + signal.SIGTERM)
+
+
+def call_interruptibly(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a daemon thread, waited for in short steps, so that Ctrl-C or
+    SIGTERM is acted on at once while ``fn`` runs native code that never looks at
+    signals (the simulator releases the GIL and runs to the end). On an
+    interruption the call is abandoned: only for backends with nothing to clean
+    up (the simulator), whose thread then dies with the process."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="ccbench-run", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.2)
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
