@@ -15,7 +15,9 @@
 
 Exit status: 0 success, 1 some runs failed, 2 a usage or study error (one
 line on stderr, no traceback; also a malformed expectation), 3 an
-expectation failed (``run``, ``check``), 130 interrupted.
+expectation failed (``run``, ``check``), 4 `doctor` found what killed runs
+left behind, 130 interrupted by Ctrl-C (143 by SIGTERM, 129 by SIGHUP: they
+stop a study like Ctrl-C).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from rich.table import Table
 from ccbench import __version__, backends, cli_analysis, console
 from ccbench.analysis import Analysis
 from ccbench.errors import (
-    EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, StudyError, UsageError,
+    EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_LEFTOVERS, EXIT_OK, EXIT_USAGE, StudyError,
+    UsageError,
 )
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake is a UsageError (one line, exit 2)."""
@@ -143,13 +147,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     profile = "quick" if args.quick else args.profile
     if args.quick and args.profile not in (None, "quick"):
         raise UsageError(f"--quick is --profile quick; it cannot be combined with --profile {args.profile}")
-    study = load_study(args.study, backend=args.backend, profile=profile)
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out: empty path; give a results directory, or leave --out out for results/<study name>/")
+    from ccbench.spec.cost import DEFAULT_LIMITS
+
+    study = load_study(args.study, backend=args.backend, profile=profile,
+                       limits=None if args.allow_large else DEFAULT_LIMITS)
     expects, full_sweep = cli_analysis.study_expectations(study)
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
     jobs = worker_count(args.jobs)
-    out = Path(args.out) if args.out else default_results_dir(study.results_name)
+    out = Path(args.out) if args.out is not None else default_results_dir(study.results_name)
 
     out_c, err_c = console.stdout(), console.stderr()
     if study.backend == "linux" and jobs > 1:
@@ -167,13 +176,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             resume += ["--profile", profile]
         if args.jobs != 1:
             resume += ["--jobs", str(args.jobs)]
+        if args.allow_large:
+            resume += ["--allow-large"]
         done = summary.skipped + summary.ok + summary.suspect
         err_c.print(
             f"interrupted: {done} of {summary.total} runs are finished and saved in {out}; "
             f"resume with: {' '.join(resume)}",
             soft_wrap=True,
         )
-        return EXIT_INTERRUPTED
+        return 128 + summary.signal if summary.signal else EXIT_INTERRUPTED
     a = analyze_store(out, run_ids=[r.run_id for r in runs], series=bool(expects))
     for t in summary_tables(a):
         out_c.print(t)
@@ -403,9 +414,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         t.add_column("")
         t.add_column("details")
         mark = {True: "[green]ok[/]", False: "[red]no[/]", None: "–"}
-        for ch in probe():
+        checks = probe()
+        for ch in checks:
             t.add_row(ch.name, mark[ch.ok], escape(ch.detail))
         c.print(t)
+        if any(ch.name == "leftovers" and ch.ok is False for ch in checks):
+            return EXIT_LEFTOVERS  # documented: scripts can act on it (doctor --cleanup)
     return EXIT_OK
 
 
@@ -444,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", metavar="NAME",
                    help="apply the study's [profiles.NAME] (results default to results/<study name>-NAME/)")
     r.add_argument("--quick", action="store_true", help="the same as --profile quick")
+    r.add_argument("--allow-large", action="store_true",
+                   help="run a study beyond the size limits (runs, packets, rows, disk, memory; see README)")
     r.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("ls", help="list studies and runs in a results directory")

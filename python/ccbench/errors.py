@@ -2,8 +2,8 @@
 an error's message on one line and exits 2."""
 
 #: exit statuses of ``ccbench``: success, some runs failed, a usage or study
-#: error, an expectation failed, interrupted
-EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_EXPECTATION, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: error, an expectation failed, doctor found leftovers, interrupted
+EXIT_OK, EXIT_FAILED_RUNS, EXIT_USAGE, EXIT_EXPECTATION, EXIT_LEFTOVERS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
 class StudyError(Exception):

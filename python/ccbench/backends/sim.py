@@ -29,6 +29,8 @@ def core_config(config: dict) -> dict:
 
 class SimBackend:
     name = "sim"
+    # Ctrl-C/SIGTERM may abandon a run at once (the executor runs it in a thread): it holds nothing.
+    abandon_on_interrupt = True
 
     def check(self) -> None:
         _core()

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ccbench import degenerate
 from ccbench.backends import ResultError, RunResult
 from ccbench.errors import UsageError
+from ccbench.executor import signals
 from ccbench.store import Store
 
 # After Ctrl-C, how long to wait for runs already in a worker (they got the
@@ -45,6 +47,7 @@ class ExecutionSummary:
     suspect: int = 0
     failed: int = 0
     interrupted: bool = False
+    signal: int | None = None  # SIGTERM or SIGHUP, when one (not Ctrl-C) interrupted the study
     failed_run_ids: list[str] = field(default_factory=list)
     out_dir: Path | None = None
 
@@ -83,6 +86,7 @@ def _normalize(result: Any) -> RunResult:
 
 
 _in_run = False
+_terminating = False
 
 
 def _worker_sigint(signum: int, frame: Any) -> None:
@@ -93,8 +97,21 @@ def _worker_sigint(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
-def _worker_init() -> None:
+def _worker_sigterm(signum: int, frame: Any) -> None:
+    # The parent stops the pool, or it died (the parent-death signal): a run
+    # in progress is interrupted (the backend cleans up), then the worker exits.
+    global _terminating
+    if _in_run and not _terminating:
+        _terminating = True
+        raise KeyboardInterrupt
+    os._exit(128 + signum)
+
+
+def _worker_init(parent_pid: int | None = None) -> None:
     signal.signal(signal.SIGINT, _worker_sigint)
+    signal.signal(signal.SIGTERM, _worker_sigterm)
+    if parent_pid is not None:
+        signals.die_with_parent(parent_pid)
 
 
 def run_one(backend: Any, runspec: Any) -> Outcome:
@@ -106,8 +123,14 @@ def run_one(backend: Any, runspec: Any) -> Outcome:
     t0 = time.perf_counter()
     _in_run = True
     try:
-        result = _normalize(backend.run(runspec))
+        if getattr(backend, "abandon_on_interrupt", False):  # the simulator: nothing to clean up
+            raw = signals.call_interruptibly(backend.run, runspec)
+        else:
+            raw = backend.run(runspec)
+        result = degenerate.mark(_normalize(raw), getattr(runspec, "config", None) or {})
     except (KeyboardInterrupt, SystemExit):
+        if _terminating:  # a worker told to stop: its backend has cleaned up
+            os._exit(128 + signal.SIGTERM)
         raise
     except BaseException as e:  # noqa: BLE001 - PyO3's PanicException is a BaseException
         return Outcome(runspec.run_id, "failed", None, _error_text(e), time.perf_counter() - t0)
@@ -128,6 +151,24 @@ class _Committer:
         self.progress = progress
 
     def commit(self, runspec: Any, outcome: Outcome) -> None:
+        try:
+            outcome = self._write(runspec, outcome)
+        except KeyboardInterrupt:
+            # The store holds Ctrl-C until a run's transaction has ended and
+            # delivers it then: the run may well be saved. Count what the store holds.
+            if self._saved(runspec.run_id, outcome.status):
+                self._count(runspec, outcome)
+            raise
+        self._count(runspec, outcome)
+
+    def _saved(self, run_id: str, status: str) -> bool:
+        try:
+            row = self.store.con.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        except Exception:  # noqa: BLE001 - only for the count in a message
+            return False
+        return row is not None and (row[0] == status or status not in ("ok", "suspect"))
+
+    def _write(self, runspec: Any, outcome: Outcome) -> Outcome:
         kw = dict(
             study=self.study,
             runspec=runspec,
@@ -140,6 +181,9 @@ class _Committer:
         except ResultError as e:
             outcome = Outcome(outcome.run_id, "failed", None, f"ResultError: {e}", outcome.wall_time_s)
             self.store.write_run(status="failed", error=outcome.error, **kw)
+        return outcome
+
+    def _count(self, runspec: Any, outcome: Outcome) -> None:
         if outcome.status == "failed":
             self.summary.failed += 1
             self.summary.failed_run_ids.append(runspec.run_id)
@@ -185,7 +229,7 @@ def execute(
     summary = ExecutionSummary(total=len(runs), out_dir=out_dir)
     index = {r.run_id: i for i, r in enumerate(runs)}
     backend_name = getattr(backend, "name", type(backend).__name__)
-    with Store(out_dir) as store:
+    with Store(out_dir) as store, signals.terminate_as_interrupt() as termination:
         # ccbench.spec puts the backend into the run id, so sim and linux runs
         # of one study can share a directory. A run id stored from another
         # backend would be skipped as finished or overwritten: refuse.
@@ -206,9 +250,18 @@ def execute(
             if jobs == 1 or len(todo) <= 1:
                 _serial(todo, backend, committer)
             else:
-                _pool(todo, backend, committer, jobs)
+                _pool(todo, backend, committer, jobs, termination)
         except KeyboardInterrupt:
             summary.interrupted = True
+            summary.signal = termination.signum
+            progress.interrupted()
+        except SystemExit as e:
+            # The linux backend turns SIGTERM/SIGHUP during a run into its own
+            # SystemExit (Terminated, with .signum) after tearing the run down.
+            if getattr(e, "signum", None) not in signals.TERMINATING:
+                raise
+            summary.interrupted = True
+            summary.signal = e.signum  # type: ignore[attr-defined]
             progress.interrupted()
         finally:
             progress.finish()
@@ -220,13 +273,14 @@ def _serial(todo: Sequence[Any], backend: Any, committer: _Committer) -> None:
         committer.commit(runspec, run_one(backend, runspec))
 
 
-def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int) -> None:
+def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
+          termination: signals.Termination | None = None) -> None:
     # spawn, not fork: the parent holds a DuckDB connection and its threads.
     ctx = multiprocessing.get_context("spawn")
     queue = list(reversed(todo))  # pop() from the end = study order
     while queue:
         pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(queue)), mp_context=ctx,
-                                      initializer=_worker_init)
+                                      initializer=_worker_init, initargs=(os.getpid(),))
         inflight: dict[cf.Future, Any] = {}
         try:
             broken = False
@@ -263,18 +317,30 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int) -
                     break  # start a fresh pool for the rest
             pool.shutdown(wait=True)
         except KeyboardInterrupt:
-            _stop_pool(pool, inflight, committer)
+            _stop_pool(pool, inflight, committer, forward=termination is not None and termination.signum is not None)
             raise
         except BaseException:
             _stop_pool(pool, inflight, None)
             raise
 
 
-def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], committer: _Committer | None) -> None:
+def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], committer: _Committer | None,
+               forward: bool = False) -> None:
     """Stop after Ctrl-C: give running runs a moment, keep any that finished,
-    then terminate the workers."""
+    then terminate the workers. ``forward``: the interruption was a SIGTERM or
+    SIGHUP to this process alone; interrupt the workers' runs like Ctrl-C does."""
     for fut in inflight:
         fut.cancel()
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    if forward:
+        # SIGTERM, not SIGINT: a worker still starting up (no handlers yet) just exits;
+        # one in a run interrupts it like Ctrl-C, lets the backend clean up and exits.
+        for p in procs:
+            if p.is_alive() and p.pid is not None:
+                try:
+                    os.kill(p.pid, signal.SIGTERM)
+                except OSError:
+                    pass
     if committer is not None and inflight:
         try:
             done, _ = cf.wait(inflight, timeout=INTERRUPT_GRACE_S)
@@ -283,7 +349,6 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
                     committer.commit(inflight[fut], fut.result())
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop now
-    procs = list((getattr(pool, "_processes", None) or {}).values())
     for p in procs:
         if p.is_alive():
             p.terminate()

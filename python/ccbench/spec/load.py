@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from ccbench.errors import StudyError
 
-from . import cases, overrides, profiles, resolve
+from . import cases, cost, guard, overrides, profiles, resolve
 from .model import BACKENDS, StudyFile
 from .sweep import FieldError, _fields, _is_list, _is_model, _unwrap, dotted, parse_sweep
 
@@ -56,7 +56,7 @@ class Study:
     """A validated study file; :meth:`runs` gives its runs in a stable order."""
 
     def __init__(self, *, path: Path, source_text: str, document: dict, model: StudyFile, backend: str,
-                 axes: list, runs: list[RunSpec], profile: Optional[str] = None, profiles: tuple = ()):
+                 axes: list, runs: list["_Combo"], profile: Optional[str] = None, profiles: tuple = ()):
         self.path = path
         self.source_text = source_text
         self.document = document
@@ -68,7 +68,8 @@ class Study:
         self.sweep: dict[str, list[str]] = {a.key: list(a.labels) for a in axes}
         self.profile: Optional[str] = profile  # the profile applied, if any
         self.profiles: tuple[str, ...] = tuple(profiles)  # every profile the file defines
-        self._runs = runs
+        self._combos = runs
+        self.estimate: Optional[cost.Estimate] = None  # set by parse_study
 
     @property
     def results_name(self) -> str:
@@ -76,13 +77,17 @@ class Study:
         return self.name if self.profile is None else f"{self.name}-{self.profile}"
 
     def runs(self) -> list[RunSpec]:
-        """Sweep product (file order, last key fastest) × repetitions (innermost)."""
-        return [RunSpec(r.run_id, r.config_id, dict(r.params), r.repetition, r.seed,
-                        copy.deepcopy(r.config), [dict(m) for m in r.flow_meta]) for r in self._runs]
+        """Sweep product (file order, last key fastest) × repetitions (innermost); fresh objects
+        on every call (the caller may change them)."""
+        return [c.runspec(*r) for c in self._combos for r in c.reps]
+
+    def run_ids(self) -> list[str]:
+        """The run ids of :meth:`runs`, in the same order, without building the runs."""
+        return [r[2] for c in self._combos for r in c.reps]
 
     @property
     def n_runs(self) -> int:
-        return len(self._runs)
+        return sum(len(c.reps) for c in self._combos)
 
     def to_dict(self) -> dict:
         """JSON-able description of the study, for storing alongside its results."""
@@ -107,7 +112,8 @@ class Study:
 # ------------------------------------------------------------------ loading
 
 
-def load_study(path: Union[str, Path], *, backend: Optional[str] = None, profile: Optional[str] = None) -> Study:
+def load_study(path: Union[str, Path], *, backend: Optional[str] = None, profile: Optional[str] = None,
+               limits: Optional[cost.Limits] = cost.DEFAULT_LIMITS) -> Study:
     """Read and validate a study file.  ``backend`` overrides [study] backend;
     ``profile`` applies one of the file's [profiles] (ccbench.spec.profiles).
 
@@ -115,27 +121,26 @@ def load_study(path: Union[str, Path], *, backend: Optional[str] = None, profile
     """
     p = Path(path)
     shown = str(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise StudyError(f"{shown}: study file not found") from None
-    except IsADirectoryError:
-        raise StudyError(f"{shown}: is a directory, not a study file") from None
-    except OSError as e:
-        raise StudyError(f"{shown}: cannot read the study file: {e.strerror or e}") from None
+    data = guard.read_study_bytes(p, shown)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise StudyError(f"{shown}: line {line}: not valid UTF-8 text") from None
-    return parse_study(text, filename=shown, path=p, backend=backend, profile=profile)
+    return parse_study(text, filename=shown, path=p, backend=backend, profile=profile, limits=limits)
 
 
 def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = None,
-                backend: Optional[str] = None, profile: Optional[str] = None) -> Study:
-    """Validate study text (the contents of a study file), with ``profile`` applied if given."""
+                backend: Optional[str] = None, profile: Optional[str] = None,
+                limits: Optional[cost.Limits] = cost.DEFAULT_LIMITS) -> Study:
+    """Validate study text (the contents of a study file), with ``profile`` applied if given.
+
+    A study whose estimated cost (ccbench.spec.cost) is beyond ``limits`` is
+    refused with a StudyError; ``limits=None`` accepts any size.
+    """
+    text = guard.strip_bom(text)
     try:
-        doc = tomllib.loads(text)
+        doc = guard.loads(text, filename)
     except tomllib.TOMLDecodeError as e:
         raise StudyError(_toml_message(filename, e)) from None
 
@@ -172,9 +177,13 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
         raise StudyError(f"--backend: unknown backend (got {backend!r}; allowed: {', '.join(BACKENDS)})")
 
     fixed = prof.overrides if prof is not None else []
-    runs: list[RunSpec] = []
-    seen_ids: dict[str, dict] = {}
+    study_table = base.get("study")
+    cost.check_count(filename, axes, study_table.get("repetitions", 1) if isinstance(study_table, dict) else 1,
+                     limits)
+    combos: list[_Combo] = []
+    seen_ids: set[str] = set()
     first_model: Optional[StudyFile] = None
+    estimator: Optional[cost.Estimator] = None
     for combo in itertools.product(*(range(len(a.values)) for a in axes)):
         cdoc = cases.apply_all(base, axes, combo)
         where = _Where(cases.owners(axes, combo) + [(o.path, o.field) for o in fixed], axes, combo)
@@ -189,25 +198,86 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
             raise StudyError(_field_message(filename, e, cdoc, where)) from None
         if first_model is None:
             first_model = model
+            estimator = cost.Estimator(be)
         params = {a.key: a.labels[i] for a, i in zip(axes, combo)}
-        basis = {"config": config, "start_jitter_ns": jitters}
-        config_id = resolve.short_hash(basis)
+        basis_json = resolve.canonical({"config": config, "start_jitter_ns": jitters})
+        config_id = resolve.hash_text(basis_json)
+        reps = []
+        id_text = _RunIdText(model.study.name, be, model.study.seed, params, basis_json)
         for rep in range(model.study.repetitions):
             seed = resolve.derive_seed(model.study.seed, config_id, rep)
-            run_id = resolve.short_hash({
-                "study": model.study.name, "backend": be, "study_seed": model.study.seed,
-                "params": params, "config": basis, "repetition": rep,
-            })
+            run_id = id_text.run_id(rep)
             if run_id in seen_ids:  # pragma: no cover - 48-bit collision
                 raise StudyError(f"{filename}: sweep: two runs hash to the same run id {run_id}")
-            seen_ids[run_id] = params
-            final, flow_meta = resolve.finish(config, jitters, meta, seed)
-            runs.append(RunSpec(run_id, config_id, params, rep, seed, final, flow_meta))
+            seen_ids.add(run_id)
+            reps.append((rep, seed, run_id))
+        assert estimator is not None
+        estimator.add(config, len(reps), params)
+        combos.append(_Combo(config_id, params, config, jitters, meta, reps))
 
-    assert first_model is not None
-    return Study(path=path or Path(filename), source_text=text, document=original,
-                 model=first_model, backend=backend or first_model.study.backend, axes=axes, runs=runs,
-                 profile=profile, profiles=tuple(parsed))
+    assert first_model is not None and estimator is not None
+    estimate = estimator.check(filename, limits)
+    study = Study(path=path or Path(filename), source_text=text, document=original,
+                  model=first_model, backend=backend or first_model.study.backend, axes=axes, runs=combos,
+                  profile=profile, profiles=tuple(parsed))
+    study.estimate = estimate
+    return study
+
+
+class _RunIdText:
+    """resolve.short_hash of {study, backend, study_seed, params, config, repetition} for each
+    repetition, with everything but the repetition serialised once (keys in sorted order)."""
+
+    def __init__(self, name: str, backend: str, study_seed: int, params: dict, basis_json: str):
+        c = resolve.canonical
+        self.head = f'{{"backend":{c(backend)},"config":{basis_json},"params":{c(params)},"repetition":'
+        self.tail = f',"study":{c(name)},"study_seed":{c(study_seed)}}}'
+
+    def run_id(self, rep: int) -> str:
+        return resolve.hash_text(f"{self.head}{rep}{self.tail}")
+
+
+@dataclass
+class _Combo:
+    """One configuration of the sweep: its resolved config and its repetitions' (rep, seed, run_id)."""
+
+    config_id: str
+    params: dict
+    config: dict
+    jitters: list
+    meta: list
+    reps: list
+
+    def runspec(self, rep: int, seed: int, run_id: str) -> RunSpec:
+        return _LazyRunSpec(self, rep, seed, run_id)
+
+
+class _LazyRunSpec(RunSpec):
+    """A RunSpec whose config and flow_meta are built on first use, so that a study of
+    thousands of runs starts at once (each is built just before it runs). It pickles
+    as a plain RunSpec."""
+
+    def __init__(self, combo: _Combo, rep: int, seed: int, run_id: str):  # noqa: D107
+        self.__dict__.update(run_id=run_id, config_id=combo.config_id, params=dict(combo.params),
+                             repetition=rep, seed=seed, _combo=combo)
+
+    def _built(self, key: str) -> Any:
+        d = self.__dict__
+        if key not in d:
+            c = d["_combo"]
+            config, flow_meta = resolve.finish(c.config, c.jitters, c.meta, d["seed"])
+            d.setdefault("config", config)
+            d.setdefault("flow_meta", flow_meta)
+        return d[key]
+
+    config = property(lambda self: self._built("config"),  # type: ignore[assignment]
+                      lambda self, v: self.__dict__.__setitem__("config", v))
+    flow_meta = property(lambda self: self._built("flow_meta"),  # type: ignore[assignment]
+                         lambda self, v: self.__dict__.__setitem__("flow_meta", v))
+
+    def __reduce__(self) -> Any:
+        return (RunSpec, (self.run_id, self.config_id, self.params, self.repetition, self.seed, self.config,
+                          self.flow_meta))
 
 
 @dataclass

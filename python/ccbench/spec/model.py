@@ -10,6 +10,7 @@ backend, sender index in range, stop after start...) live in
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, List, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, StrictStr
@@ -18,6 +19,7 @@ from typing_extensions import Annotated
 
 from . import units
 from .expect import Expect
+from .limits import MAX_COUNT, MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
 # The congestion control algorithms each backend knows.  This is the one place
@@ -49,9 +51,11 @@ DELACK_NS = 40_000_000  # Linux TCP_DELACK_MIN
 
 
 def _unit(parse: Callable[[Any], Any]) -> PlainValidator:
+    cached = functools.lru_cache(maxsize=4096)(parse)  # a sweep validates the same strings many times
+
     def validate(value: Any) -> Any:
         try:
-            return parse(value)
+            return cached(value) if type(value) is str else parse(value)
         except units.UnitError as e:
             raise PydanticCustomError("ccbench_unit", "{problem}", {"problem": e.problem, "allowed": e.allowed})
 
@@ -112,7 +116,7 @@ class StudyInfo(Model):
     name: StrictStr = F(..., "a non-empty name such as 'cubic-vs-bbr-loss'", min_length=1)
     description: StrictStr = F("", "free text")
     backend: Literal["sim", "linux"] = F("sim", "one of " + ", ".join(repr(b) for b in BACKENDS))
-    repetitions: StrictInt = F(1, "a whole number >= 1", ge=1)
+    repetitions: StrictInt = F(1, f"a whole number from 1 to {MAX_REPETITIONS}", ge=1, le=MAX_REPETITIONS)
     duration: Time = F("30s", "a positive time such as '30s' or '1min'")
     seed: StrictInt = F(1, "a whole number from 0 to 2^63-1", ge=0, le=2**63 - 1)
     sample_interval: Time = F("100ms", "a positive time such as '100ms', at most the duration")
@@ -133,19 +137,19 @@ class Access(Model):
 def _senders(value: Any) -> Any:
     """`senders = N` is shorthand for N senders on the default access link."""
     if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise PydanticCustomError(
-                "ccbench_unit", "{problem}", {"problem": "must be at least 1", "allowed": SENDERS_ALLOWED}
-            )
+        if not 1 <= value <= MAX_SENDERS:
+            problem = "must be at least 1" if value < 1 else f"must be at most {MAX_SENDERS}"
+            raise PydanticCustomError("ccbench_unit", "{problem}", {"problem": problem, "allowed": SENDERS_ALLOWED})
         return [{} for _ in range(value)]
-    if isinstance(value, list) and not value:
-        raise PydanticCustomError(
-            "ccbench_unit", "{problem}", {"problem": "must not be empty", "allowed": SENDERS_ALLOWED}
-        )
+    if isinstance(value, list) and not 1 <= len(value) <= MAX_SENDERS:
+        raise PydanticCustomError("ccbench_unit", "{problem}", {
+            "problem": "must not be empty" if not value else f"must have at most {MAX_SENDERS} senders",
+            "allowed": SENDERS_ALLOWED})
     return value
 
 
-SENDERS_ALLOWED = "a number of senders (>= 1) or an array of tables like [{rate = '1Gbit', delay = '5ms'}]"
+SENDERS_ALLOWED = (f"a number of senders (1 to {MAX_SENDERS}) or an array of tables like "
+                   "[{rate = '1Gbit', delay = '5ms'}]")
 
 
 class Bottleneck(Model):
@@ -230,7 +234,8 @@ class Topology(Model):
 
 class Tcp(Model):
     mss: Mss = F(1448, MSS_ALLOWED)
-    init_cwnd: StrictInt = F(10, "a whole number of segments >= 1", ge=1)
+    init_cwnd: StrictInt = F(10, f"a whole number of segments from 1 to {MAX_CWND_SEGMENTS} (Linux's range)",
+                             ge=1, le=MAX_CWND_SEGMENTS)
     min_rto: Time = F("200ms", "a positive time such as '200ms'")
     delayed_ack: Literal["linux", "off"] = F("linux", "'linux' or 'off'")
     sack: StrictBool = F(True, "true or false")
@@ -246,7 +251,7 @@ class Tcp(Model):
 class Flow(Model):
     cca: StrictStr = F(..., "a congestion control algorithm name")
     kind: Literal["bulk", "rpc", "transfer"] = F("bulk", "'bulk', 'rpc' or 'transfer' (size bytes, then done)")
-    count: StrictInt = F(1, "a whole number >= 1", ge=1)
+    count: StrictInt = F(1, f"a whole number from 1 to {MAX_COUNT}", ge=1, le=MAX_COUNT)
     sender: StrictInt = F(0, "an index into topology.senders, from 0", ge=0)
     src: Optional[StrictStr] = F(None, "the sending host (general topology), e.g. 'a'")
     dst: Optional[StrictStr] = F(None, "the receiving host (general topology), e.g. 'b'")
@@ -263,7 +268,8 @@ class Flow(Model):
     response: Optional[Size] = F(None, "a positive size such as '100B' (rpc flows only)")
     think: Optional[Time] = F(None, units.TIME_ALLOWED + " (rpc flows only)")
     queue_class: StrictInt = F(0, "0 or 1: the queue these flows use at a twoclass bottleneck", ge=0, le=1)
-    cwnd_clamp: Optional[StrictInt] = F(None, "a whole number of segments >= 1 (a TCP-BPF style clamp)", ge=1)
+    cwnd_clamp: Optional[StrictInt] = F(None, f"a whole number of segments from 1 to {MAX_CWND_SEGMENTS} "
+                                        "(a TCP-BPF style clamp)", ge=1, le=MAX_CWND_SEGMENTS)
     max_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (caps the pacing rate, like SO_MAX_PACING_RATE)")
     tool: Literal["ccbench", "iperf3"] = F(
         "ccbench", "'ccbench' or 'iperf3' (linux backend, bulk flows: driven by iperf3, its JSON imported)")

@@ -24,7 +24,7 @@ Decisions written down here:
 
 from __future__ import annotations
 
-import copy
+import functools
 import hashlib
 import json
 from fractions import Fraction
@@ -33,8 +33,10 @@ from typing import Any, Optional
 
 from . import qdisc, units
 from . import network
+from .limits import MAX_COUNT, MAX_DURATION_NS, MIN_SAMPLE_INTERVAL_NS
 from .model import CCAS, DELACK_NS, HEADER_BYTES, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for
 from .sweep import FieldError, dotted
+from .tree import copy_tree
 
 
 def canonical(obj: Any) -> str:
@@ -42,7 +44,12 @@ def canonical(obj: Any) -> str:
 
 
 def short_hash(obj: Any) -> str:
-    return hashlib.sha256(canonical(obj).encode()).hexdigest()[:12]
+    return hash_text(canonical(obj))
+
+
+def hash_text(text: str) -> str:
+    """short_hash of an object whose canonical JSON is ``text``."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def derive_seed(study_seed: int, config_id: str, repetition: int) -> int:
@@ -58,6 +65,7 @@ def jitter_ns(seed: int, flow_id: int, jitter: int) -> int:
     return (int.from_bytes(h[:8], "big") * jitter) >> 64
 
 
+@functools.lru_cache(maxsize=4096)  # exact Fraction arithmetic; a sweep asks the same few many times
 def _bdp_bytes(multiple: Fraction, rate_bps: int, rtt_ns: int, mss: int) -> int:
     exact = Fraction(multiple) * rate_bps * rtt_ns / 8_000_000_000
     return max(floor(exact + Fraction(1, 2)), mss + HEADER_BYTES)
@@ -161,10 +169,14 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
     if st.duration <= 0:
         raise FieldError(("study", "duration"), "must be positive", units.format_time(st.duration),
                          "a positive time such as '30s'")
-    if not 0 < st.sample_interval <= st.duration:
-        raise FieldError(("study", "sample_interval"), "must be positive and at most study.duration "
-                         f"({units.format_time(st.duration)})", units.format_time(st.sample_interval),
-                         "a positive time such as '100ms'", related=("study.duration",))
+    if st.duration > MAX_DURATION_NS:
+        raise FieldError(("study", "duration"), f"must be at most {units.format_time(MAX_DURATION_NS)} (one day)",
+                         units.format_time(st.duration), "a positive time such as '30s', at most one day")
+    if not MIN_SAMPLE_INTERVAL_NS <= st.sample_interval <= st.duration:
+        raise FieldError(("study", "sample_interval"), "must be at least 1us (samples are stored in whole "
+                         f"microseconds) and at most study.duration ({units.format_time(st.duration)})",
+                         units.format_time(st.sample_interval), "a time such as '100ms'",
+                         related=("study.duration",))
     for name in ("min_rto", "rmem", "wmem"):
         if getattr(tcp, name) <= 0:
             v = getattr(tcp, name)
@@ -201,6 +213,9 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
         senders, bottleneck, reverse = _dumbbell(topo, tcp)
 
     # -- flows
+    if sum(f.count for f in m.flows) > MAX_COUNT:
+        raise FieldError(("flows",), f"more than {MAX_COUNT:,} flows in one run (the sum of flows.*.count)",
+                         sum(f.count for f in m.flows), f"at most {MAX_COUNT:,} flows")
     allowed_ccas = ccas_for(backend)
     flows: list[dict] = []
     jitters: list[int] = []
@@ -258,10 +273,14 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
                                      related=(dotted(loc + ("start",)), dotted(loc + ("stop",)), "study.duration"))
         latest_start = f.start + f.start_jitter
         if latest_start >= st.duration:
-            raise FieldError(loc + ("start",), f"start + start_jitter must be before the end of the run "
-                             f"(study.duration = {units.format_time(st.duration)})", units.format_time(f.start),
-                             f"a time below {units.format_time(st.duration)}",
-                             related=("study.duration", dotted(loc + ("start_jitter",))))
+            # Name the field that pushes the start past the end: start itself, or its jitter.
+            late = "start" if f.start >= st.duration or not f.start_jitter else "start_jitter"
+            raise FieldError(loc + (late,), "start + start_jitter must be before the end of the run "
+                             f"(study.duration = {units.format_time(st.duration)}; start = "
+                             f"{units.format_time(f.start)}, start_jitter = {units.format_time(f.start_jitter)})",
+                             units.format_time(getattr(f, late)),
+                             f"a time below {units.format_time(st.duration - (0 if late == 'start' else f.start))}",
+                             related=("study.duration", dotted(loc + ("start_jitter" if late == "start" else "start",))))
         if f.stop is not None:
             if f.stop <= latest_start:
                 what = "start + start_jitter" if f.start_jitter else "start"
@@ -365,6 +384,6 @@ def finish(config: dict, jitters: list[int], meta: list[dict], seed: int) -> tup
             "start_us": flow["start_ns"] // 1000,
             "stop_us": None if flow["stop_ns"] is None else flow["stop_ns"] // 1000,
         })
-    final = {"seed": seed, **copy.deepcopy(config)}
+    final = {"seed": seed, **copy_tree(config)}
     final["flows"] = flows
     return final, out_meta

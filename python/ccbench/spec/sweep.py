@@ -7,7 +7,6 @@ schema here; the values are checked later, exactly as if written in the file.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import typing
@@ -17,6 +16,7 @@ from typing import Any, Iterator, Optional
 from pydantic import BaseModel
 
 from .model import StudyFile
+from .tree import copy_tree
 
 # study.* fields that may vary between runs of one study (the others define the study).
 SWEEPABLE_STUDY_FIELDS = ("duration", "sample_interval")
@@ -225,18 +225,30 @@ def parse_sweep(raw: Any, doc: dict) -> list[Axis]:
 
 
 def apply(doc: dict, axes: list[Axis], combo: tuple[int, ...]) -> dict:
-    """A copy of ``doc`` with each axis set to its value number ``combo[i]``."""
-    out = copy.deepcopy(doc)
+    """``doc`` with each axis set to its value number ``combo[i]``.
+
+    Only the tables and arrays on the swept paths are copied; the rest is
+    shared with ``doc`` (fast for a sweep of thousands of combinations):
+    read the result, do not change it in place.
+    """
+    out = dict(doc)
+    fresh = {id(out)}  # containers of `out` that are copies, safe to change
     for axis, i in zip(axes, combo):
-        node = out
+        node: Any = out
         for p, nxt in zip(axis.path[:-1], axis.path[1:]):
-            if isinstance(node, list):
-                node = node[p]
-                continue
-            if p not in node or not isinstance(node[p], (dict, list)):
-                node[p] = [] if isinstance(nxt, int) else {}
-            node = node[p]
-        node[axis.path[-1]] = copy.deepcopy(axis.values[i])
+            child = node[p] if isinstance(node, list) else node.get(p)
+            if not isinstance(child, (dict, list)):
+                if isinstance(node, list):  # e.g. flows = [1]: validation names that entry
+                    node = None
+                    break
+                child = [] if isinstance(nxt, int) else {}
+            elif id(child) not in fresh:
+                child = dict(child) if isinstance(child, dict) else list(child)
+            fresh.add(id(child))
+            node[p] = child
+            node = child
+        if node is not None:
+            node[axis.path[-1]] = copy_tree(axis.values[i])
     return out
 
 

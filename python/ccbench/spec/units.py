@@ -89,7 +89,10 @@ class Buffer:
         return f"{_fmt_num(Fraction(self.amount))}bdp"
 
 
-_NUMBER = re.compile(r"^\s*([+-]?)\s*(\d+(?:\.\d*)?|\.\d+)\s*(.*?)\s*$", re.DOTALL)
+# ASCII digits only: Python's \d would also read full-width '１００' or Arabic-Indic digits.
+_NUMBER = re.compile(r"^\s*([+-]?)\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(.*?)\s*$", re.DOTALL)
+_MAX_DIGITS = 30  # more is a typo (and would only overflow the simulator's 64-bit fields)
+MAX_VALUE = 2**63 - 1  # every value in base units fits a signed 64-bit integer (ns, bit/s, bytes)
 
 _SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BIN = {"ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
@@ -122,8 +125,13 @@ def _split(value: Any, allowed: str, example_unit: str) -> tuple[str, Decimal, s
         raise UnitError(f"expected a string with a unit, not a {_toml_type(value)}", allowed)
     m = _NUMBER.match(value)
     if not m:
+        if any(c.isdigit() and not c.isascii() for c in value):
+            raise UnitError("write the number with ASCII digits 0-9 (it has other digits, e.g. full-width)",
+                            allowed)
         raise UnitError("does not start with a number", allowed)
     sign, num, unit = m.groups()
+    if len(num) > _MAX_DIGITS:
+        raise UnitError(f"the number has more than {_MAX_DIGITS} digits", allowed)
     try:
         mag = Decimal(num)
     except InvalidOperation:  # pragma: no cover - the regex only admits decimals
@@ -137,6 +145,8 @@ def _whole(x: Decimal | Fraction, what: str, allowed: str) -> int:
     f = Fraction(x)
     if f.denominator != 1:
         raise UnitError(f"not a whole number of {what}", allowed)
+    if abs(f) > MAX_VALUE:
+        raise UnitError(f"too large (more than 2^63-1 {what})", allowed)
     return int(f)
 
 

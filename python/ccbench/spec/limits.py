@@ -1,0 +1,25 @@
+"""Hard maxima of the study schema (raising them needs a code change, on purpose).
+
+They bound what one study *describes*; what it would *cost* to run (runs,
+simulated packets, sample rows, disk, memory) is estimated and limited in
+:mod:`ccbench.spec.cost`, and those limits a user can raise (``--allow-large``).
+
+* Counts (flows per [[flows]] entry, senders, repetitions): 10,000 each —
+  far beyond any dumbbell experiment (the largest ready study has 33 flows),
+  low enough that a typo of a few digits is caught before a list of a
+  billion entries is built.
+* Duration: one day of simulated or real time.
+* Sample interval: at least 1 µs — samples are stored in whole microseconds,
+  so a finer interval only repeats timestamps.
+* ``init_cwnd`` and ``cwnd_clamp``: 1 .. 2^31-1 segments, as Linux: the
+  initcwnd route attribute is a u32 taken as min(initcwnd, snd_cwnd_clamp),
+  the clamp defaults to ~0, and the kernel's tcp_snd_cwnd_set() warns on a
+  window that is not a positive int (TCP_BPF_SNDCWND_CLAMP takes an int > 0).
+"""
+
+MAX_COUNT = 10_000
+MAX_SENDERS = 10_000
+MAX_REPETITIONS = 10_000
+MAX_DURATION_NS = 86_400 * 10**9
+MIN_SAMPLE_INTERVAL_NS = 1_000
+MAX_CWND_SEGMENTS = 2**31 - 1
