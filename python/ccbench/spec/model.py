@@ -227,3 +227,4 @@ class StudyFile(Model):
     flows: List[Flow] = F(..., "an array of tables [[flows]] with at least cca = '...'", min_length=1)
     sweep: Any = F(None, "a table of dotted paths to lists of values")
     analysis: Analysis = F({}, "a table {steady_after, collapse_fraction, collapse_min, converge_jfi}")
+    cluster: Any = F(None, "a table of cluster settings for `ccbench run --cluster` (checked there)")
