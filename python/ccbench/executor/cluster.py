@@ -60,7 +60,7 @@ from ccbench.executor.local import INTERRUPT_GRACE_S, Outcome, _error_text, run_
 
 LINUX_RESOURCE = "ccbench-linux"
 LINUX_LOCK = "/run/ccbench/linux-runs.lock"
-CONNECT_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 5.0
 WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
 
 
@@ -511,6 +511,12 @@ class ClusterRunner:
         if entry is None:
             return
         _, rs, attempt = entry
+        if fut.status in ("pending", "lost"):
+            # Done, then lost with its worker before we fetched it: the
+            # scheduler computes it again; wait for that.
+            self.pending[fut.key] = entry
+            fut.add_done_callback(self.done_q.put)
+            return
         if fut.status == "finished":
             kind, payload = fut.result()
             fut.release()
@@ -534,13 +540,16 @@ class ClusterRunner:
         else:
             exc = fut.exception()
             name = type(exc).__name__
-            if name != "KilledWorker":  # the run itself could not be sent or returned
+            if exc is not None and name != "KilledWorker":  # the run itself could not be sent or returned
                 self.committed.add(rs.run_id)
                 committer.commit(rs, Outcome(rs.run_id, "failed", None, _error_text(exc), 0.0))
                 return
-            why = f"the worker running it died ({' '.join(str(exc).split())})"
+            why = f"the worker running it died ({' '.join(str(exc).split()) or fut.status})"
         self.lost.setdefault(rs.run_id, []).append(why)
         if attempt < self.retries:
+            report = getattr(committer.progress, "run_retried", None)
+            if report is not None:
+                report(rs, f"{why} (try {attempt + 2} of {self.retries + 1})")
             self._submit(rs, attempt + 1, backend)
             return
         n = attempt + 1

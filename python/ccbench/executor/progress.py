@@ -59,6 +59,10 @@ class PlainProgress(Progress):
             line += f": {_first_line(outcome.error)}"
         self.console.print(escape(line), highlight=False, soft_wrap=True)
 
+    def run_retried(self, runspec: Any, why: str) -> None:
+        """Dask executor: a run lost with its worker goes out again."""
+        self.console.print(escape(f"retrying {_label(runspec)}: {why}"), highlight=False, soft_wrap=True)
+
     def cluster_status(self, workers: int, inflight: int) -> None:
         """Dask executor: a line whenever the number of workers changes."""
         if workers != getattr(self, "_workers", None):
@@ -102,6 +106,9 @@ class BarProgress(Progress):
                 highlight=False,
             )
         self.bar.advance(self.task)
+
+    def run_retried(self, runspec: Any, why: str) -> None:
+        self.console.print(f"[yellow]retrying[/yellow] {escape(_label(runspec))}: {escape(why)}", highlight=False)
 
     def cluster_status(self, workers: int, inflight: int) -> None:
         """Dask executor: workers up and runs in flight, after the ETA."""
