@@ -279,9 +279,13 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
         return handle
     if cfg.kind == "local":
         with dask.config.set(own):
-            cluster = distributed.LocalCluster(
-                n_workers=cfg.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                resources={LINUX_RESOURCE: 1}, silence_logs=logging.CRITICAL, host="127.0.0.1")
+            try:
+                cluster = distributed.LocalCluster(
+                    n_workers=cfg.workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                    resources={LINUX_RESOURCE: 1}, silence_logs=logging.CRITICAL, host="127.0.0.1")
+            except (RuntimeError, OSError, TimeoutError) as e:
+                raise UsageError(f"--cluster local:{cfg.workers}: the local Dask cluster did not start "
+                                 f"({_reason(e)})") from None
         client = distributed.Client(cluster, set_as_default=False)
         handle = ClusterHandle(cfg, client, cluster)
         try:
