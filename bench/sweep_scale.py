@@ -50,15 +50,12 @@ seed = 3
 sample_interval = "10ms"
 [topology]
 senders = 2
-[topology.bottleneck]
-rate = "300Mbit"
-delay = "10ms"
-buffer = "1bdp"
+bottleneck = { rate = "300Mbit", delay = "10ms", buffer = "1bdp" }
 [[flows]]
 cca = "cubic"
 [[flows]]
-cca = "bbr"
 sender = 1
+cca = "bbr"
 [sweep]
 "topology.bottleneck.loss" = ["0%", "0.1%", "0.5%", "1%"]
 "flows.0.cca" = ["cubic", "reno", "bbr"]
