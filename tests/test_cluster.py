@@ -306,8 +306,7 @@ cca = "cubic"
 """
 
 
-def test_linux_sweep_on_a_local_cluster_leaves_nothing(tmp_path, capsys):
-    from ccbench.backends.linux import cleanup
+def need_linux() -> None:
     from ccbench.backends.linux.backend import environment_problems
 
     if os.geteuid() != 0 or environment_problems():
@@ -315,6 +314,12 @@ def test_linux_sweep_on_a_local_cluster_leaves_nothing(tmp_path, capsys):
         if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
             pytest.skip(f"linux backend unavailable ({why}); CCBENCH_SKIP_ROOT_TESTS=1")
         pytest.fail(f"the linux-backend cluster test needs root and the linux backend: {why}", pytrace=False)
+
+
+def test_linux_sweep_on_a_local_cluster_leaves_nothing(tmp_path, capsys):
+    from ccbench.backends.linux import cleanup
+
+    need_linux()
     before = {r.token for r in cleanup.find(include_live=True)}
     p = tmp_path / "linux.toml"
     p.write_text(LINUX)
@@ -338,3 +343,49 @@ def test_local_cluster_matches_serial(study_file, serial, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["run", str(study_file), "--out", str(out), "--cluster", "local:2"]) == 0
     assert_same_as_serial(out, serial)
+
+
+def test_ctrl_c_stops_linux_runs_on_a_local_cluster_and_leaves_nothing(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) while a 30 s linux run
+    is in a LocalCluster worker: the client tells the workers to stop, the
+    run is interrupted and cleans up, exit 130 within seconds."""
+    from ccbench.backends.linux import cleanup
+
+    need_linux()
+    p = tmp_path / "linux.toml"
+    p.write_text(LINUX.replace('duration = "2s"', 'duration = "30s"'))
+    proc = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(p), "--backend", "linux", "--out",
+                             str(tmp_path / "out"), "--cluster", "local:2"],
+                            env={**os.environ, "PYTHONPATH": PYTHONPATH}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def ours():
+        found = []
+        for r in cleanup.find(include_live=True):
+            try:
+                stat = Path(f"/proc/{r.owner}/stat").read_text()
+            except (OSError, TypeError):
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == proc.pid:  # owned by one of its workers
+                found.append(r)
+        return found
+
+    try:
+        t0 = time.monotonic()
+        while not any(r.dir and (r.dir / "emu.stats.jsonl").exists() for r in ours()):
+            assert proc.poll() is None and time.monotonic() - t0 < 150, "no linux run started"
+            time.sleep(0.3)
+        tokens = {r.token for r in ours()}
+        os.killpg(proc.pid, signal.SIGINT)
+        t1 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        stopped = time.monotonic() - t1
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted: 0 of 2 runs are finished" in err, err
+    assert stopped < 25, f"took {stopped:.0f} s to stop (a 30 s run was not interrupted)"
+    left = [r for r in cleanup.find(include_live=True) if r.token in tokens and not r.empty()]
+    assert not left, [r.describe() for r in left]

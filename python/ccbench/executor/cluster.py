@@ -62,6 +62,8 @@ LINUX_RESOURCE = "ccbench-linux"
 LINUX_LOCK = "/run/ccbench/linux-runs.lock"
 CONNECT_TIMEOUT_S = 5.0
 WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
+STOP_TIMEOUT_S = 5.0  # how long telling the workers to stop may take
+LINUX_STOP_GRACE_S = 30.0  # how long interrupted linux runs may take to clean up
 
 
 # ---------------------------------------------------------------- results on the wire
@@ -135,7 +137,12 @@ def machine_lock(path: str = LINUX_LOCK):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        while True:  # polled, not blocking: a stop (stop_sweep) can interrupt the wait
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.05)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -183,6 +190,15 @@ def stop_sweep(sweep: str) -> int:
                 _set_async_exc(tid, KeyboardInterrupt)
                 n += 1
     return n
+
+
+def own_process_group() -> int:
+    """On a LocalCluster's workers and nannies (client.run): leave the
+    terminal's process group, so Ctrl-C reaches only the client, which stops
+    the sweep in order (stop_sweep) instead of every process at once."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    return os.getpgrp()
 
 
 def linux_problems(ccas: Sequence[str], dask_worker: Any = None) -> list[str]:
@@ -261,8 +277,7 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
 
     _quiet_logs()
     own = {"distributed.scheduler.allowed-failures": 0,
-           "distributed.admin.tick.limit": "1h",  # a long linux run is no hang
-           "distributed.worker.daemon": False}
+           "distributed.admin.tick.limit": "1h"}  # a long linux run is no hang
     if cfg.kind == "tcp":
         try:
             client = distributed.Client(cfg.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
@@ -282,7 +297,9 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
             try:
                 cluster = distributed.LocalCluster(
                     n_workers=cfg.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                    resources={LINUX_RESOURCE: 1}, silence_logs=logging.CRITICAL, host="127.0.0.1")
+                    resources={LINUX_RESOURCE: 1}, silence_logs=logging.CRITICAL, host="127.0.0.1",
+                    # no dashboard; its small HTTP server on any free port, not 8787
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
             except (RuntimeError, OSError, TimeoutError) as e:
                 raise UsageError(f"--cluster local:{cfg.workers}: the local Dask cluster did not start "
                                  f"({_reason(e)})") from None
@@ -290,6 +307,8 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
         handle = ClusterHandle(cfg, client, cluster)
         try:
             _wait_for_workers(handle, None, status, want=cfg.workers)
+            client.run(own_process_group, nanny=True)
+            client.run(own_process_group)
         except BaseException:
             handle.close()
             raise
@@ -564,11 +583,16 @@ class ClusterRunner:
 
     def _stop(self, committer: Any) -> None:
         """Tell the workers to stop this sweep; keep what finishes within the grace period."""
-        with contextlib.suppress(BaseException):
-            self.client.run(stop_sweep, self.sweep, on_error="return")
+        # In a thread: a worker that does not answer must not hold up the stop.
+        t = threading.Thread(target=lambda: self.client.run(stop_sweep, self.sweep, on_error="return"),
+                             daemon=True)
+        t.start()
+        with contextlib.suppress(KeyboardInterrupt):
+            t.join(STOP_TIMEOUT_S)
         try:
             if committer is not None:
-                deadline = time.monotonic() + INTERRUPT_GRACE_S
+                # linux runs were interrupted and clean up (namespaces, processes): wait for that
+                deadline = time.monotonic() + (LINUX_STOP_GRACE_S if self.linux else INTERRUPT_GRACE_S)
                 while self.pending and time.monotonic() < deadline:
                     try:
                         fut = self.done_q.get(timeout=max(0.01, deadline - time.monotonic()))
