@@ -355,7 +355,9 @@ def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) ->
     cls = _batch_cluster_class(cfg.kind)
     kw: dict[str, Any] = dict(
         cores=cfg.cores, processes=cfg.cores, memory=cfg.memory, walltime=cfg.walltime,
-        queue=cfg.queue, account=cfg.account, job_extra_directives=list(cfg.job_extra),
+        queue=cfg.queue, account=cfg.account,
+        # PBS and SGE jobs inherit the submitting environment only when asked (Slurm does by default)
+        job_extra_directives=(["-V"] if cfg.kind in ("pbs", "sge") else []) + list(cfg.job_extra),
         worker_extra_args=["--resources", f"{LINUX_RESOURCE}=1"],
         scheduler_options={"dashboard_address": None},
         log_directory=cfg.log_directory, silence_logs="critical",
