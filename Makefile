@@ -5,7 +5,7 @@ PYTHON ?= python3
 PIP    := $(PYTHON) -m pip
 STAMP  := .make-stamps
 
-.PHONY: run test install install-dev rust-test py-test bench clean
+.PHONY: run test install install-dev rust-test py-test bench bench-cluster clean
 
 run: install
 	$(PYTHON) -m ccbench run studies/quickstart.toml
@@ -31,19 +31,25 @@ install: $(STAMP)/toolchain
 	$(PIP) install --quiet --disable-pip-version-check -e .
 
 install-dev: $(STAMP)/toolchain
-	$(PIP) install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PIP) install --quiet --disable-pip-version-check -e '.[dev,cluster]'
 	@command -v ip >/dev/null 2>&1 || { \
 	  echo "installing iproute2 (the linux backend builds namespaces with ip)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2; }
 	@command -v iperf3 >/dev/null 2>&1 || { \
 	  echo "installing iperf3 (the linux backend's tool = \"iperf3\" flows; tested)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3; }
+	@command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 || { \
+	  echo "installing Debian's slurm-wlm and munge (the --cluster slurm test starts a one-node Slurm)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slurm-wlm munge; }
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium (the HTML report test renders the report in it)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 bench: install
 	$(PYTHON) bench/sim_speed.py
+
+bench-cluster: install-dev
+	$(PYTHON) bench/sweep_scale.py
 
 clean:
 	rm -rf $(STAMP) target build dist python/ccbench/*.so

@@ -1,6 +1,7 @@
 """The ccbench command line.
 
     ccbench run STUDY [--backend sim|linux] [--out DIR] [--jobs N] [--profile NAME | --quick]
+                      [--cluster local:N|tcp://HOST:PORT|slurm|pbs|sge [--queue Q --cores N ...]]
     ccbench ls [RESULTS]
     ccbench show RUN [--results DIR] [--format table|csv|json]
     ccbench show RESULTS [--format table|csv|json]   (statistics per configuration, flagged runs)
@@ -157,17 +158,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
-    jobs = worker_count(args.jobs)
+    from ccbench.executor.cluster_config import from_args as cluster_from_args
+
+    cluster = cluster_from_args(args, study)
+    jobs = worker_count(args.jobs) if cluster is None else 1
     out = Path(args.out) if args.out is not None else default_results_dir(study.results_name)
 
     out_c, err_c = console.stdout(), console.stderr()
-    if study.backend == "linux" and jobs > 1:
+    if cluster is not None:
+        from ccbench.executor.cluster import execute_on_cluster
+
+        summary = execute_on_cluster(study, runs, backend, out, cluster, progress=make_progress(out_c),
+                                     status=lambda s: err_c.print(s, soft_wrap=True, highlight=False))
+    elif study.backend == "linux" and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
         err_c.print(f"note: --jobs {args.jobs} ignored: linux runs are real time and run one at a time",
                     soft_wrap=True)
         jobs = 1
-    summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c))
+    if cluster is None:
+        summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c))
     if summary.interrupted:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
         if args.backend:
@@ -178,6 +188,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             resume += ["--jobs", str(args.jobs)]
         if args.allow_large:
             resume += ["--allow-large"]
+        if args.cluster is not None:
+            resume += ["--cluster"] + ([args.cluster] if args.cluster else [])
         done = summary.skipped + summary.ok + summary.suspect
         err_c.print(
             f"interrupted: {done} of {summary.total} runs are finished and saved in {out}; "
@@ -460,6 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quick", action="store_true", help="the same as --profile quick")
     r.add_argument("--allow-large", action="store_true",
                    help="run a study beyond the size limits (runs, packets, rows, disk, memory; see README)")
+    from ccbench.executor import cluster_config
+
+    cluster_config.add_arguments(r)
     r.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("ls", help="list studies and runs in a results directory")

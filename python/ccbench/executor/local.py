@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ccbench import degenerate
 from ccbench.backends import ResultError, RunResult
@@ -208,6 +208,7 @@ def execute(
     out_dir: str | Path,
     jobs: int = 1,
     progress: Progress | None = None,
+    runner: Callable[[Sequence[Any], Any, Any], None] | None = None,
 ) -> ExecutionSummary:
     """Run every run of ``runs`` not already finished in ``out_dir``'s store.
 
@@ -221,6 +222,9 @@ def execute(
     is started, runs not yet started are dropped, what was committed stays,
     and the summary comes back with ``interrupted=True`` — the caller tells
     the user how to resume and exits 130.
+
+    ``runner(todo, backend, committer)``, when given, runs the runs instead
+    (the Dask executor, :mod:`ccbench.executor.cluster`); ``jobs`` is then unused.
     """
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
@@ -247,7 +251,9 @@ def execute(
         committer = _Committer(store, study.name, backend_name, index, summary, progress)
         progress.start(len(runs), summary.skipped, len(todo))
         try:
-            if jobs == 1 or len(todo) <= 1:
+            if runner is not None:
+                runner(todo, backend, committer)
+            elif jobs == 1 or len(todo) <= 1:
                 _serial(todo, backend, committer)
             else:
                 _pool(todo, backend, committer, jobs, termination)

@@ -59,6 +59,17 @@ class PlainProgress(Progress):
             line += f": {_first_line(outcome.error)}"
         self.console.print(escape(line), highlight=False, soft_wrap=True)
 
+    def run_retried(self, runspec: Any, why: str) -> None:
+        """Dask executor: a run lost with its worker goes out again."""
+        self.console.print(escape(f"retrying {_label(runspec)}: {why}"), highlight=False, soft_wrap=True)
+
+    def cluster_status(self, workers: int, inflight: int) -> None:
+        """Dask executor: a line whenever the number of workers changes."""
+        if workers != getattr(self, "_workers", None):
+            self._workers = workers
+            self.console.print(f"cluster: {workers} worker{'s' if workers != 1 else ''} up, "
+                               f"{inflight} run{'s' if inflight != 1 else ''} in flight", highlight=False)
+
 
 class BarProgress(Progress):
     """A rich progress bar (runs done/total, elapsed, ETA); failures printed above it."""
@@ -73,6 +84,7 @@ class BarProgress(Progress):
             TimeElapsedColumn(),
             TextColumn("• ETA"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[cluster]}"),
             console=console,
             transient=False,
         )
@@ -83,7 +95,7 @@ class BarProgress(Progress):
             self.console.print(f"{done} of {total} runs already finished; running {todo}", highlight=False)
         self.bar.start()
         # Count only this invocation's runs so the ETA is not skewed by skipped ones.
-        self.task = self.bar.add_task("runs", total=todo)
+        self.task = self.bar.add_task("runs", total=todo, cluster="")
 
     def run_finished(self, runspec: Any, outcome: Outcome) -> None:
         if outcome.status != "ok":
@@ -94,6 +106,14 @@ class BarProgress(Progress):
                 highlight=False,
             )
         self.bar.advance(self.task)
+
+    def run_retried(self, runspec: Any, why: str) -> None:
+        self.console.print(f"[yellow]retrying[/yellow] {escape(_label(runspec))}: {escape(why)}", highlight=False)
+
+    def cluster_status(self, workers: int, inflight: int) -> None:
+        """Dask executor: workers up and runs in flight, after the ETA."""
+        if self.task is not None:
+            self.bar.update(self.task, cluster=f"• {workers} workers, {inflight} in flight")
 
     def finish(self) -> None:
         self.bar.stop()

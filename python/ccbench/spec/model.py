@@ -333,3 +333,4 @@ class StudyFile(Model):
     analysis: Analysis = F({}, "a table {steady_after, collapse_fraction, collapse_min, converge_jfi}")
     # [[expect]]: what must hold in the results (ccbench.spec.expect)
     expect: List[Expect] = F([], "an array of tables [[expect]] with metric, op and value (see spec/expect.py)")
+    cluster: Any = F(None, "a table of cluster settings for `ccbench run --cluster` (checked there)")

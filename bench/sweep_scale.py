@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Sweep throughput: one 48-run sim sweep (runs of about 0.3 s) four ways.
+
+    python bench/sweep_scale.py [--only serial,jobs2,local2,sched2]
+
+1. serial (``ccbench run``), 2. ``--jobs 2`` (process pool), 3. ``--cluster
+local:2`` (an embedded LocalCluster), 4. a ``dask scheduler`` and two ``dask
+worker`` processes started here (``--cluster tcp://...``).
+
+For each: wall time of the sweep (start-up of the cluster shown apart),
+runs per second, speed-up over serial, and the per-run overhead: on each
+worker process, the gap between the end of one run and the start of its
+next (median and p90 over all gaps; this includes committing, moving the
+result and scheduling, i.e. whatever keeps a worker from running runs).
+"Dask over pool" = median gap of a Dask path minus the process pool's.
+
+Targets (issue 14): >= 1.8x serial with 2 workers on a 2-core machine;
+Dask's per-run overhead over the pool <= 30 ms (median). The figures mean
+little on a machine other work is loading: the bench prints the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import ccbench  # noqa: E402
+from ccbench.executor import execute  # noqa: E402
+from ccbench.spec import parse_study  # noqa: E402
+from ccbench.store import Store  # noqa: E402
+
+from _timed_backend import TimedSim  # noqa: E402
+
+STUDY = """
+[study]
+name = "sweep-scale"
+duration = "12s"
+repetitions = 4
+seed = 3
+sample_interval = "10ms"
+[topology]
+senders = 2
+bottleneck = { rate = "300Mbit", delay = "10ms", buffer = "1bdp" }
+[[flows]]
+cca = "cubic"
+[[flows]]
+sender = 1
+cca = "bbr"
+[sweep]
+"topology.bottleneck.loss" = ["0%", "0.1%", "0.5%", "1%"]
+"flows.0.cca" = ["cubic", "reno", "bbr"]
+"""
+
+
+def gaps(out: Path) -> tuple[list[float], list[float]]:
+    """(gaps between consecutive runs on the same worker process, run wall times), seconds."""
+    with Store.open_existing(out) as s:
+        stats = [r.stats for r in s.runs() if r.stats]
+    by_pid: dict[int, list[tuple[float, float]]] = {}
+    for st in stats:
+        by_pid.setdefault(st["bench_pid"], []).append((st["bench_start"], st["bench_end"]))
+    g = []
+    for spans in by_pid.values():
+        spans.sort()
+        g += [b[0] - a[1] for a, b in zip(spans, spans[1:])]
+    return g, [st["bench_end"] - st["bench_start"] for st in stats]
+
+
+def start_scheduler_and_workers(tmp: Path, n: int) -> tuple[str, list[subprocess.Popen]]:
+    env = dict(os.environ)
+    sched_file = tmp / "scheduler.json"
+    procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(sched_file)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    while not (sched_file.exists() and sched_file.stat().st_size):
+        time.sleep(0.1)
+    address = json.loads(sched_file.read_text())["address"]
+    for i in range(n):
+        procs.append(subprocess.Popen([sys.executable, "-m", "dask", "worker", address, "--nthreads", "1",
+                                       "--no-dashboard", "--name", f"bench{i}"],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return address, procs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="serial,jobs2,local2,sched2", help="comma-separated subset")
+    args = ap.parse_args()
+    which = args.only.split(",")
+    # workers (pool, LocalCluster, dask worker) import _timed_backend by name
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(ccbench.__file__).parents[1]), str(HERE)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    study = parse_study(STUDY, filename="sweep-scale.toml")
+    runs = study.runs()
+    backend = TimedSim()
+    tmp = Path(tempfile.mkdtemp(prefix="ccbench-sweep-scale-"))
+    print(f"ccbench {ccbench.__version__}; {len(runs)} sim runs; {os.cpu_count()} CPUs; "
+          f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    rows = []
+    for name in which:
+        out = tmp / name
+        startup = 0.0
+        if name == "serial":
+            t0 = time.perf_counter()
+            execute(study, runs, backend, out, jobs=1)
+        elif name == "jobs2":
+            t0 = time.perf_counter()
+            execute(study, runs, backend, out, jobs=2)
+        else:
+            from ccbench.executor.cluster import ClusterRunner, open_cluster, preflight
+            from ccbench.executor.cluster_config import resolve
+
+            procs: list[subprocess.Popen] = []
+            s0 = time.perf_counter()
+            if name == "local2":
+                cfg = resolve("local:2")
+            else:
+                address, procs = start_scheduler_and_workers(tmp, 2)
+                cfg = resolve(address)
+            handle = open_cluster(cfg)
+            try:
+                while len(handle.client.scheduler_info(n_workers=-1)["workers"]) < 2:
+                    time.sleep(0.1)
+                preflight(handle, "sim", ())
+                startup = time.perf_counter() - s0
+                t0 = time.perf_counter()
+                execute(study, runs, backend, out, runner=ClusterRunner(handle, "sim"))
+                wall = time.perf_counter() - t0  # the sweep, not the shutdown
+            finally:
+                handle.close()
+                for p in procs:
+                    p.terminate()
+                for p in procs:
+                    p.wait(20)
+        if name in ("serial", "jobs2"):
+            wall = time.perf_counter() - t0
+        g, w = gaps(out)
+        rows.append((name, wall, startup, g, w))
+        print(f"  {name}: {wall:.2f} s", flush=True)
+
+    serial = next((r[1] for r in rows if r[0] == "serial"), None)
+    pool_gap = next((statistics.median(r[3]) for r in rows if r[0] == "jobs2" and r[3]), None)
+    label = {"serial": "serial", "jobs2": "--jobs 2", "local2": "--cluster local:2",
+             "sched2": "scheduler + 2 workers"}
+    print()
+    print(f"{'executor':24} {'wall s':>7} {'start-up s':>10} {'runs/s':>7} {'x serial':>8} "
+          f"{'run s (med)':>11} {'gap ms med':>10} {'gap ms p90':>10} {'over pool ms':>12}")
+    for name, wall, startup, g, w in rows:
+        med = statistics.median(g) * 1e3 if g else float("nan")
+        p90 = sorted(g)[int(0.9 * (len(g) - 1))] * 1e3 if g else float("nan")
+        over = f"{med - pool_gap * 1e3:+.1f}" if pool_gap is not None and name not in ("serial", "jobs2") else "–"
+        ratio = f"{serial / wall:.2f}" if serial else "–"
+        print(f"{label[name]:24} {wall:7.2f} {startup:10.2f} {len(runs) / wall:7.2f} {ratio:>8} "
+              f"{statistics.median(w):11.3f} {med:10.1f} {p90:10.1f} {over:>12}")
+    print(f"\nload average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; results in {tmp}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,635 @@
+"""Running a study's runs on a Dask cluster (``ccbench run --cluster``).
+
+The client (the process that ran ``ccbench run``) stays the only writer of
+the results store: workers run ``backend.run`` and send the outcome back, the
+result tables as Arrow IPC streams (not JSON text), and the client commits
+each run the moment its result returns, through the same committer as local
+runs (:func:`ccbench.executor.local.execute` with a ``runner``).
+
+Order of work, so that bad input costs nothing:
+
+1. :func:`open_cluster` starts or reaches the cluster (LocalCluster, a
+   scheduler address, or dask-jobqueue batch jobs, whose job script is
+   checked by the batch system first) — any problem is a UsageError;
+2. :func:`preflight` asks every worker which ccbench and which compiled core
+   (sha256 of the ``_core`` library) it has, and for the linux backend
+   whether it can run linux runs — any problem is one UsageError naming the
+   worker;
+3. only then the store is opened and the runs go out.
+
+A worker that dies mid-run costs only that run: the scheduler reports the
+task as lost (``KilledWorker``; clusters ccbench starts itself get
+``distributed.scheduler.allowed-failures = 0`` so the decision is ccbench's),
+and the run is submitted again under a new key, up to ``retries`` more
+times, then recorded as failed with the reason. A run is committed at most
+once per invocation whatever comes back late.
+
+Linux runs ask for the worker resource ``ccbench-linux=1`` (each worker
+offers one, so it runs one linux run at a time) and take a machine-wide lock
+(``/run/ccbench/linux-runs.lock``), so two workers on one host never run
+linux runs at the same time.
+
+Ctrl-C: every worker is told to start no more runs of this sweep and to
+interrupt the linux runs it is in (they clean up as on a local Ctrl-C); runs
+that finish within the grace period are committed, the rest are cancelled,
+and the workers are left idle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import logging
+import os
+import queue as _queue
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from typing import Any, Callable, Optional, Sequence
+
+import pyarrow as pa
+
+from ccbench.backends import RunResult
+from ccbench.errors import UsageError
+from ccbench.executor import _cluster_probe
+from ccbench.executor.cluster_config import ClusterConfig
+from ccbench.executor.local import INTERRUPT_GRACE_S, Outcome, _error_text, run_one
+
+LINUX_RESOURCE = "ccbench-linux"
+LINUX_LOCK = "/run/ccbench/linux-runs.lock"
+CONNECT_TIMEOUT_S = 5.0
+WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
+STOP_TIMEOUT_S = 5.0  # how long telling the workers to stop may take
+LINUX_STOP_GRACE_S = 30.0  # how long interrupted linux runs may take to clean up
+
+
+# ---------------------------------------------------------------- results on the wire
+
+
+_NOT_TABLES = {"flows", "stats", "status", "note"}
+
+
+def _table_fields() -> list[str]:
+    """The column-table fields of RunResult (samples, queue, rpcs, ...)."""
+    return [f.name for f in dataclasses.fields(RunResult) if f.name not in _NOT_TABLES]
+
+
+def to_wire(outcome: Outcome) -> dict:
+    """An Outcome for the trip to the client: each result table one Arrow IPC stream."""
+    from ccbench.store import _column
+
+    d: dict[str, Any] = {"run_id": outcome.run_id, "status": outcome.status, "error": outcome.error,
+                         "wall_time_s": outcome.wall_time_s, "result": None}
+    r = outcome.result
+    if r is None:
+        return d
+    tables = {}
+    for name in _table_fields():
+        cols = getattr(r, name) or {}
+        if not cols:
+            continue
+        table = pa.table({c: _column(name, c, v) for c, v in cols.items()})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        tables[name] = sink.getvalue()
+    d["result"] = {"flows": r.flows, "stats": r.stats, "status": r.status, "note": r.note, "tables": tables}
+    return d
+
+
+def from_wire(d: dict) -> Outcome:
+    """The Outcome again; result columns are Arrow arrays (the store takes them as they are)."""
+    r = d["result"]
+    result = None
+    if r is not None:
+        tables: dict[str, dict] = {}
+        for name, buf in r["tables"].items():
+            t = pa.ipc.open_stream(buf).read_all()
+            tables[name] = {c: t.column(c).combine_chunks() for c in t.column_names}
+        result = RunResult(flows=r["flows"], stats=r["stats"], status=r["status"], note=r["note"], **tables)
+    return Outcome(d["run_id"], d["status"], result, d["error"], d["wall_time_s"])
+
+
+# ---------------------------------------------------------------- on the worker
+
+
+_IDENTITY: Optional[dict] = None
+_RUNNING_LOCK = threading.Lock()
+_RUNNING: dict[int, tuple[str, bool]] = {}  # thread id → (sweep, interruptible)
+_STOPPED: set[str] = set()  # sweeps told to stop
+
+
+def _identity() -> dict:
+    global _IDENTITY
+    if _IDENTITY is None:
+        _IDENTITY = _cluster_probe.identity()
+    return _IDENTITY
+
+
+@contextlib.contextmanager
+def machine_lock(path: str = LINUX_LOCK):
+    """One linux run at a time on this machine, whichever worker runs it."""
+    import fcntl
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        while True:  # polled, not blocking: a stop (stop_sweep) can interrupt the wait
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _set_async_exc(tid: int, exc: Any) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(exc) if exc else None)
+
+
+def run_task(backend: Any, runspec: Any, expect: tuple, sweep: str, linux: bool) -> tuple:
+    """One run on a worker: ("done", wire outcome) | ("mismatch", identity) | ("interrupted", None)."""
+    me = _identity()
+    if (me["version"], me["core"]) != tuple(expect):
+        return ("mismatch", me)
+    tid = threading.get_ident()
+    try:
+        with _RUNNING_LOCK:
+            if sweep in _STOPPED:
+                return ("interrupted", None)
+            _RUNNING[tid] = (sweep, linux)
+        try:
+            if linux:
+                with machine_lock():
+                    outcome = run_one(backend, runspec)
+            else:
+                outcome = run_one(backend, runspec)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(tid, None)
+                _set_async_exc(tid, None)  # drop a stop that came too late to matter
+        return ("done", to_wire(outcome))
+    except KeyboardInterrupt:
+        return ("interrupted", None)
+
+
+def stop_sweep(sweep: str) -> int:
+    """On every worker (client.run): start no more runs of ``sweep``; interrupt
+    its linux runs in progress (a sim run finishes: it is short and pure).
+    Returns the number of runs interrupted."""
+    n = 0
+    with _RUNNING_LOCK:
+        _STOPPED.add(sweep)
+        for tid, (s, interruptible) in _RUNNING.items():
+            if s == sweep and interruptible:
+                _set_async_exc(tid, KeyboardInterrupt)
+                n += 1
+    return n
+
+
+def own_process_group() -> int:
+    """On a LocalCluster's workers and nannies (client.run): leave the
+    terminal's process group, so Ctrl-C reaches only the client, which stops
+    the sweep in order (stop_sweep) instead of every process at once."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    return os.getpgrp()
+
+
+def linux_problems(ccas: Sequence[str], dask_worker: Any = None) -> list[str]:
+    """What keeps this worker from running the study's linux runs."""
+    from ccbench.backends.linux.backend import core_problem, environment_problems
+    from ccbench.spec import kernel
+
+    problems = environment_problems()
+    core = core_problem()
+    if core:
+        problems.append(core)
+    have = kernel.available() or []
+    missing = [c for c in ccas if c not in have]
+    if missing:
+        problems.append(f"its kernel has no congestion control {', '.join(missing)} (available: {', '.join(have)})")
+    if dask_worker is not None:
+        res = dict(dask_worker.state.total_resources)
+        if res.get(LINUX_RESOURCE, 0) < 1:
+            problems.append(f"it offers no resource {LINUX_RESOURCE} (start it with "
+                            f"`dask worker ... --nthreads 1 --resources {LINUX_RESOURCE}=1`)")
+    return problems
+
+
+# ---------------------------------------------------------------- the cluster
+
+
+def _dask() -> Any:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise UsageError("--cluster needs Dask: pip install 'ccbench[cluster]' "
+                         "(dask, distributed and dask-jobqueue)") from None
+    import distributed
+
+    return distributed
+
+
+class ClusterHandle:
+    """A connected Dask client, and the cluster object when ccbench started it."""
+
+    def __init__(self, cfg: ClusterConfig, client: Any, cluster: Any = None):
+        self.cfg = cfg
+        self.client = client
+        self.cluster = cluster
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close(timeout=5)
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close(timeout=10)
+
+    def __enter__(self) -> "ClusterHandle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _quiet_logs() -> None:
+    for name in ("distributed", "distributed.worker", "distributed.scheduler", "distributed.nanny",
+                 "distributed.core", "distributed.comm", "distributed.batched", "dask_jobqueue",
+                 "distributed.deploy", "distributed.client", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: None) -> ClusterHandle:
+    """Start or reach the cluster of ``cfg``; UsageError (exit 2) when it cannot be."""
+    distributed = _dask()
+    import dask
+
+    _quiet_logs()
+    own = {"distributed.scheduler.allowed-failures": 0,
+           "distributed.admin.tick.limit": "1h"}  # a long linux run is no hang
+    if cfg.kind == "tcp":
+        try:
+            client = distributed.Client(cfg.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError) as e:
+            raise UsageError(f"--cluster: cannot reach the Dask scheduler at {cfg.address} ({_reason(e)})") from None
+        except ValueError as e:
+            raise UsageError(f"--cluster: not a usable scheduler address {cfg.address!r} ({e})") from None
+        handle = ClusterHandle(cfg, client)
+        try:
+            _wait_for_workers(handle, WORKER_WAIT_S, status)
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+    if cfg.kind == "local":
+        with dask.config.set(own):
+            try:
+                cluster = distributed.LocalCluster(
+                    n_workers=cfg.workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                    resources={LINUX_RESOURCE: 1}, silence_logs=logging.CRITICAL, host="127.0.0.1",
+                    # no dashboard; its small HTTP server on any free port, not 8787
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
+            except (RuntimeError, OSError, TimeoutError) as e:
+                raise UsageError(f"--cluster local:{cfg.workers}: the local Dask cluster did not start "
+                                 f"({_reason(e)})") from None
+        client = distributed.Client(cluster, set_as_default=False)
+        handle = ClusterHandle(cfg, client, cluster)
+        try:
+            _wait_for_workers(handle, None, status, want=cfg.workers)
+            client.run(own_process_group, nanny=True)
+            client.run(own_process_group)
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+    return _open_batch(cfg, own, status)
+
+
+def _batch_cluster_class(kind: str) -> Any:
+    try:
+        import dask_jobqueue
+    except ImportError:
+        raise UsageError(f"--cluster {kind} needs dask-jobqueue: pip install 'ccbench[cluster]'") from None
+    return {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
+            "sge": dask_jobqueue.SGECluster}[kind]
+
+
+_SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "sge": "qsub"}
+
+
+def _check_job_script(kind: str, script: str) -> None:
+    """Let the batch system judge the job before any job exists."""
+    cmd = _SUBMIT[kind]
+    if shutil.which(cmd) is None:
+        raise UsageError(f"--cluster {kind}: `{cmd}` is not on PATH (is this a {kind} submit host?)")
+    if kind == "slurm":
+        argv = ["sbatch", "--test-only"]
+    elif kind == "sge":
+        argv = ["qsub", "-w", "v"]
+    else:
+        return  # PBS has no dry run; a rejected job is reported when submitted
+    try:
+        p = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"--cluster {kind}: {' '.join(argv)} failed ({_reason(e)})") from None
+    if p.returncode != 0:
+        msg = " ".join((p.stderr or p.stdout).split()) or f"exit status {p.returncode}"
+        raise UsageError(f"--cluster {kind}: {cmd} rejected the worker job: {msg}")
+
+
+def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) -> ClusterHandle:
+    distributed = _dask()
+    import dask
+
+    cls = _batch_cluster_class(cfg.kind)
+    kw: dict[str, Any] = dict(
+        cores=cfg.cores, processes=cfg.cores, memory=cfg.memory, walltime=cfg.walltime,
+        queue=cfg.queue, account=cfg.account,
+        # PBS and SGE jobs inherit the submitting environment only when asked (Slurm does by default)
+        job_extra_directives=(["-V"] if cfg.kind in ("pbs", "sge") else []) + list(cfg.job_extra),
+        worker_extra_args=["--resources", f"{LINUX_RESOURCE}=1"],
+        scheduler_options={"dashboard_address": None},
+        log_directory=cfg.log_directory, silence_logs="critical",
+        name=f"ccbench-{os.getpid()}",
+    )
+    if cfg.kind == "sge":
+        kw.pop("account")
+        kw["project"] = cfg.account
+    if cfg.kind == "pbs":
+        kw["resource_spec"] = None
+    with dask.config.set(own):
+        try:
+            cluster = cls(**{k: v for k, v in kw.items() if v is not None})
+        except (ValueError, TypeError, OSError) as e:
+            raise UsageError(f"--cluster {cfg.kind}: {_reason(e)}") from None
+        try:
+            _check_job_script(cfg.kind, cluster.job_script())
+            cluster.scale(jobs=cfg.jobs)
+            # Submit now and surface the batch system's refusal as ours.
+            corrector = getattr(cluster, "_correct_state", None)
+            if corrector is not None:
+                try:
+                    cluster.sync(corrector)
+                except RuntimeError as e:
+                    raise UsageError(f"--cluster {cfg.kind}: the batch system refused the worker job: "
+                                     + " ".join(str(e).split())) from None
+            client = distributed.Client(cluster, set_as_default=False)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                cluster.close(timeout=10)
+            raise
+    handle = ClusterHandle(cfg, client, cluster)
+    try:
+        _wait_for_workers(handle, None, status, jobs=True)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _n_workers(client: Any) -> int:
+    return len(client.scheduler_info(n_workers=-1).get("workers", {}))
+
+
+def _wait_for_workers(handle: ClusterHandle, timeout: Optional[float], status: Callable[[str], None],
+                      want: int = 1, jobs: bool = False) -> None:
+    t0 = time.monotonic()
+    said = False
+    while _n_workers(handle.client) < want:
+        if timeout is not None and time.monotonic() - t0 > timeout:
+            raise UsageError(f"--cluster: no worker connected to the Dask scheduler at {handle.cfg.address} "
+                             f"within {timeout:.0f} s (start some: dask worker {handle.cfg.address})")
+        if not said and time.monotonic() - t0 > 1.0:
+            status(f"waiting for {'the batch jobs to start' if jobs else 'workers'} ({handle.cfg.describe()})")
+            said = True
+        time.sleep(0.2)
+
+
+def client_identity() -> dict:
+    return _cluster_probe.identity()
+
+
+def preflight(handle: ClusterHandle, backend_name: str, ccas: Sequence[str]) -> dict[str, dict]:
+    """Check every worker before a run starts; UsageError naming the first bad one."""
+    import cloudpickle
+
+    me = client_identity()
+    if me["problem"] or not me["core"]:
+        raise UsageError(f"this ccbench cannot be identified: {me['problem'] or 'no compiled core'}")
+    cloudpickle.register_pickle_by_value(_cluster_probe)
+    try:
+        infos = handle.client.run(_cluster_probe.identity, on_error="return")
+    finally:
+        cloudpickle.unregister_pickle_by_value(_cluster_probe)
+    mine = f"ccbench {me['version']} (core {me['core']}) from {me['package']}"
+    for addr, info in sorted(infos.items()):
+        if isinstance(info, BaseException):
+            raise UsageError(f"--cluster: worker {addr} did not answer the version check ({_reason(info)})")
+        where = f"worker {addr} (host {info['host']}, pid {info['pid']})"
+        if info["problem"]:
+            raise UsageError(f"--cluster: {where} cannot import ccbench ({info['problem']}); "
+                             f"this client runs {mine}")
+        if (info["version"], info["core"]) != (me["version"], me["core"]):
+            raise UsageError(
+                f"--cluster: {where} runs ccbench {info['version']} (core {info['core']}) from "
+                f"{info['package']}; this client runs {mine}: install the same ccbench on every worker")
+    if backend_name == "linux":
+        probs = handle.client.run(linux_problems, list(ccas), on_error="return")
+        for addr, p in sorted(probs.items()):
+            if isinstance(p, BaseException):
+                raise UsageError(f"--cluster: worker {addr}: the linux backend check failed ({_reason(p)})")
+            if p:
+                raise UsageError(f"--cluster: worker {addr} cannot run linux runs: " + "; ".join(p))
+    return infos
+
+
+class _Stop(Exception):
+    """A worker of another ccbench joined mid-sweep."""
+
+
+class ClusterRunner:
+    """``runner(todo, backend, committer)`` for :func:`ccbench.executor.local.execute`."""
+
+    def __init__(self, handle: ClusterHandle, backend_name: str):
+        self.handle = handle
+        self.client = handle.client
+        self.linux = backend_name == "linux"
+        self.retries = handle.cfg.retries
+        me = client_identity()
+        self.expect = (me["version"], me["core"])
+        self.sweep = uuid.uuid4().hex[:12]
+        self.done_q: _queue.Queue = _queue.Queue()
+        self.pending: dict[str, tuple[Any, Any, int]] = {}  # key → (future, runspec, attempt)
+        self.lost: dict[str, list[str]] = {}  # run id → why each attempt was lost
+        self.committed: set[str] = set()
+        self._status_at = 0.0
+        self._threads = 1
+
+    # -- submitting
+
+    def _window(self) -> int:
+        return max(2, 2 * self._threads)
+
+    def _submit(self, rs: Any, attempt: int, backend: Any) -> None:
+        key = f"ccbench-{self.sweep}-{rs.run_id}-{attempt}"
+        fut = self.client.submit(run_task, backend, rs, self.expect, self.sweep, self.linux, key=key,
+                                 pure=False, retries=0,
+                                 resources={LINUX_RESOURCE: 1} if self.linux else None)
+        self.pending[key] = (fut, rs, attempt)
+        fut.add_done_callback(self.done_q.put)
+
+    def _status(self, committer: Any, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._status_at < 1.0:
+            return
+        self._status_at = now
+        with contextlib.suppress(Exception):
+            info = self.client.scheduler_info(n_workers=-1)
+            workers = info.get("workers", {})
+            self._threads = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
+            processing = self.client.processing()
+            mine = sum(1 for keys in processing.values() for k in keys
+                       if isinstance(k, str) and k.startswith(f"ccbench-{self.sweep}-"))
+            report = getattr(committer.progress, "cluster_status", None)
+            if report is not None:
+                report(len(workers), mine)
+
+    # -- the loop
+
+    def __call__(self, todo: Sequence[Any], backend: Any, committer: Any) -> None:
+        queue = list(reversed(todo))
+        self._status(committer, force=True)
+        try:
+            while queue or self.pending:
+                while queue and len(self.pending) < self._window():
+                    self._submit(queue.pop(), 0, backend)
+                try:
+                    fut = self.done_q.get(timeout=0.5)
+                except _queue.Empty:
+                    self._status(committer)
+                    continue
+                self._handle(fut, backend, committer)
+                self._status(committer)
+        except KeyboardInterrupt:
+            self._stop(committer)
+            raise
+        except _Stop as e:
+            self._stop(committer)
+            raise UsageError(str(e)) from None
+        except BaseException:
+            self._stop(None)
+            raise
+
+    def _handle(self, fut: Any, backend: Any, committer: Any, stopping: bool = False) -> None:
+        entry = self.pending.pop(fut.key, None)
+        if entry is None:
+            return
+        _, rs, attempt = entry
+        if fut.status in ("pending", "lost"):
+            # Done, then lost with its worker before we fetched it: the
+            # scheduler computes it again; wait for that.
+            self.pending[fut.key] = entry
+            fut.add_done_callback(self.done_q.put)
+            return
+        if fut.status == "finished":
+            kind, payload = fut.result()
+            fut.release()
+            if kind == "done":
+                if rs.run_id not in self.committed:
+                    self.committed.add(rs.run_id)
+                    committer.commit(rs, from_wire(payload))
+            elif kind == "mismatch" and not stopping:
+                me = client_identity()
+                raise _Stop(
+                    f"--cluster: a worker that joined during the sweep (host {payload['host']}, pid "
+                    f"{payload['pid']}) runs ccbench {payload['version']} (core {payload['core']}) from "
+                    f"{payload['package']}; this client runs ccbench {me['version']} (core {me['core']}) "
+                    f"from {me['package']}: install the same ccbench on every worker; the runs finished "
+                    "so far are saved")
+            return
+        if stopping:
+            return
+        if fut.status == "cancelled":
+            why = "its task was cancelled by the scheduler (a worker or the scheduler restarted)"
+        else:
+            exc = fut.exception()
+            name = type(exc).__name__
+            if exc is not None and name != "KilledWorker":  # the run itself could not be sent or returned
+                self.committed.add(rs.run_id)
+                committer.commit(rs, Outcome(rs.run_id, "failed", None, _error_text(exc), 0.0))
+                return
+            why = f"the worker running it died ({' '.join(str(exc).split()) or fut.status})"
+        self.lost.setdefault(rs.run_id, []).append(why)
+        if attempt < self.retries:
+            report = getattr(committer.progress, "run_retried", None)
+            if report is not None:
+                report(rs, f"{why} (try {attempt + 2} of {self.retries + 1})")
+            self._submit(rs, attempt + 1, backend)
+            return
+        n = attempt + 1
+        text = (f"WorkerLost: lost {n} time{'s' if n > 1 else ''} (retries = {self.retries}): "
+                + "; ".join(self.lost[rs.run_id]) + ". Running the study again retries it.")
+        self.committed.add(rs.run_id)
+        committer.commit(rs, Outcome(rs.run_id, "failed", None, text, 0.0))
+
+    def _stop(self, committer: Any) -> None:
+        """Tell the workers to stop this sweep; keep what finishes within the grace period."""
+        # In a thread: a worker that does not answer must not hold up the stop.
+        t = threading.Thread(target=lambda: self.client.run(stop_sweep, self.sweep, on_error="return"),
+                             daemon=True)
+        t.start()
+        with contextlib.suppress(KeyboardInterrupt):
+            t.join(STOP_TIMEOUT_S)
+        try:
+            if committer is not None:
+                # linux runs were interrupted and clean up (namespaces, processes): wait for that
+                deadline = time.monotonic() + (LINUX_STOP_GRACE_S if self.linux else INTERRUPT_GRACE_S)
+                while self.pending and time.monotonic() < deadline:
+                    try:
+                        fut = self.done_q.get(timeout=max(0.01, deadline - time.monotonic()))
+                    except _queue.Empty:
+                        break
+                    self._handle(fut, None, committer, stopping=True)
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: stop now
+        finally:
+            futs = [f for f, _, _ in self.pending.values()]
+            self.pending.clear()
+            with contextlib.suppress(BaseException):
+                self.client.cancel(futs)
+
+
+def _study_ccas(runs: Sequence[Any]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in runs:
+        for f in (r.config or {}).get("flows", []):
+            if f.get("cca"):
+                seen[f["cca"]] = None
+    return list(seen)
+
+
+def execute_on_cluster(study: Any, runs: Sequence[Any], backend: Any, out_dir: Any, cfg: ClusterConfig,
+                       progress: Any = None, status: Callable[[str], None] = lambda s: None) -> Any:
+    """``execute`` on a Dask cluster: reach it, check every worker, then run.
+
+    Nothing is written to ``out_dir`` unless the cluster is up and every
+    worker passed its check.
+    """
+    from ccbench.executor.local import execute
+
+    backend_name = getattr(backend, "name", type(backend).__name__)
+    with open_cluster(cfg, status) as handle:
+        preflight(handle, backend_name, _study_ccas(runs) if backend_name == "linux" else ())
+        return execute(study, runs, backend, out_dir, progress=progress,
+                       runner=ClusterRunner(handle, backend_name))

@@ -1,0 +1,289 @@
+"""What `ccbench run --cluster` should run on: parsed and checked before any run.
+
+The settings come from three places, the first that sets a key wins:
+
+1. the command line: ``--cluster SPEC`` and ``--queue``, ``--cores``,
+   ``--memory``, ``--walltime``, ``--jobs`` (batch jobs), ``--retries``;
+2. the study's optional ``[cluster]`` table;
+3. ``~/.config/ccbench/cluster.toml`` (``$XDG_CONFIG_HOME/ccbench/cluster.toml``;
+   ``$CCBENCH_CLUSTER_CONFIG`` names another file), a ``[cluster]`` table or
+   the same keys at the top level.
+
+SPEC (or ``kind`` in a table) is one of
+
+    local[:N]            an embedded distributed.LocalCluster of N worker processes
+    tcp://HOST:PORT      a running Dask scheduler (``address`` in a table)
+    slurm | pbs | sge    workers started as batch jobs by dask-jobqueue
+
+Every mistake is a :class:`UsageError` naming where the value came from, what
+was given and what is allowed. Nothing here imports Dask.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ccbench.errors import UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+BATCH_KINDS = ("slurm", "pbs", "sge")
+KINDS = ("local",) + BATCH_KINDS  # plus tcp:// addresses
+DEFAULT_RETRIES = 2
+
+# key → (what is allowed, checker returning the clean value or raising ValueError)
+_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([KMGT]i?B|[kmgt]i?b|[KMGT])$")
+
+
+def _int_at_least(lo: int) -> Any:
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise ValueError
+        n = int(v)
+        if n < lo:
+            raise ValueError
+        return n
+
+    return check
+
+
+_pos_int, _nonneg_int = _int_at_least(1), _int_at_least(0)
+
+
+def _text(v: Any) -> str:
+    if not isinstance(v, str) or not v.strip() or "\n" in v:
+        raise ValueError
+    return v.strip()
+
+
+def _walltime(v: Any) -> str:
+    s = _text(v)
+    if not _WALLTIME.match(s):
+        raise ValueError
+    return s
+
+
+def _memory(v: Any) -> str:
+    s = _text(v)
+    if not _MEMORY.match(s):
+        raise ValueError
+    return s
+
+
+def _text_list(v: Any) -> list[str]:
+    if not isinstance(v, list):
+        raise ValueError
+    return [_text(x) for x in v]
+
+
+_KEYS: dict[str, tuple[str, Any]] = {
+    "kind": ("local, local:N, tcp://HOST:PORT, slurm, pbs or sge", None),  # checked by parse_spec
+    "address": ("a scheduler address such as 'tcp://head:8786'", _text),
+    "workers": ("a number of local worker processes >= 1", _pos_int),
+    "queue": ("a queue (Slurm partition) name such as 'batch'", _text),
+    "cores": ("a number of cores per batch job >= 1", _pos_int),
+    "memory": ("memory per batch job such as '4GB' or '512MiB'", _memory),
+    "walltime": ("a wall time such as '01:00:00' or '2-00:00:00'", _walltime),
+    "jobs": ("a number of batch jobs >= 1", _pos_int),
+    "retries": ("how often a run whose worker died is tried again, >= 0", _nonneg_int),
+    "account": ("an account (project) name to charge the batch jobs to", _text),
+    "job_extra": ("a list of extra batch directives such as ['--constraint=ib']", _text_list),
+    "log_directory": ("a directory for the batch jobs' output files", _text),
+}
+
+
+@dataclass
+class ClusterConfig:
+    kind: str  # local | tcp | slurm | pbs | sge
+    address: Optional[str] = None  # tcp
+    workers: Optional[int] = None  # local
+    queue: Optional[str] = None
+    cores: int = 1
+    memory: str = "2GB"
+    walltime: str = "01:00:00"
+    jobs: int = 1
+    retries: int = DEFAULT_RETRIES
+    account: Optional[str] = None
+    job_extra: list[str] = field(default_factory=list)
+    log_directory: Optional[str] = None
+    sources: dict[str, str] = field(default_factory=dict)  # key → where it was set
+
+    @property
+    def batch(self) -> bool:
+        return self.kind in BATCH_KINDS
+
+    def describe(self) -> str:
+        if self.kind == "local":
+            return f"local cluster of {self.workers} worker processes"
+        if self.kind == "tcp":
+            return f"Dask scheduler {self.address}"
+        q = f" on queue {self.queue}" if self.queue else ""
+        return f"{self.kind}: {self.jobs} job(s) of {self.cores} core(s), {self.memory}, {self.walltime}{q}"
+
+
+def user_config_path() -> Path:
+    env = os.environ.get("CCBENCH_CLUSTER_CONFIG")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ccbench" / "cluster.toml"
+
+
+def parse_spec(spec: str, where: str) -> dict[str, Any]:
+    """``local:4`` → {kind: local, workers: 4}; ``tcp://h:1`` → {kind: tcp, address: ...}."""
+    s = spec.strip() if isinstance(spec, str) else spec
+    allowed = "local, local:N, tcp://HOST:PORT, slurm, pbs or sge"
+    if not isinstance(s, str) or not s:
+        raise UsageError(f"{where}: unknown cluster kind (got {spec!r}; allowed: {allowed})")
+    if s.startswith("tcp://") or s.startswith("tls://"):
+        host = s.split("://", 1)[1]
+        m = re.match(r"^(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$", host)
+        if not m or not (0 < int(m.group(2)) < 65536):
+            raise UsageError(f"{where}: not a scheduler address (got {spec!r}; expected tcp://HOST:PORT)")
+        return {"kind": "tcp", "address": s}
+    if s == "local" or s.startswith("local:"):
+        out: dict[str, Any] = {"kind": "local"}
+        if ":" in s:
+            n = s.split(":", 1)[1]
+            if not n.isdigit() or int(n) < 1:
+                raise UsageError(f"{where}: local:N needs a number of workers >= 1 (got {spec!r})")
+            out["workers"] = int(n)
+        return out
+    if s in BATCH_KINDS:
+        return {"kind": s}
+    raise UsageError(f"{where}: unknown cluster kind (got {spec!r}; allowed: {allowed})")
+
+
+def _table(doc: Any, where: str) -> dict[str, Any]:
+    """Check a [cluster] table's keys and values; returns the clean values."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"{where}: must be a table of cluster settings (got {doc!r})")
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key not in _KEYS:
+            raise UsageError(f"{where}: {key}: unknown cluster setting (allowed: {', '.join(_KEYS)})")
+        allowed, check = _KEYS[key]
+        if key == "kind":
+            if not isinstance(value, str):
+                raise UsageError(f"{where}: kind: got {value!r}; allowed: {allowed}")
+            out.update(parse_spec(value, f"{where}: kind"))
+            continue
+        try:
+            out[key] = check(value)
+        except (ValueError, TypeError):
+            raise UsageError(f"{where}: {key}: got {value!r}; expected {allowed}") from None
+    return out
+
+
+def _user_file() -> tuple[dict[str, Any], str]:
+    path = user_config_path()
+    if not path.is_file():
+        return {}, str(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read the cluster settings ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: TOML syntax error: {e}") from None
+    if "cluster" in doc:
+        return _table(doc["cluster"], f"{path}: [cluster]"), str(path)
+    return _table(doc, str(path)), str(path)
+
+
+def resolve(spec: Optional[str], study_table: Any = None, study_file: str = "study",
+            cli: Optional[dict[str, Any]] = None) -> ClusterConfig:
+    """The cluster to run on: CLI > the study's [cluster] > the user's file.
+
+    ``spec`` is the --cluster value (None or "" = take ``kind`` from the tables).
+    """
+    layers: list[tuple[str, dict[str, Any]]] = []
+    cli_vals: dict[str, Any] = {}
+    if spec:
+        cli_vals.update(parse_spec(spec, "--cluster"))
+    for key, value in (cli or {}).items():
+        if value is None:
+            continue
+        allowed, check = _KEYS[key]
+        try:
+            cli_vals[key] = check(value)
+        except (ValueError, TypeError):
+            raise UsageError(f"--{key}: got {value!r}; expected {allowed}") from None
+    layers.append(("the command line", cli_vals))
+    if study_table is not None:
+        layers.append((f"{study_file} [cluster]", _table(study_table, f"{study_file}: [cluster]")))
+    user, user_path = _user_file()
+    layers.append((user_path, user))
+
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    # kind and its companions (address, workers) come from the same layer as kind
+    for name, vals in layers:
+        if "kind" in vals:
+            merged.update({k: vals[k] for k in ("kind", "address", "workers") if k in vals})
+            sources.update({k: name for k in ("kind", "address", "workers") if k in vals})
+            break
+    if "kind" not in merged:
+        raise UsageError(
+            "--cluster: no cluster given (give --cluster local:N, tcp://HOST:PORT, slurm, pbs or sge, "
+            f"or kind = ... in the study's [cluster] table or {user_path})"
+        )
+    for name, vals in layers:
+        for k, v in vals.items():
+            if k not in merged and k != "kind":
+                merged[k] = v
+                sources[k] = name
+    cfg = ClusterConfig(kind=merged["kind"], sources=sources)
+    for k, v in merged.items():
+        if k != "kind":
+            setattr(cfg, k, v)
+    if cfg.kind == "tcp" and not cfg.address:
+        raise UsageError("--cluster: a tcp cluster needs its scheduler address (tcp://HOST:PORT)")
+    if cfg.kind == "local" and cfg.workers is None:
+        cfg.workers = os.cpu_count() or 1
+    if not cfg.batch:
+        for k in ("queue", "account", "log_directory"):
+            if getattr(cfg, k) and sources.get(k) == "the command line":
+                raise UsageError(f"--{k.replace('_', '-')}: only for batch clusters (slurm, pbs, sge), "
+                                 f"not {cfg.kind}")
+    return cfg
+
+
+def add_arguments(parser: Any) -> None:
+    """The --cluster options of `ccbench run`."""
+    g = parser.add_argument_group("cluster (needs: pip install 'ccbench[cluster]')")
+    g.add_argument("--cluster", nargs="?", const="", metavar="SPEC",
+                   help="run on Dask: local:N, tcp://HOST:PORT, slurm, pbs or sge "
+                        "(no SPEC: kind from the study's [cluster] or ~/.config/ccbench/cluster.toml)")
+    g.add_argument("--queue", help="batch queue (Slurm partition)")
+    g.add_argument("--cores", help="cores per batch job (one worker process each)")
+    g.add_argument("--memory", help="memory per batch job, e.g. 4GB")
+    g.add_argument("--walltime", help="wall time per batch job, e.g. 01:00:00")
+    g.add_argument("--retries", help=f"tries after a worker died mid-run (default {DEFAULT_RETRIES})")
+
+
+def from_args(args: Any, study: Any) -> Optional[ClusterConfig]:
+    """The ClusterConfig of `ccbench run`'s arguments, or None without --cluster."""
+    if getattr(args, "cluster", None) is None:
+        for opt in ("queue", "cores", "memory", "walltime", "retries"):
+            if getattr(args, opt, None) is not None:
+                raise UsageError(f"--{opt} needs --cluster")
+        return None
+    doc = getattr(study, "document", None) or {}
+    cli = {k: getattr(args, k, None) for k in ("queue", "cores", "memory", "walltime", "retries")}
+    cfg = resolve(args.cluster, doc.get("cluster"), str(getattr(study, "path", "study")), cli)
+    if args.jobs != 1:
+        if not cfg.batch:
+            raise UsageError(f"--jobs with --cluster counts batch jobs (slurm, pbs, sge); with {cfg.kind} "
+                             "the cluster's workers run the runs"
+                             + (" (local:N sets how many)" if cfg.kind == "local" else ""))
+        cfg.jobs = _pos_int(args.jobs) if args.jobs > 0 else cfg.jobs
+        cfg.sources["jobs"] = "the command line"
+    return cfg

@@ -1,0 +1,391 @@
+"""`ccbench run --cluster`: a study's runs on Dask (issue 14).
+
+Real processes, no mocks: a `dask scheduler` and two `dask worker`
+processes on localhost (started here, see dask_test_cluster.py), the CLI in
+this process or in a child process (to Ctrl-C it). The scheduler is started
+with allowed-failures = 0 so a lost worker is ccbench's to retry.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import distributed  # noqa: F401  (`make test` installs .[cluster])
+
+from ccbench import backends  # noqa: E402
+from ccbench.cli import main  # noqa: E402
+from ccbench.executor import execute  # noqa: E402
+from ccbench.executor.cluster_config import resolve  # noqa: E402
+from ccbench.spec import load_study  # noqa: E402
+from ccbench.store import DB_FILENAME  # noqa: E402
+
+from dask_test_cluster import PYTHONPATH, DaskProcs  # noqa: E402
+
+# 12 runs: 3 losses x 2 CCAs x 2 repetitions, ~0.1-0.5 s each.
+SWEEP = """\
+[study]
+name = "cluster-sweep"
+duration = "3s"
+repetitions = 2
+seed = 7
+sample_interval = "10ms"
+
+[topology]
+senders = 2
+
+[topology.bottleneck]
+rate = "50Mbit"
+delay = "10ms"
+buffer = "1bdp"
+
+[[flows]]
+cca = "cubic"
+
+[[flows]]
+cca = "bbr"
+sender = 1
+
+[sweep]
+"topology.bottleneck.loss" = ["0%", "0.5%", "1%"]
+"flows.0.cca" = ["cubic", "reno"]
+"""
+
+TABLES = ("runs", "flows", "samples", "queue", "rpcs")
+
+
+@pytest.fixture(scope="module")
+def study_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("study") / "sweep.toml"
+    p.write_text(SWEEP)
+    return p
+
+
+@pytest.fixture(scope="module")
+def serial(study_file, tmp_path_factory) -> Path:
+    """The same study run serially in this process."""
+    out = tmp_path_factory.mktemp("serial")
+    s = load_study(study_file)
+    execute(s, s.runs(), backends.get("sim"), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dask_procs(tmp_path_factory):
+    procs = DaskProcs(tmp_path_factory.mktemp("dask"), allowed_failures=0)
+    try:
+        procs.start(2)
+        yield procs
+    finally:
+        procs.close()
+
+
+def query(out: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(out / DB_FILENAME), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def dump(out: Path) -> dict[str, list]:
+    """Every table, ordered, without what differs between any two executions."""
+    got = {}
+    for t in TABLES:
+        cols = [r[0] for r in query(out, f"DESCRIBE {t}")]
+        keep = [c for c in cols if c not in ("wall_time_s", "finished_at", "run_index")]
+        rows = query(out, f"SELECT {', '.join(keep)} FROM {t} ORDER BY ALL")
+        got[t] = [tuple(repr(v) for v in r) for r in rows]  # repr: NaN == NaN, floats to the bit
+    return got
+
+
+def run_counts(out: Path) -> dict[str, int]:
+    return dict(query(out, "SELECT status, count(*) FROM runs GROUP BY status"))
+
+
+def assert_tables_equal(out: Path, serial: Path) -> None:
+    a, b = dump(out), dump(serial)
+    assert b["runs"] and len(b["samples"]) > 1000
+    for t in TABLES:
+        assert a[t] == b[t], f"table {t} differs from the serial run"
+
+
+def assert_same_as_serial(out: Path, serial: Path) -> None:
+    assert run_counts(serial) == {"ok": 12}
+    assert_tables_equal(out, serial)
+
+
+def ccbench_proc(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ccbench", "run", *args],
+                            env={**os.environ, "PYTHONPATH": PYTHONPATH}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def read_until(proc: subprocess.Popen, pattern: str, timeout: float = 120) -> list[str]:
+    """Lines of the child's stdout until one matches ``pattern``."""
+    lines = []
+    t0 = time.monotonic()
+    for line in proc.stdout:
+        lines.append(line)
+        if re.search(pattern, line):
+            return lines
+        assert time.monotonic() - t0 < timeout, f"no {pattern!r} within {timeout} s: {lines}"
+    raise AssertionError(f"the sweep ended before {pattern!r}: {lines} {proc.stderr.read()}")
+
+
+# ----------------------------------------------------------------- configuration
+
+
+def test_bad_cluster_input_is_one_error_before_anything_is_written(study_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CCBENCH_CLUSTER_CONFIG", str(tmp_path / "none.toml"))
+    out = tmp_path / "out"
+    cases = [
+        (["--cluster", "kubernetes"], "unknown cluster kind (got 'kubernetes'; allowed: local, local:N, tcp://"),
+        (["--cluster", "local:zero"], "local:N needs a number of workers"),
+        (["--cluster", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler at tcp://127.0.0.1:9 ("),
+        (["--cluster", "slurm", "--cores", "many"], "--cores: got 'many'; expected a number of cores"),
+        (["--cluster", "local:2", "--queue", "q"], "--queue: only for batch clusters"),
+        (["--queue", "q"], "--queue needs --cluster"),
+    ]
+    for extra, message in cases:
+        assert main(["run", str(study_file), "--out", str(out), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err, (extra, err)
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert not out.exists()
+    # a malformed [cluster] table in the study
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SWEEP + '\n[cluster]\nkind = "slurm"\nwalltime = "forever"\n')
+    assert main(["run", str(bad), "--out", str(out), "--cluster"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml: [cluster]: walltime: got 'forever'; expected a wall time such as '01:00:00'" in err
+    bad.write_text(SWEEP + '\n[cluster]\nnodes = 3\n')
+    assert main(["run", str(bad), "--out", str(out), "--cluster", "local:1"]) == 2
+    assert "[cluster]: nodes: unknown cluster setting (allowed: kind, address" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_settings_come_from_cli_then_study_then_user_file(tmp_path, monkeypatch):
+    user = tmp_path / "cluster.toml"
+    user.write_text('[cluster]\nkind = "slurm"\nqueue = "long"\ncores = 4\nmemory = "8GB"\njobs = 3\n')
+    monkeypatch.setenv("CCBENCH_CLUSTER_CONFIG", str(user))
+    cfg = resolve("", {"queue": "short", "walltime": "00:30:00"}, "s.toml", {"cores": "2"})
+    assert (cfg.kind, cfg.queue, cfg.cores, cfg.memory, cfg.walltime, cfg.jobs) == \
+        ("slurm", "short", 2, "8GB", "00:30:00", 3)
+    assert cfg.sources["queue"] == "s.toml [cluster]" and cfg.sources["memory"] == str(user)
+    cfg = resolve("local:3", None)
+    assert (cfg.kind, cfg.workers, cfg.retries) == ("local", 3, 2)
+
+
+def test_study_with_a_cluster_table_keeps_its_run_ids(study_file, tmp_path):
+    p = tmp_path / "with.toml"
+    p.write_text(SWEEP + '\n[cluster]\nkind = "local:2"\n')
+    assert [r.run_id for r in load_study(p).runs()] == [r.run_id for r in load_study(study_file).runs()]
+
+
+# ----------------------------------------------------------------- a scheduler and two workers
+
+
+def test_sweep_through_scheduler_is_bit_identical_to_serial(dask_procs, study_file, serial, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(study_file), "--out", str(out), "--cluster", dask_procs.address]) == 0
+    captured = capsys.readouterr()
+    assert "cluster: 2 workers up" in captured.out
+    assert_same_as_serial(out, serial)
+    assert dask_procs.scheduler_tasks() == 0
+
+
+def test_version_mismatch_is_refused_before_any_run(dask_procs, study_file, tmp_path, capsys):
+    """A third worker runs another copy of ccbench (its own PYTHONPATH, another version)."""
+    alt = tmp_path / "alt"
+    shutil.copytree(Path(PYTHONPATH) / "ccbench", alt / "ccbench", ignore=shutil.ignore_patterns("__pycache__"))
+    init = alt / "ccbench" / "__init__.py"
+    init.write_text(re.sub(r'__version__ = "[^"]*"', '__version__ = "0.0.9-other"', init.read_text()))
+    dask_procs.start_worker("old", pythonpath=str(alt))
+    try:
+        dask_procs.wait_workers(3)
+        out = tmp_path / "out"
+        assert main(["run", str(study_file), "--out", str(out), "--cluster", dask_procs.address]) == 2
+        err = capsys.readouterr().err
+        import ccbench
+
+        assert re.search(r"worker tcp://127\.0\.0\.1:\d+ \(host [^,]+, pid \d+\) runs ccbench 0\.0\.9-other "
+                         rf"\(core [0-9a-f]{{16}}\) from {re.escape(str(alt / 'ccbench'))}; this client runs "
+                         rf"ccbench {re.escape(ccbench.__version__)} \(core [0-9a-f]{{16}}\)", err), err
+        assert not out.exists()
+        assert dask_procs.scheduler_tasks() == 0
+    finally:
+        dask_procs.kill("old", signal.SIGTERM)
+        dask_procs.wait_workers(2)
+
+
+def test_ctrl_c_keeps_finished_runs_and_the_rerun_resumes(dask_procs, study_file, serial, tmp_path):
+    out = tmp_path / "out"
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", dask_procs.address)
+    try:
+        read_until(proc, r"^\[3/12\]")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted:" in err and "--cluster " + dask_procs.address in err
+    done = run_counts(out).get("ok", 0)
+    assert 3 <= done < 12
+    # the workers are left idle: nothing of the sweep queued or running
+    t0 = time.monotonic()
+    while dask_procs.scheduler_tasks() and time.monotonic() - t0 < 10:
+        time.sleep(0.2)
+    assert dask_procs.scheduler_tasks() == 0
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", dask_procs.address)
+    stdout, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    assert f"{done} of 12 runs already finished; running {12 - done}" in stdout
+    assert_same_as_serial(out, serial)
+
+
+def test_a_worker_killed_mid_sweep_costs_nothing(dask_procs, study_file, serial, tmp_path):
+    """SIGKILL to the worker running a run: the run is retried on the other
+    worker; the sweep finishes with every run exactly once."""
+    out = tmp_path / "out"
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", dask_procs.address)
+    try:
+        read_until(proc, r"^\[2/12\]")
+        busy = None
+        t0 = time.monotonic()
+        while busy is None and time.monotonic() - t0 < 30:
+            names = dask_procs.worker_names()
+            for addr, keys in dask_procs.client().processing().items():
+                if any(str(k).startswith("ccbench-") for k in keys):
+                    busy = names.get(addr)
+                    break
+        assert busy, "no worker was running a run"
+        dask_procs.kill(busy)
+        stdout, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err + stdout
+    assert re.search(r"retrying \w+ .*: the worker running it died .*KilledWorker|retrying \w+ .*: the worker running it "
+                     r"died \(Attempted to run task .* on 1 different worker", stdout), stdout
+    assert run_counts(out) == {"ok": 12}
+    assert_same_as_serial(out, serial)  # runs, flows, samples...: each exactly once
+    dask_procs.start_worker(busy)
+    dask_procs.wait_workers(2)
+
+
+# ----------------------------------------------------------------- local cluster, linux backend
+
+LINUX = """\
+[study]
+name = "cluster-linux"
+duration = "2s"
+sample_interval = "100ms"
+
+[topology.bottleneck]
+rate = "20Mbit"
+delay = "5ms"
+buffer = "1bdp"
+
+[[flows]]
+cca = "cubic"
+
+[sweep]
+"topology.bottleneck.loss" = ["0%", "0.5%"]
+"""
+
+
+def need_linux() -> None:
+    from ccbench.backends.linux.backend import environment_problems
+
+    if os.geteuid() != 0 or environment_problems():
+        why = "; ".join(environment_problems()) or "not root"
+        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
+            pytest.skip(f"linux backend unavailable ({why}); CCBENCH_SKIP_ROOT_TESTS=1")
+        pytest.fail(f"the linux-backend cluster test needs root and the linux backend: {why}", pytrace=False)
+
+
+def test_linux_sweep_on_a_local_cluster_leaves_nothing(tmp_path, capsys):
+    from ccbench.backends.linux import cleanup
+
+    need_linux()
+    before = {r.token for r in cleanup.find(include_live=True)}
+    p = tmp_path / "linux.toml"
+    p.write_text(LINUX)
+    out = tmp_path / "out"
+    code = main(["run", str(p), "--backend", "linux", "--out", str(out), "--cluster", "local:2"])
+    captured = capsys.readouterr()
+    assert code in (0,), captured.err
+    counts = run_counts(out)
+    assert sum(counts.values()) == 2 and not counts.get("failed"), counts
+    # one at a time (the machine-wide lock): the second run's traffic started after the first's 2 s
+    (a,), (b,) = query(out, "SELECT CAST(stats->>'t0_monotonic_ns' AS BIGINT) FROM runs ORDER BY 1")
+    assert (b - a) / 1e9 >= 2.0, (a, b)
+    left = [r for r in cleanup.find(include_live=True) if r.token not in before and not r.empty()
+            and (r.owner is None or not Path(f"/proc/{r.owner}").exists())]
+    assert not left, [r.describe() for r in left]
+    assert not [r for r in cleanup.find(include_live=True) if r.token not in before and r.owner
+                and Path(f"/proc/{r.owner}").exists()], "a run still in progress after the sweep"
+
+
+def test_local_cluster_matches_serial(study_file, serial, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(study_file), "--out", str(out), "--cluster", "local:2"]) == 0
+    assert_same_as_serial(out, serial)
+
+
+def test_ctrl_c_stops_linux_runs_on_a_local_cluster_and_leaves_nothing(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) while a 30 s linux run
+    is in a LocalCluster worker: the client tells the workers to stop, the
+    run is interrupted and cleans up, exit 130 within seconds."""
+    from ccbench.backends.linux import cleanup
+
+    need_linux()
+    p = tmp_path / "linux.toml"
+    p.write_text(LINUX.replace('duration = "2s"', 'duration = "30s"'))
+    proc = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(p), "--backend", "linux", "--out",
+                             str(tmp_path / "out"), "--cluster", "local:2"],
+                            env={**os.environ, "PYTHONPATH": PYTHONPATH}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def ours():
+        found = []
+        for r in cleanup.find(include_live=True):
+            try:
+                stat = Path(f"/proc/{r.owner}/stat").read_text()
+            except (OSError, TypeError):
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == proc.pid:  # owned by one of its workers
+                found.append(r)
+        return found
+
+    try:
+        t0 = time.monotonic()
+        while not any(r.dir and (r.dir / "emu.stats.jsonl").exists() for r in ours()):
+            assert proc.poll() is None and time.monotonic() - t0 < 150, "no linux run started"
+            time.sleep(0.3)
+        tokens = {r.token for r in ours()}
+        os.killpg(proc.pid, signal.SIGINT)
+        t1 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        stopped = time.monotonic() - t1
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted: 0 of 2 runs are finished" in err, err
+    assert stopped < 25, f"took {stopped:.0f} s to stop (a 30 s run was not interrupted)"
+    left = [r for r in cleanup.find(include_live=True) if r.token in tokens and not r.empty()]
+    assert not left, [r.describe() for r in left]
