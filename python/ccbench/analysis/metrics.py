@@ -429,7 +429,8 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
         if t1 > t0:
             sb, held = delivered_in_window(run, t0, t1, cap * payload_ceiling(run))
             util_steady = sb * 8e6 / (cap * (t1 - t0))
-    jt, jv = jfi_series(run, settings.jfi_bin_us)
+    # time-series metrics need the series (load_runs(series=False) leaves them out)
+    jt, jv = jfi_series(run, settings.jfi_bin_us) if run.series else ([], [])
     q = run.queue.get("bottleneck")
     bmean = bmax = pmean = pmax = None
     drops = marks = None
@@ -441,7 +442,8 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
     rm = RunMetrics(
         run=run, window=window, flows=fms, classes=classes, utilisation=util, utilisation_steady=util_steady,
         jfi=jain_index(gp) if gp else None, jfi_by_class={g: c.jfi for g, c in classes.items()},
-        jfi_times_us=jt, jfi_values=jv, convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us),
+        jfi_times_us=jt, jfi_values=jv,
+        convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us) if run.series else [],
         backlog_mean_bytes=bmean, backlog_max_bytes=bmax, backlog_mean_pkts=pmean, backlog_max_pkts=pmax,
         drops=drops, ecn_marks=marks, steady_held_bytes=held, all_flows=everyone,
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
@@ -27,14 +28,28 @@ RESAMPLES = 2000
 
 @dataclass
 class Spread:
+    """A metric over the repetitions of a configuration. The bootstrap CI is
+    computed when first asked for (it is the costly part)."""
+
     n: int
     median: Optional[float]
     mean: Optional[float]
-    ci_low: Optional[float]
-    ci_high: Optional[float]
     min: Optional[float]
     max: Optional[float]
     values: list[float]
+
+    @cached_property
+    def ci(self) -> tuple[Optional[float], Optional[float]]:
+        """95 % percentile-bootstrap confidence interval of the mean."""
+        return bootstrap_ci(self.values)
+
+    @property
+    def ci_low(self) -> Optional[float]:
+        return self.ci[0]
+
+    @property
+    def ci_high(self) -> Optional[float]:
+        return self.ci[1]
 
     @property
     def range(self) -> Optional[float]:
@@ -66,9 +81,8 @@ def bootstrap_ci(values: Sequence[float], level: float = 0.95, resamples: int = 
 def spread(values: Iterable[Optional[float]]) -> Spread:
     xs = _clean(values)
     if not xs:
-        return Spread(0, None, None, None, None, None, None, [])
-    lo, hi = bootstrap_ci(xs)
-    return Spread(len(xs), float(np.median(xs)), float(np.mean(xs)), lo, hi, min(xs), max(xs), xs)
+        return Spread(0, None, None, None, None, [])
+    return Spread(len(xs), float(np.median(xs)), float(np.mean(xs)), min(xs), max(xs), xs)
 
 
 def outliers(values: Sequence[Optional[float]], rel_floor: float = 0.25, z: float = 3.5) -> list[int]:
