@@ -188,3 +188,55 @@ def test_show_results_formats(results, capsys):
     assert main(["show", str(results)]) == 0
     out = capsys.readouterr().out
     assert "goodput_mean_bps[reno bulk]" in out and "95% CI" in out
+
+
+def test_report_draws_the_controller_over_link_utilisation(tmp_path):
+    """A NOTED run's section has a second figure: every queueing link's
+    utilisation with the controller's states and moves on it, the action
+    period shaded (issue 11)."""
+    out = tmp_path / "noted"
+    assert main(["run", str(REPO / "studies" / "noted" / "noted.toml"), "--quick", "--out", str(out)]) == 0
+    html = tmp_path / "report.html"
+    assert main(["report", str(out), "--out", str(html)]) == 0
+    text = html.read_text(encoding="utf-8")
+    m = re.search(r'<script type="application/json" id="ccbench-data">(.*?)</script>', text, re.S)
+    doc = json.loads(m.group(1).replace("<\\/", "</"))
+    import ccbench
+
+    r = ccbench.open(out)
+    ev = r.events
+    on = set(ev.run_id[ev.kind == "controller"])
+    assert len(on) == 1, "only the run with the controller enabled has controller events"
+    nets = {fid: fig for fid, fig in doc["figures"].items() if fid.startswith("net-plot-")}
+    assert len(nets) == 2, "both runs are networks: both get the figure"
+    fig = doc["figures"][f"net-plot-{next(iter(on))}"]
+    links = {t["meta"]["link"] for t in fig["data"]}
+    assert links == set(r.queue.link[r.queue.run_id == next(iter(on))])
+    watched = set(ev.link[ev.kind == "controller"].dropna())
+    assert any(t["name"].endswith("(watched)") and t["meta"]["link"] in watched for t in fig["data"])
+    # one annotation per event, at its time; the action period is shaded until the release
+    rows = ev[ev.run_id == next(iter(on))]
+    assert [round(a["x"], 6) for a in fig["layout"]["annotations"]] == [round(t / 1e6, 6) for t in rows.time_us]
+    states = list(rows.state[rows.flow_id.isna()])
+    assert "action" in states and "released" in states
+    t_action = rows.time_us[rows.state == "action"].iloc[0] / 1e6
+    t_release = rows.time_us[rows.state == "released"].iloc[0] / 1e6
+    rects = [s for s in fig["layout"]["shapes"] if s["type"] == "rect"]
+    assert [(round(s["x0"], 6), round(s["x1"], 6)) for s in rects] == [(round(t_action, 6), round(t_release, 6))]
+    if chromium_path() is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing: `make install-dev` installs it")
+        pytest.skip("chromium is not installed (make install-dev installs it)")
+    ARTIFACTS.mkdir(exist_ok=True)
+    rid = next(iter(on))
+    with Browser(width=1400, height=2600) as b:
+        b.navigate(html.resolve().as_uri())
+        b.wait_for("window.ccbenchReady === true")
+        b.eval(f"location.hash = '#run-{rid}'")
+        b.wait_for(f"document.getElementById('net-plot-{rid}').getAttribute('data-drawn') === '1'")
+        assert b.eval(f"document.getElementById('net-plot-{rid}').data.length") == len(fig["data"])
+        b.pump(0.3)
+        assert b.errors() == [] and b.eval("window.ccbenchErrors") == []
+        b.eval(f"document.getElementById('net-plot-{rid}').scrollIntoView()")
+        b.pump(0.3)
+        b.screenshot(ARTIFACTS / "report-network.png")

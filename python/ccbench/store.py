@@ -626,7 +626,7 @@ def _dicts(cur) -> list[dict[str, Any]]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def _column(table: str, name: str, values: Sequence) -> pa.Array:
+def arrow_column(table: str, name: str, values: Sequence) -> pa.Array:
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
@@ -661,7 +661,7 @@ def _result_tables(runspec: Any, result: RunResult) -> dict[str, pa.Table]:
         }
         for c in flow_cols:
             flow_cols[c].append(row[c] if c in row else f.get(c))
-    out = {"flows": pa.table({c: _column("flows", c, v) for c, v in flow_cols.items()})}
+    out = {"flows": pa.table({c: arrow_column("flows", c, v) for c, v in flow_cols.items()})}
     for t, data in (("samples", result.samples), ("queue", result.queue), ("rpcs", result.rpcs),
                     ("events", result.events)):
         cols = [c for c, _ in COLUMNS[t][1:]]
@@ -669,5 +669,5 @@ def _result_tables(runspec: Any, result: RunResult) -> dict[str, pa.Table]:
         if n == 0:
             out[t] = pa.table({c: pa.array([], type=pa.null()) for c in cols})
             continue
-        out[t] = pa.table({c: _column(t, c, data.get(c) or [None] * n) for c in cols})
+        out[t] = pa.table({c: arrow_column(t, c, data.get(c) or [None] * n) for c in cols})
     return out

@@ -592,7 +592,11 @@ impl World {
         for (fi, flow) in self.flows.iter().enumerate() {
             let conn = &self.conns[flow.main];
             let s = &conn.sender.stats;
-            let stop = flow.stop.unwrap_or(cfg.duration_ns).min(cfg.duration_ns);
+            // A finished transfer was active until its last byte arrived.
+            let stop = match flow.completion {
+                Some(c) => flow.start + c,
+                None => flow.stop.unwrap_or(cfg.duration_ns).min(cfg.duration_ns),
+            };
             let active = stop.saturating_sub(flow.start);
             let bytes = conn.receiver.delivered();
             self.res.flows.push(FlowSummary {

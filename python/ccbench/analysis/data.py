@@ -14,6 +14,9 @@ import numpy as np
 
 SERIES_COLUMNS = ("time_us", "delivered_bytes", "cwnd_bytes", "srtt_us", "retrans_segs", "inflight_bytes")
 QUEUE_SERIES = ("time_us", "backlog_bytes", "backlog_pkts", "drops", "ecn_marks")
+# Added in store schema 2 (absent from a version-1 store read as it is).
+QUEUE_SERIES_V2 = ("utilisation",)
+EVENT_COLUMNS = ("time_us", "kind", "flow_id", "state", "link", "detail")
 
 
 @dataclass
@@ -50,6 +53,7 @@ class RunData:
     series: dict[int, FlowSeries] = field(default_factory=dict)
     queue: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # link -> QUEUE_SERIES columns
     rpcs: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # flow_id -> start_us, latency_us
+    events: list[dict] = field(default_factory=list)  # rows of the events table (EVENT_COLUMNS), in time order
     sample_interval_us: Optional[int] = None
     study: str = ""
     backend: Optional[str] = None
@@ -127,13 +131,20 @@ def load_runs(store: Any, study: Optional[str] = None, run_ids: Optional[Iterabl
             for fid, fb, fe in _split(d["flow_id"][b:e]):
                 sl = slice(b + fb, b + fe)
                 run.series[int(fid)] = FlowSeries(**{c: d[c][sl].astype(float) for c in SERIES_COLUMNS})
-        cols = ", ".join(f"CAST({c} AS DOUBLE) AS {c}" for c in QUEUE_SERIES)
+        have = {str(r[0]) for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                                 "WHERE table_name = 'queue'").fetchall()}
+        qcols = QUEUE_SERIES + tuple(c for c in QUEUE_SERIES_V2 if c in have)
+        cols = ", ".join(f"CAST({c} AS DOUBLE) AS {c}" for c in qcols)
         d = _numpy(con, f"SELECT run_id, link, {cols} FROM queue WHERE list_contains(?, run_id) "
                         "ORDER BY run_id, link, time_us", [ids])
         for rid, b, e in _split(d["run_id"]):
             for link, lb, le in _split(d["link"][b:e]):
                 sl = slice(b + lb, b + le)
-                runs[str(rid)].queue[str(link)] = {c: d[c][sl].astype(float) for c in QUEUE_SERIES}
+                runs[str(rid)].queue[str(link)] = {c: d[c][sl].astype(float) for c in qcols}
+        ev = con.execute(f"SELECT run_id, {', '.join(EVENT_COLUMNS)} FROM events WHERE list_contains(?, run_id) "
+                         "ORDER BY run_id, time_us, flow_id NULLS FIRST", [ids]).fetchall()
+        for row in ev:
+            runs[str(row[0])].events.append(dict(zip(EVENT_COLUMNS, row[1:])))
         d = _numpy(con, "SELECT run_id, flow_id, CAST(start_us AS DOUBLE) AS start_us, "
                         "CAST(latency_us AS DOUBLE) AS latency_us FROM rpcs WHERE list_contains(?, run_id) "
                         "ORDER BY run_id, flow_id, start_us", [ids])

@@ -56,7 +56,7 @@ from ccbench.backends import RunResult
 from ccbench.errors import UsageError
 from ccbench.executor import _cluster_probe
 from ccbench.executor.cluster_config import ClusterConfig
-from ccbench.executor.local import INTERRUPT_GRACE_S, Outcome, _error_text, run_one
+from ccbench.executor.local import INTERRUPT_GRACE_S, Outcome, error_text, run_one
 
 LINUX_RESOURCE = "ccbench-linux"
 LINUX_LOCK = "/run/ccbench/linux-runs.lock"
@@ -79,7 +79,7 @@ def _table_fields() -> list[str]:
 
 def to_wire(outcome: Outcome) -> dict:
     """An Outcome for the trip to the client: each result table one Arrow IPC stream."""
-    from ccbench.store import _column
+    from ccbench.store import arrow_column
 
     d: dict[str, Any] = {"run_id": outcome.run_id, "status": outcome.status, "error": outcome.error,
                          "wall_time_s": outcome.wall_time_s, "result": None}
@@ -91,7 +91,7 @@ def to_wire(outcome: Outcome) -> dict:
         cols = getattr(r, name) or {}
         if not cols:
             continue
-        table = pa.table({c: _column(name, c, v) for c, v in cols.items()})
+        table = pa.table({c: arrow_column(name, c, v) for c, v in cols.items()})
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as w:
             w.write_table(table)
@@ -567,7 +567,7 @@ class ClusterRunner:
             name = type(exc).__name__
             if exc is not None and name != "KilledWorker":  # the run itself could not be sent or returned
                 self.committed.add(rs.run_id)
-                committer.commit(rs, Outcome(rs.run_id, "failed", None, _error_text(exc), 0.0))
+                committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
                 return
             why = f"the worker running it died ({' '.join(str(exc).split()) or fut.status})"
         self.lost.setdefault(rs.run_id, []).append(why)

@@ -72,7 +72,7 @@ class Progress:
     def finish(self) -> None: ...
 
 
-def _error_text(e: BaseException) -> str:
+def error_text(e: BaseException) -> str:
     """``Type: message`` on the first line, then the traceback."""
     head = f"{type(e).__name__}: {e}".rstrip()
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
@@ -133,7 +133,7 @@ def run_one(backend: Any, runspec: Any) -> Outcome:
             os._exit(128 + signal.SIGTERM)
         raise
     except BaseException as e:  # noqa: BLE001 - PyO3's PanicException is a BaseException
-        return Outcome(runspec.run_id, "failed", None, _error_text(e), time.perf_counter() - t0)
+        return Outcome(runspec.run_id, "failed", None, error_text(e), time.perf_counter() - t0)
     finally:
         _in_run = False
     wall = time.perf_counter() - t0
@@ -318,7 +318,7 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
                             "worker process died while this run was in it (a crash in the backend or "
                             f"out of memory); it is retried on the next invocation ({exc})", 0.0))
                     else:  # e.g. the runspec or result could not be pickled
-                        committer.commit(rs, Outcome(rs.run_id, "failed", None, _error_text(exc), 0.0))
+                        committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
                 if broken and not inflight:
                     break  # start a fresh pool for the rest
             pool.shutdown(wait=True)

@@ -111,7 +111,7 @@ def run_figure(rm: RunMetrics, max_points: int) -> dict:
     """Goodput, cwnd, RTT per flow, bottleneck backlog and JFI over time, stacked."""
     run = rm.run
     rows = [("goodput (Mbit/s)", "y"), ("cwnd (KB)", "y2"), ("smoothed RTT (ms)", "y3"),
-            ("bottleneck backlog (KB)", "y4"), ("JFI (1 s bins)", "y5")]
+            ("backlog (KB)", "y4"), ("JFI (1 s bins)", "y5")]
     data = []
     for i, f in enumerate(sorted(run.flows, key=lambda f: f["flow_id"])):
         fid = int(f["flow_id"])
@@ -135,10 +135,14 @@ def run_figure(rm: RunMetrics, max_points: int) -> dict:
                          "name": name, "legendgroup": name, "showlegend": col == "goodput",
                          "x": sig(tt / 1e6, 6), "y": sig(vv / scale), "yaxis": axis,
                          "line": {"color": colour, "width": 1.5}, "meta": {"series": col, "flow": fid}})
-    q = run.queue.get("bottleneck")
+    # The dumbbell's bottleneck; in a network, the link that queued the most.
+    qname = "bottleneck" if "bottleneck" in run.queue else max(
+        run.queue, key=lambda n: float(np.nanmean(run.queue[n]["backlog_bytes"])) if len(run.queue[n]["time_us"]) else -1.0,
+        default=None)
+    q = run.queue.get(qname) if qname else None
     if q is not None and len(q["time_us"]):
         tt, vv = downsample(q["time_us"], q["backlog_bytes"], max_points)
-        data.append({"type": "scatter", "mode": "lines", "name": "bottleneck backlog", "x": sig(tt / 1e6, 6),
+        data.append({"type": "scatter", "mode": "lines", "name": f"{qname} backlog", "x": sig(tt / 1e6, 6),
                      "y": sig(vv / 1e3), "yaxis": "y4", "line": {"color": "#444", "width": 1.5},
                      "meta": {"series": "backlog"}})
     if rm.jfi_values:
@@ -167,6 +171,56 @@ def run_figure(rm: RunMetrics, max_points: int) -> dict:
             lay["shapes"].append({"type": "rect", "xref": "x", "yref": "paper", "x0": a.start_us / 1e6,
                                   "x1": a.end_us / 1e6, "y0": 0, "y1": 1, "fillcolor": "rgba(214,39,40,0.12)",
                                   "line": {"width": 0}, "layer": "below"})
+    return {"data": data, "layout": lay}
+
+
+def network_figure(rm: RunMetrics, max_points: int) -> Optional[dict]:
+    """Each queueing link's utilisation over time, with the run's events on
+    it: the path controller's states (its action periods shaded) and route
+    changes. None for a dumbbell run without events."""
+    run = rm.run
+    links = {name: q for name, q in run.queue.items() if "utilisation" in q and len(q["time_us"])}
+    if not links or (not run.events and not (run.config or {}).get("network")):
+        return None
+    watched = {e["link"] for e in run.events if e.get("link")}
+    data = []
+    for i, (name, q) in enumerate(sorted(links.items())):
+        tt, vv = downsample(q["time_us"], q["utilisation"], max_points)
+        back = name.endswith("/back") or name == "reverse"
+        data.append({"type": "scatter", "mode": "lines", "name": name + (" (watched)" if name in watched else ""),
+                     "x": sig(tt / 1e6, 6), "y": sig(vv * 100), "visible": "legendonly" if back else True,
+                     "line": {"color": PALETTE[i % len(PALETTE)], "width": 2.5 if name in watched else 1.5},
+                     "meta": {"series": "utilisation", "link": name}})
+    shapes, notes = [], []
+    action_from = None
+    for e in run.events:
+        t = float(e["time_us"]) / 1e6
+        if e["kind"] == "controller" and e.get("flow_id") is None:
+            state = str(e.get("state"))
+            if state == "action":
+                action_from = t
+            elif state == "released" and action_from is not None:
+                shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": action_from, "x1": t, "y0": 0,
+                               "y1": 1, "fillcolor": "rgba(255,127,14,0.12)", "line": {"width": 0}, "layer": "below"})
+                action_from = None
+            text = state
+        else:
+            text = f"flow {e.get('flow_id')} moved" if e.get("flow_id") is not None else str(e["kind"])
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": t, "x1": t, "y0": 0, "y1": 1,
+                       "line": {"color": "#d62728" if e["kind"] == "controller" else "#555", "width": 1,
+                                "dash": "dot"}})
+        notes.append({"x": t, "y": 1, "xref": "x", "yref": "paper", "text": esc(text), "showarrow": False,
+                      "textangle": -90, "xanchor": "right", "yanchor": "top", "font": {"size": 10},
+                      "hovertext": esc(str(e.get("detail") or ""))})
+    if action_from is not None:  # still in action at the end of the run
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": action_from, "x1": run.duration_us / 1e6,
+                       "y0": 0, "y1": 1, "fillcolor": "rgba(255,127,14,0.12)", "line": {"width": 0},
+                       "layer": "below"})
+    lay = layout(f"run {run.run_id}: link utilisation and events", "time (s)", "utilisation (% of the link rate)")
+    lay["yaxis"]["range"] = [0, 105]
+    lay["xaxis"]["range"] = [0, run.duration_us / 1e6]
+    lay["shapes"] = shapes
+    lay["annotations"] = notes
     return {"data": data, "layout": lay}
 
 
@@ -294,7 +348,7 @@ def _flow_table(rm: RunMetrics) -> str:
     return table(headers, rows, left=4)
 
 
-def _run_section(rm: RunMetrics, flags: Sequence[Any], fig_id: str) -> str:
+def _run_section(rm: RunMetrics, flags: Sequence[Any], fig_id: str, net_fig_id: Optional[str] = None) -> str:
     run = rm.run
     badges = "".join(f'<span class="badge">{esc(k)}</span>' for k in dict.fromkeys(f.kind for f in flags))
     if run.status == "suspect":
@@ -319,7 +373,8 @@ def _run_section(rm: RunMetrics, flags: Sequence[Any], fig_id: str) -> str:
     return (f'<details class="run" id="run-{esc(run.run_id)}" data-run="{esc(run.run_id)}">'
             f"<summary><code>{esc(run.run_id)}</code> {esc(run.label)} · {esc(run.backend)} · seed {run.seed}"
             f"{badges}</summary><ul>{items}</ul>{_flow_table(rm)}"
-            f'<div class="plot" id="{fig_id}"></div></details>')
+            f'<div class="plot" id="{fig_id}"></div>'
+            + (f'<div class="plot" id="{net_fig_id}"></div>' if net_fig_id else "") + "</details>")
 
 
 def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
@@ -440,7 +495,13 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
             fid = f"run-plot-{rm.run_id}"
             figures[fid] = run_figure(rm, max_points)
             lazy[rm.run_id] = [fid]
-            parts.append(_run_section(rm, flags_by_run.get(rm.run_id, []), fid))
+            net = network_figure(rm, max_points)
+            net_fid = None
+            if net is not None:
+                net_fid = f"net-plot-{rm.run_id}"
+                figures[net_fid] = net
+                lazy[rm.run_id].append(net_fid)
+            parts.append(_run_section(rm, flags_by_run.get(rm.run_id, []), fid, net_fid))
 
     # the numbers of the summary table, for scripts (every view's numbers agree: tests/test_views.py)
     stats = [{"study": c.study, "backend": c.backend, "config_id": c.config_id, "params": c.params,

@@ -9,7 +9,8 @@ The estimate, per run (from its resolved config; equal for its repetitions):
 * **runs**: the sweep's product × repetitions — counted before the sweep is
   expanded, so a million-run sweep is refused at once;
 * **packets** (sim): ``duration × bottleneck rate / (mss + headers)`` data
-  segments, the most the bottleneck can carry (ACKs come on top);
+  segments, the most the bottleneck can carry (ACKs come on top); with a
+  general network, the sum over its queueing links;
 * **wall time** (linux): ``duration + LINUX_SETUP_S`` per run (real time);
 * **sample rows**: ``(flows + queueing links) × duration / sample_interval``
   (samples and queue tables);
@@ -43,6 +44,16 @@ RUN_DISK_BYTES = 8 * 1024
 ROW_MEMORY_BYTES = 600
 RUN_BASE_MEMORY = 200 * 2**20
 QUEUE_LINKS = 2  # the bottleneck and its return path are sampled
+
+
+def _queueing_links(config: dict) -> list[tuple[str, int]]:
+    """(field, rate) of the links that queue: the dumbbell's bottleneck, or
+    every link of a network with a buffer (pipes are never sampled and carry
+    no more than the queueing links feed them)."""
+    if "network" not in config:
+        return [("topology.bottleneck.rate", config["bottleneck"]["rate_bps"])]
+    return [(f"topology.links.{link['name']}.rate", link["rate_bps"]) for link in config["network"]["links"]
+            if link.get("buffer_bytes") is not None or link.get("buffer_pkts") is not None]
 
 
 @dataclass(frozen=True)
@@ -166,9 +177,11 @@ class Estimator:
         duration_s = config["duration_ns"] / 1e9
         tcp = config["tcp"]
         pkt_bits = 8 * (tcp["mss"] + tcp["header_bytes"])
-        packets = duration_s * config["bottleneck"]["rate_bps"] / pkt_bits
+        links = _queueing_links(config)
+        packets = duration_s * sum(rate for _, rate in links) / pkt_bits
         samples = config["duration_ns"] / config["sample_interval_ns"]
-        rows = (len(config["flows"]) + QUEUE_LINKS) * samples
+        sampled = QUEUE_LINKS if "network" not in config else len(links)
+        rows = (len(config["flows"]) + sampled) * samples
         memory = RUN_BASE_MEMORY + rows * ROW_MEMORY_BYTES
         e.runs += reps
         e.packets += reps * packets
@@ -216,8 +229,9 @@ class Estimator:
             cands.append((100e6 / si, f"study.sample_interval = {units.format_time(si)!r}"))
             cands.append((len(config["flows"]) / 10, f"{len(config['flows']):,} flows per run (flows.*.count)"))
         elif kind == "packets":
-            rate = config["bottleneck"]["rate_bps"]
-            cands.append((rate / 1e9, f"topology.bottleneck.rate = {units.format_rate(rate)!r}"))
+            field, rate = max(_queueing_links(config), key=lambda fr: fr[1], default=("", 0))
+            if field:
+                cands.append((rate / 1e9, f"{field} = {units.format_rate(rate)!r}"))
         runs = self.est.runs
         runs_name = f"{runs:,} runs (the sweep × study.repetitions)"
         cands.append((runs / 100, runs_name))

@@ -21,7 +21,7 @@ from ccbench.errors import StudyError
 
 from . import cases, cost, guard, overrides, profiles, resolve
 from .model import BACKENDS, StudyFile
-from .sweep import FieldError, _fields, _is_list, _is_model, _unwrap, dotted, parse_sweep
+from .sweep import FieldError, dotted, field_names, is_list, is_model, parse_sweep, unwrap
 
 try:
     import tomllib
@@ -388,14 +388,14 @@ def _field_info(loc: tuple) -> tuple[Optional[type[BaseModel]], Any]:
     parent: Optional[type[BaseModel]] = None
     info = None
     for p in loc:
-        if _is_model(ann) and isinstance(p, str):
+        if is_model(ann) and isinstance(p, str):
             parent = ann
             info = ann.model_fields.get(p)
             if info is None:
                 return parent, None
-            ann = _unwrap(info.annotation)
-        elif _is_list(ann) and isinstance(p, int):
-            ann = _unwrap(typing.get_args(ann)[0])
+            ann = unwrap(info.annotation)
+        elif is_list(ann) and isinstance(p, int):
+            ann = unwrap(typing.get_args(ann)[0])
             parent, info = None, info
         else:
             return None, None
@@ -413,7 +413,7 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Wh
     if typ == "ccbench_unit":
         problem, allowed = ctx["problem"], ctx["allowed"]
     elif typ == "extra_forbidden":
-        names = _fields(parent) if parent is not None else []
+        names = field_names(parent) if parent is not None else []
         key = str(loc[-1])
         close = difflib.get_close_matches(key, names, n=1)
         problem = "unknown field" + (f"; did you mean '{close[0]}'?" if close else "")

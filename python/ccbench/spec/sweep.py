@@ -104,7 +104,7 @@ def _flatten(table: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield key, v
 
 
-def _unwrap(ann: Any) -> Any:
+def unwrap(ann: Any) -> Any:
     """Optional[X] -> X (and Annotated is already stripped by pydantic)."""
     while typing.get_origin(ann) is typing.Union:
         args = [a for a in typing.get_args(ann) if a is not type(None)]
@@ -114,15 +114,15 @@ def _unwrap(ann: Any) -> Any:
     return ann
 
 
-def _is_model(ann: Any) -> bool:
+def is_model(ann: Any) -> bool:
     return isinstance(ann, type) and issubclass(ann, BaseModel)
 
 
-def _is_list(ann: Any) -> bool:
+def is_list(ann: Any) -> bool:
     return typing.get_origin(ann) in (list, typing.List)
 
 
-def _fields(model: type[BaseModel], sweepable: bool = False) -> list[str]:
+def field_names(model: type[BaseModel], sweepable: bool = False) -> list[str]:
     """Field names of a model; with ``sweepable``, without [sweep] itself."""
     return [n for n in model.model_fields if not (sweepable and model is StudyFile and n == "sweep")]
 
@@ -139,12 +139,12 @@ def check_path(key: str, doc: dict) -> tuple:
     path: list = []
     for part in parts:
         where = dotted(tuple(path)) or "the study"
-        if _is_model(ann):
+        if is_model(ann):
             if isinstance(node, str) and path:
                 raise FieldError((), f"{where} is written as a name ('{node}'); to sweep one of its parameters, "
                                  "write it as a table", key, f"[{where}] with kind = '{node}' and the parameter",
                                  field=field)
-            names = _fields(ann, sweepable=True)
+            names = field_names(ann, sweepable=True)
             if part not in names:
                 raise FieldError((), f"unknown path: {where} has no field '{part}'", key, ", ".join(names),
                                  field=field)
@@ -152,17 +152,17 @@ def check_path(key: str, doc: dict) -> tuple:
                 raise FieldError((), f"study.{part} cannot be swept", key,
                                  ", ".join(f"study.{f}" for f in SWEEPABLE_STUDY_FIELDS)
                                  + ", and any topology, tcp or flows field", field=field)
-            ann = _unwrap(ann.model_fields[part].annotation)
+            ann = unwrap(ann.model_fields[part].annotation)
             node = node.get(part) if isinstance(node, dict) else None
             path.append(part)
-        elif _is_list(ann):
+        elif is_list(ann):
             if path == ["topology", "senders"] and not isinstance(node, list):
                 raise FieldError((), "topology.senders is a count here; to sweep one sender's link, write "
                                  "senders as an array of tables", key, "topology.senders as a whole",
                                  field=field)
             n = len(node) if isinstance(node, list) else 0
-            item = _unwrap(typing.get_args(ann)[0])
-            named = _is_model(item) and hasattr(item, "entry_name")
+            item = unwrap(typing.get_args(ann)[0])
+            named = is_model(item) and hasattr(item, "entry_name")
             if not part.isdigit() and named:
                 # an entry by its name: topology.links.primary.rate
                 names = [item.entry_name(e) for e in node] if isinstance(node, list) else []
@@ -178,7 +178,7 @@ def check_path(key: str, doc: dict) -> tuple:
             if idx >= n:
                 raise FieldError((), f"index {idx} is out of range: {where} has {n} entr"
                                  + ("y" if n == 1 else "ies"), key, _indices(where, n), field=field)
-            ann = _unwrap(typing.get_args(ann)[0])
+            ann = unwrap(typing.get_args(ann)[0])
             node = node[idx]
             path.append(idx)
         else:

@@ -464,6 +464,9 @@ class _Run:
                 raise procs.ProcError(f"the load client reported nothing for flow {f['id']}")
             start = int(f["start_ns"])
             stop = min(int(f["stop_ns"] if f.get("stop_ns") is not None else cfg["duration_ns"]), int(cfg["duration_ns"]))
+            completion_us = _completion_us(f, received.get(int(f["id"])))
+            if completion_us is not None:  # a finished transfer was active until its last byte arrived
+                stop = start + completion_us * 1000
             active_s = (stop - start) / 1e9
             b = int(c.get("bytes_acked") or 0)
             flows.append({
@@ -478,7 +481,7 @@ class _Run:
                 "rtt_p99_us": c.get("rtt_p99_us"),
                 "active_start_us": start // 1000,
                 "active_stop_us": stop // 1000,
-                "completion_us": _completion_us(f, received.get(int(f["id"]))),
+                "completion_us": completion_us,
             })
 
         # samples: the clients' rows, in (time, flow) order like the simulator's
