@@ -180,17 +180,29 @@ fn core_target(btf: &btf::Btf, type_id: u32, access: &str) -> Result<(String, St
 /// current name). The linux backend rewrites it to give each run's copy of
 /// the CCA a unique name.
 pub fn struct_ops_name(bytes: &[u8]) -> Result<(usize, String), Error> {
+    struct_ops_fields(bytes).map(|(o, n, _)| (o, n))
+}
+
+/// As [`struct_ops_name`], and the file offset of `flags` (a u32).
+pub fn struct_ops_fields(bytes: &[u8]) -> Result<(usize, String, usize), Error> {
     let elf = elf::Elf::parse(bytes)?;
     let btf_idx = elf.find(".BTF").ok_or_else(|| Error::new("the object has no .BTF section (compile with clang -g)"))?;
     let btf = btf::Btf::parse(elf.bytes(btf_idx))?;
     let (sec, var_off, ty) = ops_var(&elf, &btf)?;
-    let m = btf.get(ty).unwrap().members.iter().find(|m| m.name == "name").ok_or_else(|| Error::new("tcp_congestion_ops without name"))?;
-    let off = (var_off + m.bit_offset as u64 / 8) as usize;
+    let members = &btf.get(ty).unwrap().members;
+    let at = |name: &str| {
+        members
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| (var_off + m.bit_offset as u64 / 8) as usize)
+            .ok_or_else(|| Error::new(format!("tcp_congestion_ops without {name}")))
+    };
+    let (off, flags) = (at("name")?, at("flags")?);
     let s = &elf.sections[sec];
-    if s.kind != elf::SHT_PROGBITS || off + 16 > s.size {
-        return Err(Error::new("the struct_ops name is outside its section"));
+    if s.kind != elf::SHT_PROGBITS || off + 16 > s.size || flags + 4 > s.size {
+        return Err(Error::new("the struct_ops data is outside its section"));
     }
-    Ok((s.offset + off, elf::cstr(&bytes[..s.offset + off + 16], s.offset + off)))
+    Ok((s.offset + off, elf::cstr(&bytes[..s.offset + off + 16], s.offset + off), s.offset + flags))
 }
 
 /// The struct_ops section, the offset of the tcp_congestion_ops variable in

@@ -25,11 +25,12 @@ fn bpf_check(path: &str) -> Option<String> {
     sim::cc::bpf::load(path).err()
 }
 
-/// The struct_ops map's name in a BPF object: (file offset, name).
+/// The struct_ops map's name in a BPF object: (file offset of the name,
+/// name, file offset of the u32 flags).
 #[pyfunction]
-fn bpf_ops_name(path: &str) -> PyResult<(usize, String)> {
+fn bpf_ops_name(path: &str) -> PyResult<(usize, String, usize)> {
     let bytes = std::fs::read(path).map_err(|e| PyValueError::new_err(format!("{path}: {e}")))?;
-    bpf::struct_ops_name(&bytes).map_err(|e| PyValueError::new_err(e.0))
+    bpf::struct_ops_fields(&bytes).map_err(|e| PyValueError::new_err(e.0))
 }
 
 /// Names of the queue disciplines the simulator implements.
