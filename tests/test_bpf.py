@@ -88,7 +88,7 @@ def test_compile_is_cached_by_content_and_recorded(tools, tmp_path):
 
 
 def test_study_paths_are_relative_to_the_study_file(tools):
-    s = load_study(EXAMPLES / "reno-vegas.toml", profile="quick")
+    s = load_study(EXAMPLES / "bpf-reno-vegas.toml", profile="quick")
     ccas = {f["cca"] for r in s.runs() for f in r.config["flows"]}
     assert {"reno", "vegas"} < ccas
     objs = [c for c in ccas if c.startswith("bpf:")]
@@ -155,7 +155,7 @@ def _steady(res: dict, after_us: int) -> dict:
 
 
 def test_sim_bpf_dctcp_holds_the_queue_at_the_threshold(tools):
-    s = load_study(EXAMPLES / "dctcp.toml", profile="quick")
+    s = load_study(EXAMPLES / "bpf-dctcp.toml", profile="quick")
     by = {r.params["cases.cca"]: r for r in s.runs()}
     out = {}
     for case, r in by.items():
@@ -175,7 +175,7 @@ def test_sim_bpf_dctcp_holds_the_queue_at_the_threshold(tools):
 
 
 def test_sim_bpf_vegas_keeps_a_small_queue(tools):
-    s = load_study(EXAMPLES / "reno-vegas.toml", profile="quick")
+    s = load_study(EXAMPLES / "bpf-reno-vegas.toml", profile="quick")
     by = {r.params["cases.cca"]: sim(r.config) for r in s.runs() if r.params["cases.cca"] in ("vegas", "bpf-vegas", "reno")}
     rtt = {k: max(f["rtt_mean_us"] for f in v["flows"]) for k, v in by.items()}
     assert rtt["bpf-vegas"] < rtt["reno"]  # Vegas keeps alpha..beta segments queued, Reno fills the buffer

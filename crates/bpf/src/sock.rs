@@ -142,7 +142,8 @@ pub fn lookup(strukt: &str, member: &str) -> Option<&'static Field> {
     FIELDS.iter().find(|f| f.strukt == strukt && f.member == member)
 }
 
-/// The kernel functions (kfuncs) the simulator implements, by name.
+/// The kernel functions (kfuncs) the simulator implements, by name; a
+/// call's id is the index here (the VM matches on it: keep the order).
 pub static KFUNCS: &[&str] =
     &["tcp_slow_start", "tcp_cong_avoid_ai", "tcp_reno_cong_avoid", "tcp_reno_ssthresh", "tcp_reno_undo_cwnd"];
 

@@ -55,9 +55,13 @@ impl Vm {
         R_ARG << 32
     }
 
-    #[inline]
+    #[inline(always)]
     fn mem(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
         let off = (addr & 0xffff_ffff) as usize;
+        if addr >> 32 == R_SOCK {
+            // the common case: the socket block
+            return self.sock.get_mut(off..off.checked_add(len)?);
+        }
         let buf: &mut [u8] = match addr >> 32 {
             R_CTX => &mut self.ctx,
             R_STACK => &mut self.stack,
@@ -69,7 +73,7 @@ impl Vm {
         buf.get_mut(off..off.checked_add(len)?)
     }
 
-    #[inline]
+    #[inline(always)]
     fn load(&mut self, addr: u64, size: usize, pc: usize) -> Result<u64, Error> {
         if addr >> 32 == 0 {
             // A NULL (or small) pointer read: the kernel's BTF pointer loads
@@ -85,7 +89,7 @@ impl Vm {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn store(&mut self, addr: u64, size: usize, v: u64, pc: usize) -> Result<(), Error> {
         let b = self.mem(addr, size).ok_or_else(|| fault(addr, pc))?;
         b.copy_from_slice(&v.to_le_bytes()[..size]);
@@ -104,7 +108,9 @@ impl Vm {
     }
 
     fn run(&mut self, code: &[Insn]) -> Result<u64, Error> {
-        let mut r = [0u64; 11];
+        // 16 registers so that `dst & 15` indexes without a bounds check
+        // (the loader only produces r0..r10).
+        let mut r = [0u64; 16];
         r[1] = R_CTX << 32;
         let mut depth = 0usize;
         r[10] = (R_STACK << 32) | STACK_FRAME as u64;
@@ -119,8 +125,8 @@ impl Vm {
                 return Err(Error::new("BPF program ran more than 1e6 instructions (a loop?)"));
             }
             pc += 1;
-            let d = i.dst as usize;
-            let s = i.src as usize;
+            let d = (i.dst & 15) as usize;
+            let s = (i.src & 15) as usize;
             let imm = i.imm as i64 as u64;
             match i.op {
                 // ALU64
@@ -312,14 +318,14 @@ impl Vm {
 
     /// The kernel functions, over the socket block (net/ipv4/tcp_cong.c).
     fn kfunc(&mut self, id: i32, _a1: u64, a2: u64, a3: u64) -> Result<u64, Error> {
-        let name = KFUNCS.get(id as usize).copied().unwrap_or("?");
-        Ok(match name {
-            "tcp_slow_start" => self.slow_start(a2 as u32) as u64,
-            "tcp_cong_avoid_ai" => {
+        // Ids are indices into KFUNCS.
+        Ok(match id {
+            0 => self.slow_start(a2 as u32) as u64,
+            1 => {
                 self.cong_avoid_ai(a2 as u32, a3 as u32);
                 0
             }
-            "tcp_reno_cong_avoid" => {
+            2 => {
                 let acked = a3 as u32;
                 if self.is_cwnd_limited() {
                     let mut acked = acked;
@@ -334,8 +340,8 @@ impl Vm {
                 }
                 0
             }
-            "tcp_reno_ssthresh" => (rd(&self.sock, SND_CWND) >> 1).max(2) as u64,
-            "tcp_reno_undo_cwnd" => rd(&self.sock, SND_CWND).max(rd(&self.sock, PRIOR_CWND)) as u64,
+            3 => (rd(&self.sock, SND_CWND) >> 1).max(2) as u64,
+            4 => rd(&self.sock, SND_CWND).max(rd(&self.sock, PRIOR_CWND)) as u64,
             _ => return Err(Error::new(format!("unsupported kernel function #{id}"))),
         })
     }

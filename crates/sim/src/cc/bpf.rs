@@ -89,7 +89,7 @@ impl BpfCc {
         put32(b, MAX_PACKETS_OUT, c.max_packets_out);
         put32(b, SND_UNA, c.snd_una as u32);
         put32(b, SND_NXT, c.snd_nxt as u32);
-        put32(b, LSNDTIME, (c.lsndtime_us as u128 * c.hz as u128 / 1_000_000) as u32);
+        put32(b, LSNDTIME, (c.lsndtime_us.wrapping_mul(c.hz) / 1_000_000) as u32);
         put64(b, TCP_MSTAMP, c.now_us);
         b[ECN_FLAGS] = (b[ECN_FLAGS] & !1) | c.ecn as u8;
         b[IS_CWND_LIMITED] = c.is_cwnd_limited_flag as u8;
@@ -230,6 +230,10 @@ mod tests {
     use std::path::PathBuf;
     use std::process::Command;
 
+    pub(super) fn compile_for_bench(name: &str) -> Option<String> {
+        compile(name)
+    }
+
     fn compile(name: &str) -> Option<String> {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
         let out = std::env::temp_dir().join(format!("ccbench-sim-test-{}", std::process::id()));
@@ -310,5 +314,37 @@ mod tests {
         }
         let Some(obj) = compile("dctcp") else { return };
         assert!(BpfCc::open(&obj, 1).unwrap().needs_ecn());
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    /// `cargo test --release -p sim bpf_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bpf_speed() {
+        use super::*;
+        let Some(obj) = super::tests::compile_for_bench("reno") else { return };
+        let mut b = BpfCc::open(&obj, 1).unwrap();
+        let mut n = crate::cc::reno::Reno::default();
+        let mut c = Conn::new(1448, 10);
+        c.ssthresh = 100;
+        c.is_cwnd_limited_flag = true;
+        let t = std::time::Instant::now();
+        for _ in 0..1_000_000 {
+            b.cong_avoid(&mut c, 1);
+            if c.cwnd > 1000 {
+                c.cwnd = 100;
+            }
+        }
+        let tb = t.elapsed();
+        let t = std::time::Instant::now();
+        for _ in 0..1_000_000 {
+            n.cong_avoid(&mut c, 1);
+            if c.cwnd > 1000 {
+                c.cwnd = 100;
+            }
+        }
+        eprintln!("bpf {:?}/call ({} insns/call), native {:?}/call", tb / 1_000_000, b.steps() / 1_000_000, t.elapsed() / 1_000_000);
     }
 }
