@@ -14,6 +14,7 @@ its eBPF interpreter (``crates/bpf``).  See docs/bpf.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -52,6 +53,11 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def vmlinux_header() -> Path:
     """A directory holding ``vmlinux.h`` for the running kernel (generated
     once per kernel BTF with ``bpftool btf dump file ... format c``)."""
+    return _vmlinux_header(str(cache_dir()))
+
+
+@functools.lru_cache(maxsize=None)  # the BTF is read and hashed once per process and cache
+def _vmlinux_header(_cache: str) -> Path:
     try:
         btf = VMLINUX_BTF.read_bytes()
     except OSError as e:
@@ -97,6 +103,7 @@ def _local_inputs(src: Path) -> bytes:
     return b"\0\0".join(parts)
 
 
+@functools.lru_cache(maxsize=None)
 def _version(tool: str) -> bytes:
     try:
         return subprocess.run([tool, "--version"], capture_output=True).stdout

@@ -74,6 +74,23 @@ def available() -> Optional[str]:
     return None
 
 
+def tools_check() -> tuple[Optional[bool], str]:
+    """For ``ccbench doctor``: (ok or None when optional and missing, detail)."""
+    missing = [t for t in ("clang", "bpftool") if shutil.which(t) is None]
+    if not Path("/usr/include/bpf/bpf_helpers.h").exists():
+        missing.append("libbpf-dev")
+    if not Path("/sys/kernel/btf/vmlinux").exists():
+        return None, "the kernel has no BTF (/sys/kernel/btf/vmlinux): cca = 'bpf:FILE' cannot be compiled here"
+    if missing:
+        return None, f"not installed: {', '.join(missing)} (apt-get install clang libbpf-dev bpftool) for cca = 'bpf:FILE'"
+    from .cleanup import owner_pid
+
+    left = [n for n in registered_names() if owner_pid(NAME_RE.match(n).group(1)) is None]
+    if left:
+        return False, f"left registered by killed runs: {', '.join(left)}: run `ccbench doctor --cleanup`"
+    return True, "clang, libbpf-dev, bpftool and kernel BTF present: cca = 'bpf:FILE' works on sim and linux"
+
+
 def verifier_excerpt(stderr: str, keep: int = 12) -> str:
     """The relevant lines of libbpf's output: the program that failed, the
     error and the end of the verifier log (where the rejection is explained)."""
