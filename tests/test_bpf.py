@@ -321,3 +321,30 @@ def test_linux_sigkill_then_doctor_cleanup_unregisters(linux, tmp_path):
     live = [it for it in json.loads(out or "[]") for k, v in it.items()
             if k.endswith("tcp_congestion_ops") and v["data"]["name"] == name and v["common"]["state"].endswith("INUSE")]
     assert not live
+
+
+def test_linux_ctrl_c_unregisters(linux, tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a
+    run with a BPF CCA: exit 130 and the CCA unregistered."""
+    (tmp_path / "reno.bpf.c").write_bytes((EXAMPLES / "reno.bpf.c").read_bytes())
+    p = tmp_path / "s.toml"
+    p.write_text(textwrap.dedent(LINUX.format(duration="30s", rate="10Mbit", buffer="1bdp", qdisc="",
+                                              cca="bpf:reno.bpf.c")))
+    before = set(linux.registered_names())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(p), "--out", str(tmp_path / "out")],
+                            start_new_session=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not [n for n in linux.registered_names() if n not in before]:
+            assert time.monotonic() < deadline and proc.poll() is None, "the run did not register its CCA"
+            time.sleep(0.2)
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert set(linux.registered_names()) <= before
+    assert not any(n.startswith("ccb") for n in _kernel_ccas())
