@@ -403,7 +403,7 @@ fn apply_core(btf: &btf::Btf, r: &btf::CoreRelo, insns: &mut [Insn], n: usize, s
     let root = btf.get(btf.resolve(r.type_id)).map(|t| t.name.clone()).unwrap_or_default();
     let value: u64 = match r.kind {
         0..=5 => {
-            let (strukt, member, extra, _) = core_target(btf, r.type_id, &r.access)?;
+            let (strukt, member, extra, elem_size) = core_target(btf, r.type_id, &r.access)?;
             let field = if member.is_empty() { None } else { sock::lookup(&strukt, &member) };
             if r.kind == 2 {
                 field.is_some() as u64
@@ -421,26 +421,16 @@ fn apply_core(btf: &btf::Btf, r: &btf::CoreRelo, insns: &mut [Insn], n: usize, s
                 }
                 match r.kind {
                     0 => (f.off + extra) as u64,
-                    1 => {
-                        if extra > 0 {
-                            (f.size) as u64
-                        } else {
-                            f.size as u64
-                        }
-                    }
+                    // an array element's size when the access indexes into the member
+                    1 => (if extra > 0 { elem_size } else { f.size }) as u64,
                     3 => f.signed as u64,
-                    4 => {
-                        if f.bits > 0 {
-                            64 - f.bits as u64
-                        } else {
-                            64 - 8 * f.size as u64
-                        }
-                    }
+                    // LSHIFT_U64 and RSHIFT_U64: the field sits at bit 0 of its
+                    // bytes, so both are 64 minus its width in bits
                     _ => {
                         if f.bits > 0 {
                             64 - f.bits as u64
                         } else {
-                            64 - 8 * f.size as u64
+                            64 - 8 * (if extra > 0 { elem_size } else { f.size }) as u64
                         }
                     }
                 }

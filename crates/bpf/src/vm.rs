@@ -397,3 +397,62 @@ fn jump(pc: usize, off: i16) -> usize {
 fn fault(addr: u64, pc: usize) -> Error {
     Error::new(format!("BPF program accessed invalid memory 0x{addr:x} (instruction {})", pc.saturating_sub(1)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn { op, dst, src, off, imm }
+    }
+
+    /// A VM whose ssthresh hook is `code`.
+    fn vm(code: Vec<Insn>) -> Vm {
+        let mut hooks = [None; N_HOOKS];
+        hooks[Hook::Ssthresh as usize] = Some(0);
+        let obj = Object { name: "t".into(), flags: 0, programs: vec![Program { name: "p".into(), code }], hooks, data: vec![] };
+        Vm::new(Arc::new(obj), 1)
+    }
+
+    fn run(code: Vec<Insn>) -> Result<u64, Error> {
+        vm(code).call(Hook::Ssthresh, &[Vm::sock_addr()]).map(|r| r.unwrap())
+    }
+
+    #[test]
+    fn alu_semantics_follow_ebpf() {
+        // r0 = 7; r0 /= 0 -> 0 (BPF: division by zero gives 0)
+        assert_eq!(run(vec![insn(0xb7, 0, 0, 0, 7), insn(0x37, 0, 0, 0, 0), insn(0x95, 0, 0, 0, 0)]).unwrap(), 0);
+        // r0 = 7; r0 %= 0 -> 7
+        assert_eq!(run(vec![insn(0xb7, 0, 0, 0, 7), insn(0x97, 0, 0, 0, 0), insn(0x95, 0, 0, 0, 0)]).unwrap(), 7);
+        // w0 = -1 (32-bit mov zero-extends); w0 += 2 wraps to 1
+        assert_eq!(run(vec![insn(0xb4, 0, 0, 0, -1), insn(0x04, 0, 0, 0, 2), insn(0x95, 0, 0, 0, 0)]).unwrap(), 1);
+        // r0 = -8 (64-bit sign-extended imm); r0 s>>= 1 -> -4
+        assert_eq!(run(vec![insn(0xb7, 0, 0, 0, -8), insn(0xc7, 0, 0, 0, 1), insn(0x95, 0, 0, 0, 0)]).unwrap() as i64, -4);
+    }
+
+    #[test]
+    fn socket_memory_and_branches() {
+        // r1 = ctx[0] (sk); r0 = snd_cwnd; if r0 > 10 goto +1; r0 = 99; exit
+        let mut v = vm(vec![
+            insn(0x79, 1, 1, 0, 0),
+            insn(0x61, 0, 1, SND_CWND as i16, 0),
+            insn(0x25, 0, 0, 1, 10),
+            insn(0xb7, 0, 0, 0, 99),
+            insn(0x95, 0, 0, 0, 0),
+        ]);
+        v.sock[SND_CWND..SND_CWND + 4].copy_from_slice(&20u32.to_le_bytes());
+        assert_eq!(v.call(Hook::Ssthresh, &[Vm::sock_addr()]).unwrap(), Some(20));
+        v.sock[SND_CWND..SND_CWND + 4].copy_from_slice(&5u32.to_le_bytes());
+        assert_eq!(v.call(Hook::Ssthresh, &[Vm::sock_addr()]).unwrap(), Some(99));
+    }
+
+    #[test]
+    fn out_of_bounds_and_runaway_programs_stop_with_an_error() {
+        // r1 = sk; r0 = *(u64 *)(r1 + 4096)
+        let e = run(vec![insn(0x79, 1, 1, 0, 0), insn(0x79, 0, 1, 4096, 0), insn(0x95, 0, 0, 0, 0)]).unwrap_err();
+        assert!(e.0.contains("invalid memory"), "{e}");
+        // goto -1 forever
+        let e = run(vec![insn(0x05, 0, 0, -1, 0)]).unwrap_err();
+        assert!(e.0.contains("more than 1e6 instructions"), "{e}");
+    }
+}
