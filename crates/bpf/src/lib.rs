@@ -321,6 +321,15 @@ impl Object {
                 apply_core(&btf, r, &mut insns, n, &s.name)?;
             }
             for (i, insn) in insns.iter().enumerate() {
+                let class = insn.op & 7;
+                let v4 = ((class == 4 || class == 7) && matches!(insn.op & 0xf0, 0x30 | 0x90 | 0xb0) && insn.off != 0)
+                    || (class == 1 && insn.op & 0xe0 == 0x80);
+                if v4 {
+                    return Err(Error::new(format!(
+                        "unsupported: BPF ISA v4 instruction 0x{:02x} in {} (instruction {i}; compile without -mcpu=v4)",
+                        insn.op, s.name
+                    )));
+                }
                 if insn.op == 0x85 && insn.src == CALL_HELPER && !sock::HELPERS.iter().any(|h| h.0 == insn.imm) {
                     return Err(Error::new(format!("unsupported BPF helper #{} called in {} (instruction {i})", insn.imm, s.name)));
                 }
