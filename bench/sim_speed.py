@@ -159,7 +159,7 @@ def bpf_vs_native(headline, reps):
     from ccbench import bpf
 
     try:
-        obj = bpf.resolve_cca("bpf:reno.bpf.c", HERE.parent / "studies" / "bpf-cca", "sim")
+        obj = bpf.core_cca(bpf.resolve_cca("bpf:reno.bpf.c", HERE.parent / "studies" / "bpf-cca", "sim"))
     except bpf.BpfError as e:
         print(f"BPF Reno: not run ({e})")
         return

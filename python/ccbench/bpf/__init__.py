@@ -167,9 +167,11 @@ def object_for(spec: str, base: Optional[Path]) -> tuple[Path, Path, str]:
 
 def resolve_cca(spec: str, base: Optional[Path], backend: str) -> str:
     """The resolved config's cca for ``bpf:PATH``: ``bpf:`` and the cached
-    object's absolute path (its name begins with the source's SHA-256).
-    For the simulator the object is also checked to use only what the
-    simulator provides (one line naming the field or function if not)."""
+    object's file name, which begins with the source's SHA-256 (not its
+    path: run ids do not depend on where the cache is; :func:`object_path`
+    finds it). For the simulator the object is also checked to use only
+    what the simulator provides (one line naming the field or function if
+    not)."""
     _, obj, _ = object_for(spec, base)
     from ccbench import _core
 
@@ -182,7 +184,20 @@ def resolve_cca(spec: str, base: Optional[Path], backend: str) -> str:
             _core.bpf_ops_name(str(obj))
         except ValueError as e:
             raise BpfError(str(e)) from None
-    return PREFIX + str(obj)
+    return PREFIX + obj.name
+
+
+def object_path(cca: str) -> Path:
+    """The object file of a resolved ``bpf:NAME`` (in the cache; an absolute
+    path is taken as it is)."""
+    p = Path(cca[len(PREFIX):])
+    return p if p.is_absolute() else cache_dir() / "obj" / p
+
+
+def core_cca(cca: str) -> str:
+    """A flow's cca as the simulator core takes it: ``bpf:`` and the
+    object's absolute path; other names unchanged."""
+    return PREFIX + str(object_path(cca)) if is_bpf(cca) else cca
 
 
 def is_bpf(cca: str) -> bool:

@@ -149,7 +149,9 @@ def _rename(obj: str, name: str, dest: Path) -> None:
 def register(obj_cca: str, token: str, index: int, run_dir: Path) -> Registration:
     """Register ``bpf:<object>`` for one run under its own name. Raises
     BpfLoadError (nothing left registered) when the kernel refuses it."""
-    obj = obj_cca[len("bpf:"):]
+    from ccbench.bpf import object_path
+
+    obj = str(object_path(obj_cca))
     name = f"ccb{token}_b{index}"  # the kernel allows [A-Za-z0-9_.] only
     copy = run_dir / f"{name}.bpf.o"
     _rename(obj, name, copy)
