@@ -41,6 +41,9 @@ install-dev: $(STAMP)/toolchain
 	@command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 || { \
 	  echo "installing Debian's slurm-wlm and munge (the --cluster slurm test starts a one-node Slurm)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slurm-wlm munge; }
+	@{ command -v clang >/dev/null 2>&1 && command -v bpftool >/dev/null 2>&1 && test -f /usr/include/bpf/bpf_helpers.h; } || { \
+	  echo "installing clang, libbpf-dev and bpftool (cca = \"bpf:FILE\": BPF congestion control; tested)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y clang libbpf-dev bpftool; }
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium (the HTML report test renders the report in it)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }

@@ -8,7 +8,10 @@ ns-3, measured in the same run so the ratio is fair on a noisy machine.
 Prints per scenario: ccbench's wall time (median of --reps runs, one core),
 simulated seconds per wall second, bottleneck packets per wall second,
 aggregate goodput and Jain's index; and for ns-3 the same plus the wall-time
-ratio and the goodput difference. Nothing here is a test: it prints figures.
+ratio and the goodput difference. Then the headline scenario with BPF Reno
+(studies/bpf-cca/reno.bpf.c in the simulator's eBPF VM) against the native
+reno, runs interleaved: the wall-time ratio (the target is at most 2x).
+Nothing here is a test: it prints figures.
 """
 
 from __future__ import annotations
@@ -191,7 +194,35 @@ def main() -> int:
                   f"{n['pkts'] / n['wall'] / 1e6:7.2f} {n['goodput'] / 1e6:8.1f} {n['jain']:5.3f}")
             print(f"{'':<9}ratio: ccbench is {n['wall'] / r['wall']:.1f}x faster; "
                   f"goodput differs by {100 * (r['goodput'] / n['goodput'] - 1):+.2f}%")
+    bpf_vs_native(scenarios[0], args.reps)
     return 0
+
+
+def bpf_vs_native(headline, reps):
+    """The headline scenario with Reno: native vs BPF, interleaved."""
+    from ccbench import bpf
+
+    try:
+        obj = bpf.core_cca(bpf.resolve_cca("bpf:reno.bpf.c", HERE.parent / "studies" / "bpf-cca", "sim"))
+    except bpf.BpfError as e:
+        print(f"BPF Reno: not run ({e})")
+        return
+    native, mine = dict(headline, cca="reno"), dict(headline, cca=obj)
+    cfgs = [json.dumps(sim_config(native)), json.dumps(sim_config(mine))]
+    walls = ([], [])
+    outs = [None, None]
+    for _ in range(reps):
+        for i, cfg in enumerate(cfgs):
+            t0 = time.perf_counter()
+            outs[i] = json.loads(_core.simulate(cfg))
+            walls[i].append(time.perf_counter() - t0)
+    wn, wb = statistics.median(walls[0]), statistics.median(walls[1])
+    same = outs[0]["flows"] == outs[1]["flows"]
+    name = title(dict(headline, cca="reno"))
+    print(f"{'native   ' + name:<72} {wn:7.3f}")
+    print(f"{'BPF      ' + name:<72} {wb:7.3f}")
+    print(f"{'':<9}ratio: BPF Reno takes {wb / wn:.2f}x the wall time of native reno "
+          f"(target <= 2x); results {'identical' if same else 'DIFFER'}")
 
 
 if __name__ == "__main__":

@@ -158,6 +158,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
+    if hasattr(backend, "preflight"):  # e.g. the kernel's verdict on BPF CCAs (linux)
+        backend.preflight(runs)
     from ccbench.executor.cluster_config import from_args as cluster_from_args
 
     cluster = cluster_from_args(args, study)
@@ -443,7 +445,13 @@ def _doctor_cleanup(c: Console) -> int:
                          "run it as root, e.g. sudo ccbench doctor --cleanup")
     in_progress = [r for r in cleanup.find(include_live=True) if r.owner is not None]
     removed, problems = cleanup.cleanup()
-    if not removed:
+    from ccbench.backends.linux import bpf_cca
+
+    bpf_removed, bpf_problems = bpf_cca.cleanup_leftovers() if bpf_cca.available() is None else ([], [])
+    problems += bpf_problems
+    for name in bpf_removed:
+        c.print(f"unregistered BPF congestion control {name}", soft_wrap=True)
+    if not removed and not bpf_removed:
         c.print("nothing left behind by ccbench runs")
     for r in removed:
         c.print(f"removed run ccb{r.token}: {escape(r.describe())}", soft_wrap=True)

@@ -18,6 +18,21 @@ fn algorithms() -> Vec<&'static str> {
     sim::cc::ALGORITHMS.to_vec()
 }
 
+/// Why the simulator cannot run the BPF object at `path` (one line), or
+/// None when it can.
+#[pyfunction]
+fn bpf_check(path: &str) -> Option<String> {
+    sim::cc::bpf::load(path).err()
+}
+
+/// The struct_ops map's name in a BPF object: (file offset of the name,
+/// name, file offset of the u32 flags).
+#[pyfunction]
+fn bpf_ops_name(path: &str) -> PyResult<(usize, String, usize)> {
+    let bytes = std::fs::read(path).map_err(|e| PyValueError::new_err(format!("{path}: {e}")))?;
+    bpf::struct_ops_fields(&bytes).map_err(|e| PyValueError::new_err(e.0))
+}
+
 /// Names of the queue disciplines the simulator implements.
 #[pyfunction]
 fn qdiscs() -> Vec<&'static str> {
@@ -55,6 +70,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(emu_run, m)?)?;
+    m.add_function(wrap_pyfunction!(bpf_check, m)?)?;
+    m.add_function(wrap_pyfunction!(bpf_ops_name, m)?)?;
     m.add_function(wrap_pyfunction!(load_server, m)?)?;
     m.add_function(wrap_pyfunction!(load_client, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -199,8 +199,8 @@ impl RunConfig {
             return Err(format!("flow id {} given twice", w[0]));
         }
         for f in &self.flows {
-            if crate::cc::by_name(&f.cca).is_none() {
-                return Err(format!("flow {}: unknown cca {:?} (known: {:?})", f.id, f.cca, crate::cc::ALGORITHMS));
+            if let Err(e) = crate::cc::check(&f.cca) {
+                return Err(format!("flow {}: {e}", f.id));
             }
             if f.cwnd_clamp == Some(0) || f.max_rate_bps == Some(0) {
                 return Err(format!("flow {}: cwnd_clamp and max_rate_bps must be positive", f.id));

@@ -24,7 +24,10 @@ def core_config(config: dict) -> dict:
     """The resolved config as the core takes it: a flow's ``tool`` (iperf3)
     says how the linux backend drives it; the simulator runs the same bulk
     flow either way, so it is dropped."""
-    return {**config, "flows": [{k: v for k, v in f.items() if k != "tool"} for f in config["flows"]]}
+    from ccbench.bpf import core_cca  # bpf:NAME → the cached object's path (docs/bpf.md)
+
+    return {**config, "flows": [{**{k: v for k, v in f.items() if k != "tool"}, "cca": core_cca(f["cca"])}
+                                for f in config["flows"]]}
 
 
 class SimBackend:

@@ -193,7 +193,7 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
             raise StudyError(_pydantic_message(filename, ve, cdoc, where)) from None
         be = backend or model.study.backend
         try:
-            config, jitters, meta = resolve.check_and_resolve(model, be)
+            config, jitters, meta = resolve.check_and_resolve(model, be, path.parent if path is not None else None)
         except FieldError as e:
             raise StudyError(_field_message(filename, e, cdoc, where)) from None
         if first_model is None:

@@ -29,6 +29,7 @@ import hashlib
 import json
 from fractions import Fraction
 from math import floor
+from pathlib import Path
 from typing import Any, Optional
 
 from . import qdisc, units
@@ -159,7 +160,7 @@ def _dumbbell(topo: Any, tcp: Any) -> tuple[list, dict, Optional[dict]]:
     return senders, bottleneck, reverse
 
 
-def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list[dict]]:
+def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -> tuple[dict, list[int], list[dict]]:
     """Cross-field checks, then the resolved config without seed and jitter.
 
     Returns (config, per-flow jitter range in ns, per-flow meta without start/stop).
@@ -223,7 +224,15 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
     routes: list[network.Route] = []
     for i, f in enumerate(m.flows):
         loc = ("flows", i)
-        if f.cca not in allowed_ccas:
+        cca = f.cca
+        if f.cca.startswith("bpf:"):  # a BPF struct_ops CCA (ccbench.bpf; base: the study's directory)
+            from ccbench import bpf as _bpf
+
+            try:
+                cca = _bpf.resolve_cca(f.cca, base, backend)
+            except _bpf.BpfError as e:
+                raise FieldError(loc + ("cca",), str(e)) from None
+        elif f.cca not in allowed_ccas:
             problem = f"unknown congestion control for backend '{backend}'"
             if backend == "linux":
                 problem = ("this kernel has no such congestion control"
@@ -312,7 +321,7 @@ def check_and_resolve(m: StudyFile, backend: str) -> tuple[dict, list[int], list
             else:
                 where, sender = {"sender": f.sender}, f.sender
             flow: dict[str, Any] = {
-                "id": fid, "cca": f.cca, **where, "kind": f.kind,
+                "id": fid, "cca": cca, **where, "kind": f.kind,
                 "start_ns": f.start, "stop_ns": f.stop,
             }
             if general:

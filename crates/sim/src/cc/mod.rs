@@ -21,6 +21,7 @@
 pub mod bbr;
 pub mod bbr3;
 pub mod bic;
+pub mod bpf;
 pub mod cubic;
 pub mod dctcp;
 pub mod highspeed;
@@ -383,8 +384,18 @@ pub fn by_name(name: &str) -> Option<Box<dyn CongestionControl>> {
         "westwood" => Some(Box::new(westwood::Westwood::default())),
         "dctcp" => Some(Box::new(dctcp::Dctcp::default())),
         "nv" => Some(Box::new(nv::Nv::default())),
+        n if n.starts_with("bpf:") => bpf::BpfCc::open(&n[4..], 0).ok().map(|b| Box::new(b) as Box<dyn CongestionControl>),
         _ => None,
     }
+}
+
+/// Why `name` is not a CCA the simulator can run: a `bpf:OBJECT` that does
+/// not load gives the loader's one-line reason.
+pub fn check(name: &str) -> Result<(), String> {
+    if let Some(path) = name.strip_prefix("bpf:") {
+        return bpf::load(path).map(|_| ());
+    }
+    by_name(name).map(|_| ()).ok_or_else(|| format!("unknown cca {name:?} (known: {ALGORITHMS:?} or bpf:OBJECT)"))
 }
 
 /// Build a CCA for one connection; `seed` feeds algorithms with random
@@ -395,6 +406,7 @@ pub fn build(name: &str, seed: u64) -> Option<Box<dyn CongestionControl>> {
         "bbr" => Some(Box::new(bbr::Bbr::with_seed(seed))),
         "bbr3" => Some(Box::new(bbr3::Bbr3::with_seed(seed))),
         "nv" => Some(Box::new(nv::Nv::with_seed(seed))),
+        n if n.starts_with("bpf:") => bpf::BpfCc::open(&n[4..], seed).ok().map(|b| Box::new(b) as Box<dyn CongestionControl>),
         _ => by_name(name),
     }
 }

@@ -39,7 +39,7 @@ from typing import Any, Iterator, Optional
 from ccbench.backends import SAMPLE_COLUMNS, RunResult
 from ccbench.errors import UsageError
 
-from . import cgroups, cleanup, iperf3, netns, procs
+from . import bpf_cca, cgroups, cleanup, iperf3, netns, procs
 
 SERVER_PORT = 5201
 # With a network the emulator knows each flow's packets by the port its load
@@ -205,6 +205,8 @@ class _Run:
         self.tun_qdisc_drops = 0
         self.cgroups: dict[str, Path] = {}  # client name → its cgroup, for cwnd-clamped flows
         self.servers: list[str] = ["server"]  # the load servers' process names
+        self.bpf: list[bpf_cca.Registration] = []  # BPF CCAs registered for this run (bpf_cca.py)
+        self.cca_name: dict[str, str] = {}  # a flow's cca → the name its sockets use
 
     # -- lifecycle
 
@@ -218,6 +220,19 @@ class _Run:
         self.dir.mkdir(mode=0o700)
         cleanup.write_owner(self.dir)
         netns.build(self.topo, self.cfg["tcp"])
+        for i, cca in enumerate(sorted({f["cca"] for f in self.cfg["flows"] if f["cca"].startswith("bpf:")})):
+            try:
+                reg = bpf_cca.register(cca, self.token, i, self.dir)
+            except bpf_cca.BpfLoadError as e:
+                raise UsageError(str(e)) from None
+            self.bpf.append(reg)
+            self.cca_name[cca] = reg.name
+        if self.bpf:
+            # Where the connections are accepted: the dumbbell's receiver, or each destination host.
+            receivers = ([self.topo.receiver] if self.topo.receiver is not None else
+                         [self.topo.nodes[d] for d in sorted({f["dst"] for f in self.cfg["flows"]})])
+            for host in receivers:
+                bpf_cca.accept_ecn(host.ns, self.bpf)
 
     def close(self) -> None:
         """Stop every process, delete every namespace and the run directory (idempotent)."""
@@ -235,6 +250,10 @@ class _Run:
                     cleanup.kill(strays)
             except Exception as e:  # noqa: BLE001
                 problems.append(f"stopping the processes: {e}")
+            for reg in self.bpf:
+                problem = bpf_cca.unregister(reg)
+                if problem:
+                    problems.append(problem)
             for d in self.cgroups.values():
                 problem = cgroups.remove(d)
                 if problem:
@@ -307,7 +326,7 @@ class _Run:
                 "stop_at_monotonic_ns": end,
                 "sample_interval_ns": interval,
                 "flows": [{
-                    "id": f["id"], "cca": f["cca"], "kind": f["kind"], "start_ns": f["start_ns"],
+                    "id": f["id"], "cca": self.cca_name.get(f["cca"], f["cca"]), "kind": f["kind"], "start_ns": f["start_ns"],
                     "stop_ns": f["stop_ns"], "request_bytes": f.get("request_bytes"),
                     "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
                     "size_bytes": f.get("size_bytes"),
@@ -325,7 +344,7 @@ class _Run:
             configs[name] = {
                 "role": "client", "server_ip": topo.receiver.ip, "port": port, "t0_monotonic_ns": t0,
                 "seconds": iperf3.config_seconds(f, int(cfg["duration_ns"])), "sample_interval_ns": interval,
-                "mss": mss_opt, "flow": {**f, **_socket_options(f, cfg["tcp"])},
+                "mss": mss_opt, "flow": {**f, "cca": self.cca_name.get(f["cca"], f["cca"]), **_socket_options(f, cfg["tcp"])},
                 "json_path": str(self.dir / f"{name}.iperf3.json"),
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
@@ -405,7 +424,7 @@ class _Run:
                 "stop_at_monotonic_ns": end,
                 "sample_interval_ns": interval,
                 "flows": [{
-                    "id": f["id"], "cca": f["cca"], "kind": f["kind"], "start_ns": f["start_ns"],
+                    "id": f["id"], "cca": self.cca_name.get(f["cca"], f["cca"]), "kind": f["kind"], "start_ns": f["start_ns"],
                     "stop_ns": f.get("stop_ns"), "request_bytes": f.get("request_bytes"),
                     "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
                     "size_bytes": f.get("size_bytes"), "bind_port": CLIENT_PORT_BASE + int(f["id"]),
@@ -737,6 +756,19 @@ class LinuxBackend:
         if problems:
             raise UsageError("backend 'linux' is not available: " + "; ".join(problems))
 
+    def preflight(self, runs: list) -> None:
+        """Before any run: the kernel must accept every BPF CCA of the study
+        (a verifier rejection is a usage error, exit 2, nothing registered)."""
+        objs = sorted({f["cca"] for r in runs for f in r.config["flows"] if f["cca"].startswith("bpf:")})
+        if objs:
+            problem = bpf_cca.available()
+            if problem:
+                raise UsageError(f"BPF congestion control on linux: {problem}")
+            try:
+                bpf_cca.verify(objs)
+            except bpf_cca.BpfLoadError as e:
+                raise UsageError(str(e)) from None
+
     def run(self, runspec: Any) -> RunResult:
         self.check()
         cfg = runspec.config
@@ -757,6 +789,8 @@ def _validate(cfg: dict) -> None:
 
     have = kernel.available() or ()
     for f in cfg["flows"]:
+        if f["cca"].startswith("bpf:"):  # registered by the run (bpf_cca.py)
+            continue
         if f["cca"] not in have:
             raise UsageError(f"flow {f['id']}: this kernel has no congestion control '{f['cca']}' "
                              f"(available: {', '.join(have)})")

@@ -149,6 +149,9 @@ def probe() -> list[Check]:
                         + " (tcp_allowed_congestion_control; ccbench's load generator runs as root, "
                           "which may use every available one, so ccbench leaves it alone)"))
     checks.append(_bpf())
+    from .bpf_cca import tools_check  # cca = "bpf:FILE" (docs/bpf.md)
+
+    checks.append(Check("BPF congestion control (optional)", *tools_check()))
     checks.append(_preemption())
     core = core_problem()
     checks.append(Check("emulator and load generator", core is None, core or "built into ccbench._core"))

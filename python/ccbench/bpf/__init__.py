@@ -1,0 +1,210 @@
+"""BPF congestion control: ``cca = "bpf:PATH"`` in a study.
+
+PATH (relative to the study file) is a ``.bpf.c`` source, compiled here with
+clang for the BPF target against a ``vmlinux.h`` generated from the running
+kernel's BTF by bpftool, or a compiled ``.bpf.o``.  Objects are cached by
+content hash under ``$XDG_CACHE_HOME/ccbench/bpf`` (``~/.cache``); the
+resolved config names the cached object, whose file name begins with the
+SHA-256 of the source, so every run records the exact code it ran.
+
+The same object runs on both backends: the linux backend registers it with
+the kernel (:mod:`ccbench.backends.linux.bpf_cca`), the simulator runs it in
+its eBPF interpreter (``crates/bpf``).  See docs/bpf.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+PREFIX = "bpf:"
+
+
+class BpfError(Exception):
+    """A BPF CCA that cannot be used: compile failure, bad object, refusal."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("CCBENCH_BPF_CACHE")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "ccbench" / "bpf"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def vmlinux_header() -> Path:
+    """A directory holding ``vmlinux.h`` for the running kernel (generated
+    once per kernel BTF with ``bpftool btf dump file ... format c``)."""
+    return _vmlinux_header(str(cache_dir()))
+
+
+@functools.lru_cache(maxsize=None)  # the BTF is read and hashed once per process and cache
+def _vmlinux_header(_cache: str) -> Path:
+    try:
+        btf = VMLINUX_BTF.read_bytes()
+    except OSError as e:
+        raise BpfError(f"cannot read the kernel's BTF ({VMLINUX_BTF}: {e.strerror or e}): "
+                       "a .bpf.c source needs a kernel with CONFIG_DEBUG_INFO_BTF (or give a compiled .bpf.o)") from None
+    d = cache_dir() / f"vmlinux-{_sha(btf)[:16]}"
+    h = d / "vmlinux.h"
+    if h.exists():
+        return d
+    bpftool = shutil.which("bpftool")
+    if bpftool is None:
+        raise BpfError("bpftool is not installed (Debian: apt-get install bpftool); it generates vmlinux.h")
+    p = subprocess.run([bpftool, "btf", "dump", "file", str(VMLINUX_BTF), "format", "c"],
+                       capture_output=True)
+    if p.returncode != 0:
+        raise BpfError(f"bpftool btf dump failed: {p.stderr.decode(errors='replace').strip()}")
+    _atomic_write(h, p.stdout)
+    return d
+
+
+def _clang() -> str:
+    c = shutil.which("clang")
+    if c is None:
+        raise BpfError("clang is not installed (Debian: apt-get install clang libbpf-dev)")
+    return c
+
+
+_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def _local_inputs(src: Path) -> bytes:
+    """The source and the local headers it includes (one level deep, next to
+    it), for the cache key."""
+    text = src.read_bytes()
+    parts = [text]
+    for name in sorted(set(_INCLUDE.findall(text))):
+        n = name.decode(errors="replace")
+        if n == "vmlinux.h":
+            continue
+        h = src.parent / n
+        if h.is_file():
+            parts.append(n.encode() + b"\0" + h.read_bytes())
+    return b"\0\0".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def _version(tool: str) -> bytes:
+    try:
+        return subprocess.run([tool, "--version"], capture_output=True).stdout
+    except OSError:
+        return b""
+
+
+def _clean_clang(stderr: str, src: Path) -> str:
+    """clang's diagnostics without the trailing summary line."""
+    lines = [ln for ln in stderr.rstrip().splitlines() if not re.match(r"^\d+ (error|warning)s? generated", ln)]
+    return "\n".join(lines).strip() or "clang failed"
+
+
+def compile_source(src: Path) -> Path:
+    """Compile ``src`` (cached by content hash); returns the object's path."""
+    clang = _clang()
+    inc = vmlinux_header()
+    try:
+        inputs = _local_inputs(src)
+    except OSError as e:
+        raise BpfError(f"cannot read {src}: {e.strerror or e}") from None
+    src_sha = _sha(src.read_bytes())
+    key = _sha(inputs + b"\0" + _version(clang) + inc.name.encode())[:8]
+    out = cache_dir() / "obj" / f"{src_sha[:16]}-{key}.bpf.o"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    args = [clang, "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall", "-Wno-unused-function",
+            "-I", str(inc), "-I", str(src.parent), "-c", str(src), "-o", str(tmp)]
+    p = subprocess.run(args, capture_output=True, text=True)
+    if p.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise BpfError(f"clang could not compile {src}:\n{_clean_clang(p.stderr, src)}")
+    os.replace(tmp, out)
+    return out
+
+
+def object_for(spec: str, base: Optional[Path]) -> tuple[Path, Path, str]:
+    """Resolve ``bpf:PATH`` (relative to ``base``): (source, cached object,
+    source SHA-256)."""
+    rel = spec[len(PREFIX):]
+    if not rel:
+        raise BpfError("bpf: needs a path to a .bpf.c source or a .bpf.o object")
+    src = Path(rel)
+    if not src.is_absolute():
+        src = (base or Path.cwd()) / src
+    if not src.is_file():
+        raise BpfError(f"no such file: {src}")
+    data = src.read_bytes()
+    sha = _sha(data)
+    if src.suffix == ".c":
+        return src, compile_source(src), sha
+    if src.suffix == ".o":
+        out = cache_dir() / "obj" / f"{sha[:16]}.bpf.o"
+        if not out.exists():
+            _atomic_write(out, data)
+        return src, out, sha
+    raise BpfError(f"{src.name}: expected a .bpf.c source or a .bpf.o object")
+
+
+def resolve_cca(spec: str, base: Optional[Path], backend: str) -> str:
+    """The resolved config's cca for ``bpf:PATH``: ``bpf:`` and the cached
+    object's file name, which begins with the source's SHA-256 (not its
+    path: run ids do not depend on where the cache is; :func:`object_path`
+    finds it). For the simulator the object is also checked to use only
+    what the simulator provides (one line naming the field or function if
+    not)."""
+    _, obj, _ = object_for(spec, base)
+    from ccbench import _core
+
+    if backend == "sim":
+        why = _core.bpf_check(str(obj))
+        if why:
+            raise BpfError(f"the simulator cannot run this CCA: {why}")
+    else:
+        try:
+            _core.bpf_ops_name(str(obj))
+        except ValueError as e:
+            raise BpfError(str(e)) from None
+    return PREFIX + obj.name
+
+
+def object_path(cca: str) -> Path:
+    """The object file of a resolved ``bpf:NAME`` (in the cache; an absolute
+    path is taken as it is)."""
+    p = Path(cca[len(PREFIX):])
+    return p if p.is_absolute() else cache_dir() / "obj" / p
+
+
+def core_cca(cca: str) -> str:
+    """A flow's cca as the simulator core takes it: ``bpf:`` and the
+    object's absolute path; other names unchanged."""
+    return PREFIX + str(object_path(cca)) if is_bpf(cca) else cca
+
+
+def is_bpf(cca: str) -> bool:
+    return cca.startswith(PREFIX)
+
+
+def ops_name(obj: str) -> str:
+    from ccbench import _core
+
+    return _core.bpf_ops_name(obj)[1]
