@@ -306,13 +306,7 @@ class _Run:
                             for h, s in zip(topo.senders, cfg["senders"])],
                 "bottleneck": cfg["bottleneck"],
                 "reverse": cfg["reverse"],
-                "seed": cfg["seed"],
-                "t0_monotonic_ns": t0,
-                "stop_at_monotonic_ns": end + END_GRACE_NS,
-                "sample_interval_ns": interval,
-                "stats_path": str(self.dir / "emu.stats.jsonl"),
-                "late_tolerance_ns": LATE_TOLERANCE_NS,
-                "cpu": "off" if emu_cpu is None else emu_cpu,
+                **self._emu_clock(t0, end, interval, emu_cpu),
             },
             "server": {"listen": server, "stop_at_monotonic_ns": end + END_GRACE_NS, "t0_monotonic_ns": t0},
         }
@@ -350,6 +344,12 @@ class _Run:
             }
             clients[name] = (topo.senders[f["sender"]], [f])
         return self._finish(configs, t0, end, clients, ["server"])
+
+    def _emu_clock(self, t0: int, end: int, interval: int, emu_cpu: Optional[int]) -> dict:
+        """The emulator config's fields shared by the dumbbell and a network: seed, clock, stats, CPU."""
+        return {"seed": self.cfg["seed"], "t0_monotonic_ns": t0, "stop_at_monotonic_ns": end + END_GRACE_NS,
+                "sample_interval_ns": interval, "stats_path": str(self.dir / "emu.stats.jsonl"),
+                "late_tolerance_ns": LATE_TOLERANCE_NS, "cpu": "off" if emu_cpu is None else emu_cpu}
 
     def _finish(self, configs: dict[str, dict], t0: int, end: int, clients: dict, servers: list[str]) -> RunResult:
         self.procs.go(configs)
@@ -404,13 +404,7 @@ class _Run:
                 "flows": emu_flows,
                 "events": cfg.get("events") or [],
                 "controller": cfg.get("controller"),
-                "seed": cfg["seed"],
-                "t0_monotonic_ns": t0,
-                "stop_at_monotonic_ns": end + END_GRACE_NS,
-                "sample_interval_ns": interval,
-                "stats_path": str(self.dir / "emu.stats.jsonl"),
-                "late_tolerance_ns": LATE_TOLERANCE_NS,
-                "cpu": "off" if emu_cpu is None else emu_cpu,
+                **self._emu_clock(t0, end, interval, emu_cpu),
             },
         }
         for name, h in servers.items():
