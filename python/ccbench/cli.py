@@ -228,11 +228,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
+    if hasattr(backend, "prepare"):  # hosts: the inventory and every host's pre-flight, before any run
+        backend = backend.prepare(study, getattr(args, "inventory", None))
     jobs = _jobs(args.jobs)
     out = Path(args.out) if args.out else default_results_dir(study.results_name)
 
     out_c, err_c = _stdout(), _stderr()
-    if study.backend == "linux" and jobs > 1:
+    if study.backend in ("linux", "hosts") and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
         err_c.print(f"note: --jobs {args.jobs} ignored: linux runs are real time and run one at a time",
@@ -464,6 +466,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     c = _stdout()
+    if args.cleanup and getattr(args, "inventory", None):
+        from ccbench.backends.hosts.cleanup import doctor_cleanup
+
+        return doctor_cleanup(c, args.inventory)
     if args.cleanup:
         return _doctor_cleanup(c)
     c.print(f"ccbench {__version__}, Python {sys.version.split()[0]}")
@@ -517,13 +523,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a study (resumes where it stopped)")
     r.add_argument("study", metavar="STUDY", help="the study file (.toml)")
-    r.add_argument("--backend", help="sim or linux (default: the study's, else sim)")
+    r.add_argument("--backend", help="sim, linux or hosts (default: the study's, else sim)")
     r.add_argument("--out", metavar="DIR", help="results directory (default: results/<study name>/)")
     r.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="runs at the same time in worker processes (default 1; 0 = one per CPU)")
     r.add_argument("--profile", metavar="NAME",
                    help="apply the study's [profiles.NAME] (results default to results/<study name>-NAME/)")
     r.add_argument("--quick", action="store_true", help="the same as --profile quick")
+    r.add_argument("--inventory", metavar="FILE", help="backend hosts: the machines of each role ([hosts] table)")
     r.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("ls", help="list studies and runs in a results directory")
@@ -552,6 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="check what this machine can run")
     dr.add_argument("--cleanup", action="store_true",
                     help="remove what killed linux-backend runs left behind (namespaces, links, processes)")
+    dr.add_argument("--inventory", metavar="FILE",
+                    help="with --cleanup: remove what killed hosts-backend runs left on these machines")
     dr.set_defaults(func=cmd_doctor)
 
     cli_analysis.add_commands(sub)

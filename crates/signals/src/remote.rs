@@ -8,7 +8,8 @@
 //! * a pidfile (`PID STARTTIME`, the start time in clock ticks from
 //!   /proc/PID/stat) lets cleanup stop exactly this process later and
 //!   never a process that reused its pid;
-//! * results are written to a file atomically (a temporary file + rename).
+//! * results are written to a file atomically (a temporary file + rename);
+//! * `ready` on stdout says the process started and waits for its config.
 
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -120,7 +121,13 @@ pub fn run_command(args: &Args, f: fn(&str) -> Result<String, String>) -> i32 {
         eprintln!("cannot write {pidfile}: {e}");
         return 1;
     }
-    let out = set_cpus(args.get("cpus").unwrap_or("")).and_then(|_| config_from_stdin()).and_then(|c| f(&c));
+    let out = set_cpus(args.get("cpus").unwrap_or("")).and_then(|_| {
+        // "ready": started, pidfile written; the controller now sends the config.
+        use std::io::Write;
+        let mut o = std::io::stdout().lock();
+        writeln!(o, "ready").and_then(|_| o.flush()).map_err(|e| format!("stdout: {e}"))?;
+        config_from_stdin()
+    }).and_then(|c| f(&c));
     let (text, code) = match out {
         Ok(t) => (t, 0),
         Err(e) => {

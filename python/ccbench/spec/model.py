@@ -24,6 +24,9 @@ from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 CCAS: dict[str, tuple[str, ...]] = {
     "sim": ("reno", "newreno", "cubic", "bbr", "bbr3", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "nv"),
     "linux": ("reno", "cubic", "bbr", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "nv"),
+    # real machines: what their kernels have is checked by the pre-flight (backends/hosts/preflight.py)
+    "hosts": ("reno", "cubic", "bbr", "bbr3", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp",
+              "nv", "hybla", "scalable", "lp", "veno", "yeah", "cdg"),
 }
 BACKENDS: tuple[str, ...] = tuple(CCAS)
 # Algorithms that pace their sockets themselves, also without fq (Linux's bbr
@@ -110,7 +113,7 @@ class Model(BaseModel):
 class StudyInfo(Model):
     name: StrictStr = F(..., "a non-empty name such as 'cubic-vs-bbr-loss'", min_length=1)
     description: StrictStr = F("", "free text")
-    backend: Literal["sim", "linux"] = F("sim", "one of " + ", ".join(repr(b) for b in BACKENDS))
+    backend: Literal["sim", "linux", "hosts"] = F("sim", "one of " + ", ".join(repr(b) for b in BACKENDS))
     repetitions: StrictInt = F(1, "a whole number >= 1", ge=1)
     duration: Time = F("30s", "a positive time such as '30s' or '1min'")
     seed: StrictInt = F(1, "a whole number from 0 to 2^63-1", ge=0, le=2**63 - 1)
@@ -324,3 +327,5 @@ class StudyFile(Model):
     controller: Optional[Controller] = F(None, "a table with kind = 'noted', link and alternative "
                                          "(general topology)")
     analysis: Analysis = F({}, "a table {steady_after, collapse_fraction, collapse_min, converge_jfi}")
+    # backend = "hosts": the inventory (checked by backends/hosts/inventory.py, not here)
+    hosts: Optional[dict] = F(None, "a table [hosts] (docs/hosts-backend.md)")
