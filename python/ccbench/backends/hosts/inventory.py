@@ -217,9 +217,11 @@ def parse(table: dict, *, source: str = "[hosts]", n_senders: Optional[int] = No
     if not isinstance(senders_t, list) or not senders_t:
         raise err("senders", "missing or empty", senders_t, "an array of tables [[hosts.senders]], one per sender")
     senders = tuple(end_host(f"senders[{i}]", f"s{i}", t) for i, t in enumerate(senders_t))
-    if n_senders is not None and len(senders) != n_senders:
-        raise err("senders", f"the study has {n_senders} sender{'s' if n_senders != 1 else ''}", len(senders),
-                  f"exactly {n_senders} [[hosts.senders]] tables")
+    if n_senders is not None:  # a study with fewer senders uses the first ones
+        if len(senders) < n_senders:
+            raise err("senders", f"the study has {n_senders} sender{'s' if n_senders != 1 else ''}", len(senders),
+                      f"at least {n_senders} [[hosts.senders]] tables (the first {n_senders} are used)")
+        senders = senders[:n_senders]
     receiver = end_host("receiver", "d", table.get("receiver"))
     fwd_t = table.get("forwarder")
     forwarder = None
