@@ -38,6 +38,9 @@ install-dev: $(STAMP)/toolchain
 	@command -v iperf3 >/dev/null 2>&1 || { \
 	  echo "installing iperf3 (the linux backend's tool = \"iperf3\" flows; tested)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3; }
+	@test -x /usr/sbin/sshd && command -v ssh >/dev/null 2>&1 || { \
+	  echo "installing OpenSSH (the hosts backend's tests run sshd in namespaces; ccbench drives hosts with ssh)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openssh-server openssh-client; }
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium (the HTML report test renders the report in it)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
