@@ -97,6 +97,9 @@ def check_config(cfg: dict, inv: Inventory) -> None:
     if cfg["tcp"].get("delayed_ack") == "off":
         raise UsageError("tcp.delayed_ack = 'off': the hosts backend does not change the hosts' routes "
                          "(quickack); leave it at 'linux'")
+    if int(cfg["tcp"].get("init_cwnd", 10)) != 10 or int(cfg["tcp"].get("min_rto_ns", 200_000_000)) != 200_000_000:
+        raise UsageError("tcp.init_cwnd / tcp.min_rto: the hosts backend does not change the hosts' routes, where "
+                         "Linux keeps them: leave them at Linux's defaults (10, '200ms')")
     if any(f.get("cwnd_clamp") is not None for f in cfg["flows"]):
         raise UsageError("cwnd_clamp: not supported by the hosts backend (it needs a cgroup and a BPF program on "
                          "the sender)")
