@@ -282,3 +282,47 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     assert bed.leftovers() == []
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert "nothing left behind" in r.stdout, r.stdout
+
+
+TC_STUDY = """
+[study]
+name = "hosts-tc"
+duration = "4s"
+[topology.bottleneck]
+rate = "50Mbit"
+buffer = "100pkt"
+[[flows]]
+cca = "cubic"
+"""
+
+
+def test_tc_bottleneck_sets_the_rate_and_is_removed(bed, tmp_path):
+    """bottleneck = "tc": tbf on the forwarder's egress (this kernel has tbf, not netem: no delay)."""
+    study = tmp_path / "tc.toml"
+    study.write_text(TC_STUDY)
+    inv = bed.write_inventory(bottleneck="tc")
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "t"))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert bed.leftovers() == []
+    runs, flows, _ = store_rows(tmp_path / "t")
+    assert runs[0].status == "ok", runs[0].note
+    ceiling = 50e6 * 1448 / (1500 + 14)  # tbf counts the Ethernet header
+    print(f"tc: {flows[0]['goodput_bps'] / 1e6:.2f} Mbit/s of a {ceiling / 1e6:.2f} Mbit/s payload ceiling")
+    assert 0.85 * ceiling <= flows[0]["goodput_bps"] <= 1.01 * ceiling
+
+
+def test_ctrl_c_mid_run_leaves_nothing(bed, tmp_path):
+    study = quickstart(tmp_path, duration="8s")
+    inv = bed.write_inventory(bottleneck="emu")
+    p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "i"))
+    try:
+        wait_for_processes(bed, "s0")
+        time.sleep(1)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, out + err
+    assert "--inventory" in err  # the resume command
+    assert bed.leftovers() == []

@@ -245,6 +245,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
         if args.backend:
             resume += ["--backend", args.backend]
+        if getattr(args, "inventory", None):
+            resume += ["--inventory", str(args.inventory)]
         if profile:
             resume += ["--profile", profile]
         if args.jobs != 1:
