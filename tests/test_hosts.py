@@ -6,7 +6,6 @@ off root. The unit tests at the top need nothing.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -189,15 +188,21 @@ max_rate = "200Mbit"
 """
 
 
-def test_path_with_iperf3_flow_rows_agree_with_iperf3(bed, tmp_path):
-    study = tmp_path / "path.toml"
-    study.write_text(PATH_STUDY)
-    inv = bed.write_inventory(bottleneck="path")
-    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "p"))
+def run_ok(bed, tmp_path: Path, text: str, bottleneck: str, name: str):
+    """Run a study text on the testbed; it succeeds and leaves nothing behind. (runs, flows, counts)"""
+    study = tmp_path / f"{name}.toml"
+    study.write_text(text)
+    inv = bed.write_inventory(bottleneck=bottleneck)
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / name))
     assert r.returncode == 0, r.stderr + r.stdout
     assert bed.leftovers() == []
-    runs, flows, counts = store_rows(tmp_path / "p")
+    runs, flows, counts = store_rows(tmp_path / name)
     assert runs[0].status == "ok", runs[0].note
+    return runs, flows, counts
+
+
+def test_path_with_iperf3_flow_rows_agree_with_iperf3(bed, tmp_path):
+    runs, flows, counts = run_ok(bed, tmp_path, PATH_STUDY, "path", "p")
     ip3 = runs[0].stats["iperf3"]["0"]
     print(f"path: ccbench {flows[0]['goodput_bps'] / 1e6:.2f} Mbit/s, iperf3 {ip3['received_bps'] / 1e6:.2f} Mbit/s")
     assert flows[0]["goodput_bps"] == pytest.approx(ip3["received_bps"], rel=0.02)
@@ -298,14 +303,7 @@ cca = "cubic"
 
 def test_tc_bottleneck_sets_the_rate_and_is_removed(bed, tmp_path):
     """bottleneck = "tc": tbf on the forwarder's egress (this kernel has tbf, not netem: no delay)."""
-    study = tmp_path / "tc.toml"
-    study.write_text(TC_STUDY)
-    inv = bed.write_inventory(bottleneck="tc")
-    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "t"))
-    assert r.returncode == 0, r.stderr + r.stdout
-    assert bed.leftovers() == []
-    runs, flows, _ = store_rows(tmp_path / "t")
-    assert runs[0].status == "ok", runs[0].note
+    runs, flows, _ = run_ok(bed, tmp_path, TC_STUDY, "tc", "t")
     ceiling = 50e6 * 1448 / (1500 + 14)  # tbf counts the Ethernet header
     print(f"tc: {flows[0]['goodput_bps'] / 1e6:.2f} Mbit/s of a {ceiling / 1e6:.2f} Mbit/s payload ceiling")
     assert 0.85 * ceiling <= flows[0]["goodput_bps"] <= 1.01 * ceiling
