@@ -252,6 +252,7 @@ def test_a_host_dying_fails_its_run_and_the_next_run_proceeds(bed, tmp_path):
     p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "k"))
     try:
         wait_for_processes(bed, "s1")
+        time.sleep(4)  # into the flows (t0 is 1.5 s after the processes start)
         bed.kill_host("s1")  # sshd, its sessions and ccbench's processes: the host is gone
         bed.start_sshd("s1")  # ... and back for the next run
         out, err = p.communicate(timeout=300)
@@ -263,7 +264,8 @@ def test_a_host_dying_fails_its_run_and_the_next_run_proceeds(bed, tmp_path):
     status = sorted(x.status for x in runs)
     assert status == ["failed", "ok"], [(x.status, x.error) for x in runs]
     failed = next(x for x in runs if x.status == "failed")
-    assert f"host sender 1 (root@{bed.mgmt['s1']}:22)" in failed.error, failed.error
+    assert f"host sender 1 (root@{bed.mgmt['s1']}:22): connection lost during the run" in failed.error, failed.error
+    print("the failed run:", failed.error.splitlines()[0])
     assert bed.leftovers() == []
 
 
