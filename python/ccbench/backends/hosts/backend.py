@@ -148,6 +148,7 @@ class RemoteProc:
                 self.popen.stdin.close()  # the remote process sees the end of stdin and stops
             except OSError:
                 pass
+            self.popen.stdin = None  # communicate() must not flush it again
 
 
 def _read_line(p: subprocess.Popen, deadline: float) -> Optional[str]:
@@ -587,8 +588,7 @@ class _Run:
             if not running:
                 break
             now = time.monotonic()
-            if now > iperf_deadline or (now > deadline and all(p.name.startswith("iperf3") for p in running)
-                                        and now > iperf_deadline):
+            if now > iperf_deadline:  # (= deadline without iperf3 flows)
                 break
             time.sleep(0.05)
         late_exit = [p.name for p in self.procs if p.alive()]
