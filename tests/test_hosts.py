@@ -289,6 +289,9 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     assert bed.leftovers() == []
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert "nothing left behind" in r.stdout, r.stdout
+    import glob
+
+    assert glob.glob("/tmp/ccbh-*") == []  # nor the killed controller's ssh control sockets
 
 
 TC_STUDY = """

@@ -10,6 +10,8 @@ changes its manifest lists, the directory.
 
 from __future__ import annotations
 
+import os
+
 from .inventory import Inventory
 from .remote import list_runs, owner_alive, read_owner, remove_dir
 from .ssh import Connection, SshError
@@ -42,6 +44,31 @@ def cleanup(inv: Inventory) -> tuple[list[str], list[str], list[str]]:
 __all__ = ["cleanup"]
 
 
+def stale_control_dirs() -> list[str]:
+    """This machine's /tmp/ccbh-* directories (ssh master sockets) that no live master listens on any more:
+    a killed controller's. Removed."""
+    import glob
+    import shutil
+    import socket
+
+    removed = []
+    for d in glob.glob("/tmp/ccbh-*"):
+        live = False
+        for f in glob.glob(os.path.join(d, "*")):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(f)
+                live = True
+            except OSError:
+                pass
+            finally:
+                s.close()
+        if not live:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
 def doctor_cleanup(console, inventory: str) -> int:
     """The CLI's `doctor --cleanup --inventory FILE`."""
     from rich.markup import escape
@@ -50,6 +77,10 @@ def doctor_cleanup(console, inventory: str) -> int:
 
     inv = parse(read_file(inventory), source=inventory)
     removed, alive, problems = cleanup(inv)
+    stale = stale_control_dirs()
+    if stale:
+        removed.append(f"this machine: removed {len(stale)} stale ssh control director{'ies' if len(stale) != 1 else 'y'} "
+                       "(/tmp/ccbh-*)")
     if not removed and not problems:
         console.print("nothing left behind by ccbench runs on the inventory's hosts")
     for line in removed + alive:

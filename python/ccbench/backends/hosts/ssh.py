@@ -108,9 +108,8 @@ class Connection:
     # -- argv
 
     def _control(self) -> str:
-        if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="ccbh-", dir="/tmp")  # short: a socket path has ~100 bytes
-        return os.path.join(self._dir, self.host.role)
+        """The master's socket (made by :meth:`start`); "none" before: no multiplexing."""
+        return "none" if self._dir is None else os.path.join(self._dir, self.host.role)
 
     def base_argv(self) -> list[str]:
         h = self.host
@@ -155,6 +154,8 @@ class Connection:
             if f and not (self.accept_new and what == "known_hosts") and not Path(f).is_file():
                 raise SshError(self.host, f"its {what} file {f} does not exist: fix {what} in the inventory",
                                "hostkey" if what == "known_hosts" else "auth")
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="ccbh-", dir="/tmp")  # short: a socket path has ~100 bytes
         argv = self.base_argv() + ["-o", "ControlMaster=yes", "-N", "--", self.host.ssh_host]
         self._errf = tempfile.TemporaryFile()
         self._ready = False
