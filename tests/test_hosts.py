@@ -329,3 +329,15 @@ def test_ctrl_c_mid_run_leaves_nothing(bed, tmp_path):
     assert p.returncode == 130, out + err
     assert "--inventory" in err  # the resume command
     assert bed.leftovers() == []
+
+
+def test_a_study_may_carry_its_own_hosts_table():
+    from ccbench.spec import parse_study
+
+    text = (ROOT / "studies" / "quickstart.toml").read_text().replace('backend = "sim"', 'backend = "hosts"')
+    text += '\n[hosts]\nbottleneck = "path"\n' + "".join(
+        f'[[hosts.senders]]\nssh = "a{i}"\naddress = "10.0.0.{i + 1}"\ninterface = "e"\n' for i in range(2))
+    study = parse_study(text, filename="q.toml")
+    assert study.backend == "hosts" and study.document["hosts"]["bottleneck"] == "path"
+    with pytest.raises(StudyError, match="hosts.receiver: not a table"):
+        parse(study.document["hosts"], source="q.toml", n_senders=2)
