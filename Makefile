@@ -44,6 +44,9 @@ install-dev: $(STAMP)/toolchain
 	@{ command -v clang >/dev/null 2>&1 && command -v bpftool >/dev/null 2>&1 && test -f /usr/include/bpf/bpf_helpers.h; } || { \
 	  echo "installing clang, libbpf-dev and bpftool (cca = \"bpf:FILE\": BPF congestion control; tested)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y clang libbpf-dev bpftool; }
+	@test -x /usr/sbin/sshd && command -v ssh >/dev/null 2>&1 || { \
+	  echo "installing OpenSSH (the hosts backend's tests run sshd in namespaces; ccbench drives hosts with ssh)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openssh-server openssh-client; }
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium (the HTML report test renders the report in it)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }

@@ -160,6 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     backend.check()
     if hasattr(backend, "preflight"):  # e.g. the kernel's verdict on BPF CCAs (linux)
         backend.preflight(runs)
+    if hasattr(backend, "prepare"):  # hosts: the inventory and every host's pre-flight, before any run
+        backend = backend.prepare(study, getattr(args, "inventory", None))
     from ccbench.executor.cluster_config import from_args as cluster_from_args
 
     cluster = cluster_from_args(args, study)
@@ -172,7 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         summary = execute_on_cluster(study, runs, backend, out, cluster, progress=make_progress(out_c),
                                      status=lambda s: err_c.print(s, soft_wrap=True, highlight=False))
-    elif study.backend == "linux" and jobs > 1:
+    elif study.backend in ("linux", "hosts") and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
         err_c.print(f"note: --jobs {args.jobs} ignored: linux runs are real time and run one at a time",
@@ -184,6 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
         if args.backend:
             resume += ["--backend", args.backend]
+        if getattr(args, "inventory", None):
+            resume += ["--inventory", str(args.inventory)]
         if profile:
             resume += ["--profile", profile]
         if args.jobs != 1:
@@ -409,6 +413,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     c = console.stdout()
+    if args.cleanup and getattr(args, "inventory", None):
+        from ccbench.backends.hosts.cleanup import doctor_cleanup
+
+        return doctor_cleanup(c, args.inventory)
     if args.cleanup:
         return _doctor_cleanup(c)
     c.print(f"ccbench {__version__}, Python {sys.version.split()[0]}")
@@ -471,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a study (resumes where it stopped)")
     r.add_argument("study", metavar="STUDY", help="the study file (.toml)")
-    r.add_argument("--backend", help="sim or linux (default: the study's, else sim)")
+    r.add_argument("--backend", help="sim, linux or hosts (default: the study's, else sim)")
     r.add_argument("--out", metavar="DIR", help="results directory (default: results/<study name>/)")
     r.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="runs at the same time in worker processes (default 1; 0 = one per CPU)")
@@ -480,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quick", action="store_true", help="the same as --profile quick")
     r.add_argument("--allow-large", action="store_true",
                    help="run a study beyond the size limits (runs, packets, rows, disk, memory; see README)")
+    r.add_argument("--inventory", metavar="FILE", help="backend hosts: the machines of each role ([hosts] table)")
     from ccbench.executor import cluster_config
 
     cluster_config.add_arguments(r)
@@ -509,6 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="check what this machine can run")
     dr.add_argument("--cleanup", action="store_true",
                     help="remove what killed linux-backend runs left behind (namespaces, links, processes)")
+    dr.add_argument("--inventory", metavar="FILE",
+                    help="with --cleanup: remove what killed hosts-backend runs left on these machines")
     dr.set_defaults(func=cmd_doctor)
 
     cli_analysis.add_commands(sub)

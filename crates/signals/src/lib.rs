@@ -7,6 +7,8 @@
 //! One crate for the emulator and the load generator, so that when both run
 //! in one process they share a single flag and a single saved handler.
 
+pub mod remote;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 

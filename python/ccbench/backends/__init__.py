@@ -232,9 +232,15 @@ def _linux_factory():
     return LinuxBackend()
 
 
+def _hosts_factory():
+    from ccbench.backends.hosts.backend import HostsBackend
+
+    return HostsBackend()
+
+
 _Entry = Union[Callable[[], Any], Any]
-_REGISTRY: dict[str, _Entry] = {"sim": _sim_factory, "linux": _linux_factory}
-_FACTORIES: set[str] = {"sim", "linux"}
+_REGISTRY: dict[str, _Entry] = {"sim": _sim_factory, "linux": _linux_factory, "hosts": _hosts_factory}
+_FACTORIES: set[str] = {"sim", "linux", "hosts"}
 
 
 def register(name: str, backend: Any, *, factory: bool = False, replace: bool = False) -> None:

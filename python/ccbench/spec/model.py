@@ -27,6 +27,9 @@ from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 CCAS: dict[str, tuple[str, ...]] = {
     "sim": ("reno", "newreno", "cubic", "bbr", "bbr3", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "nv"),
     "linux": ("reno", "cubic", "bbr", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp", "nv"),
+    # real machines: what their kernels have is checked by the pre-flight (backends/hosts/preflight.py)
+    "hosts": ("reno", "cubic", "bbr", "bbr3", "vegas", "bic", "highspeed", "htcp", "illinois", "westwood", "dctcp",
+              "nv", "hybla", "scalable", "lp", "veno", "yeah", "cdg"),
 }
 BACKENDS: tuple[str, ...] = tuple(CCAS)
 # Algorithms that pace their sockets themselves, also without fq (Linux's bbr
@@ -115,7 +118,7 @@ class Model(BaseModel):
 class StudyInfo(Model):
     name: StrictStr = F(..., "a non-empty name such as 'cubic-vs-bbr-loss'", min_length=1)
     description: StrictStr = F("", "free text")
-    backend: Literal["sim", "linux"] = F("sim", "one of " + ", ".join(repr(b) for b in BACKENDS))
+    backend: Literal["sim", "linux", "hosts"] = F("sim", "one of " + ", ".join(repr(b) for b in BACKENDS))
     repetitions: StrictInt = F(1, f"a whole number from 1 to {MAX_REPETITIONS}", ge=1, le=MAX_REPETITIONS)
     duration: Time = F("30s", "a positive time such as '30s' or '1min'")
     seed: StrictInt = F(1, "a whole number from 0 to 2^63-1", ge=0, le=2**63 - 1)
@@ -334,3 +337,5 @@ class StudyFile(Model):
     # [[expect]]: what must hold in the results (ccbench.spec.expect)
     expect: List[Expect] = F([], "an array of tables [[expect]] with metric, op and value (see spec/expect.py)")
     cluster: Any = F(None, "a table of cluster settings for `ccbench run --cluster` (checked there)")
+    # backend = "hosts": the inventory (checked by backends/hosts/inventory.py, not here)
+    hosts: Optional[dict] = F(None, "a table [hosts] (docs/hosts-backend.md)")

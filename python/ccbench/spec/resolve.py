@@ -185,7 +185,7 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
                              units.format_time(v) if name == "min_rto" else units.format_size(v),
                              "a positive " + ("time" if name == "min_rto" else "size"))
 
-    if backend == "linux" and tcp.hz != "exact":
+    if backend in ("linux", "hosts") and tcp.hz != "exact":
         raise FieldError(("tcp", "hz"), "not supported by the linux backend: real hosts run the kernel's own "
                          "timers (its CONFIG_HZ, and high-resolution timers for pacing)", tcp.hz,
                          "leave it out for backend 'linux'")
@@ -196,7 +196,7 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
         if hz is not None and hz != tcp.kernel_hz:
             raise FieldError(("tcp", "kernel_hz"), f"the linux backend runs this kernel, whose CONFIG_HZ is {hz}",
                              tcp.kernel_hz, f"{hz}, or leave it out")
-    if backend == "linux" and tcp.pacing == "off":
+    if backend in ("linux", "hosts") and tcp.pacing == "off":
         # Linux cannot stop an algorithm that paces by itself (BBR sets the
         # socket's pacing status in its init); the others do not pace anyway.
         paced = sorted({f.cca for f in m.flows if f.cca in SELF_PACED})
@@ -273,7 +273,7 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
             if f.kind != "bulk":
                 raise FieldError(loc + ("tool",), "iperf3 drives bulk flows only", f.tool, "'ccbench' for rpc flows",
                                  related=(dotted(loc + ("kind",)),))
-            if backend == "linux":
+            if backend in ("linux", "hosts"):
                 active = (f.stop if f.stop is not None else st.duration) - f.start
                 if f.start_jitter or active % 1_000_000_000:
                     raise FieldError(loc + ("tool",), "iperf3 runs for whole seconds: the flow's active time "

@@ -1,0 +1,90 @@
+"""``ccbench doctor --cleanup --inventory FILE``: what killed controllers left on the hosts.
+
+On every host of the inventory: the run directories of its role in its work
+directory (``ccb<8 hex>-<role>``, nothing else), each with its owner. A run
+whose controller is still alive on this machine is left alone (listed);
+every other one is removed as at the end of a run (remote.py): its
+processes (pidfiles with start times, programs inside the directory), the
+changes its manifest lists, the directory.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .inventory import Inventory
+from .remote import list_runs, owner_alive, read_owner, remove_dir
+from .ssh import Connection, SshError
+
+
+def cleanup(inv: Inventory) -> tuple[list[str], list[str], list[str]]:
+    """(removed, left alone, problems), each a list of one-line texts."""
+    removed, alive, problems = [], [], []
+    for h in inv.hosts:
+        c = Connection(h, accept_new=inv.accept_new_host_keys, connect_timeout_s=inv.connect_timeout_s)
+        try:
+            c.open()
+            if c.run(["id", "-u"], sudo=False).stdout.strip() != "0":
+                c.sudo = ["sudo", "-n", "--"]
+            for d in list_runs(c):
+                o = read_owner(c, d)
+                if owner_alive(o):
+                    alive.append(f"host {h.label}: {d}: in progress (controller pid {o.get('pid')})")
+                    continue
+                p = remove_dir(c, d, None)
+                problems += p
+                removed.append(f"host {h.label}: removed {d}")
+        except SshError as e:
+            problems.append(str(e))
+        finally:
+            c.close()
+    return removed, alive, problems
+
+
+__all__ = ["cleanup"]
+
+
+def stale_control_dirs() -> list[str]:
+    """This machine's /tmp/ccbh-* directories (ssh master sockets) that no live master listens on any more:
+    a killed controller's. Removed."""
+    import glob
+    import shutil
+    import socket
+
+    removed = []
+    for d in glob.glob("/tmp/ccbh-*"):
+        live = False
+        for f in glob.glob(os.path.join(d, "*")):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(f)
+                live = True
+            except OSError:
+                pass
+            finally:
+                s.close()
+        if not live:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def doctor_cleanup(console, inventory: str) -> int:
+    """The CLI's `doctor --cleanup --inventory FILE`."""
+    from rich.markup import escape
+
+    from .inventory import parse, read_file
+
+    inv = parse(read_file(inventory), source=inventory)
+    removed, alive, problems = cleanup(inv)
+    stale = stale_control_dirs()
+    if stale:
+        removed.append(f"this machine: removed {len(stale)} stale ssh control director{'ies' if len(stale) != 1 else 'y'} "
+                       "(/tmp/ccbh-*)")
+    if not removed and not problems:
+        console.print("nothing left behind by ccbench runs on the inventory's hosts")
+    for line in removed + alive:
+        console.print(escape(line), soft_wrap=True)
+    for p in problems:
+        console.print(f"[red]error[/]: {escape(p)}", soft_wrap=True)
+    return 1 if problems else 0

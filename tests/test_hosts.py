@@ -1,0 +1,343 @@
+"""The hosts backend on a testbed of namespaces running OpenSSH servers (hosts_testbed.py).
+
+Root tests (like the linux backend's): CCBENCH_SKIP_ROOT_TESTS=1 skips them
+off root. The unit tests at the top need nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import ccbench
+from ccbench.backends.hosts.inventory import parse
+from ccbench.backends.hosts.ssh import Connection
+from ccbench.errors import StudyError
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PKG = str(Path(ccbench.__file__).resolve().parents[1])
+
+
+# ---------------------------------------------------------------- no root needed
+
+def _table(**kw):
+    t = {"bottleneck": "path", "known_hosts": "/tmp/kh",
+         "senders": [{"ssh": "10.0.0.1", "address": "10.1.0.1", "interface": "eth1"}],
+         "receiver": {"ssh": "10.0.0.2", "address": "10.1.0.2", "interface": "eth1"}}
+    t.update(kw)
+    return t
+
+
+def test_inventory_refuses_option_like_hosts_and_bad_values():
+    inv = parse(_table(), source="inv.toml", n_senders=1)
+    assert [h.role for h in inv.hosts] == ["s0", "d"]
+    with pytest.raises(StudyError, match=r"inv.toml: hosts.senders\[0\].ssh: not a host name"):
+        parse(_table(senders=[{"ssh": "-oProxyCommand=touch /tmp/x", "address": "10.1.0.1", "interface": "e"}]),
+              source="inv.toml")
+    with pytest.raises(StudyError, match="receiver.address: not an IPv4 address"):
+        parse(_table(receiver={"ssh": "h", "address": "10.1.0.2; rm -rf /", "interface": "eth1"}), source="inv.toml")
+    with pytest.raises(StudyError, match="the study has 2 senders .got 1; allowed: at least 2"):
+        parse(_table(), source="inv.toml", n_senders=2)
+    with pytest.raises(StudyError, match="bottleneck = 'emu' needs a forwarding host"):
+        parse(_table(bottleneck="emu"), source="inv.toml")
+
+
+def test_remote_commands_are_quoted_argument_lists():
+    inv = parse(_table(user="root", identity="/k/id"), source="i")
+    c = Connection(inv.senders[0])
+    argv = c.command_argv(["sh", "-c", 'echo "$1"', "sh", "a b; rm -rf /"])
+    # the destination follows "--" (never an option); the remote command is one shlex-quoted string
+    assert argv[-3:] == ["--", "10.0.0.1", "sh -c 'echo \"$1\"' sh 'a b; rm -rf /'"]
+    assert "StrictHostKeyChecking=yes" in argv and "BatchMode=yes" in argv and "UserKnownHostsFile=/tmp/kh" in argv
+    assert "StrictHostKeyChecking=accept-new" in Connection(inv.senders[0], accept_new=True).command_argv(["true"])
+
+
+# ---------------------------------------------------------------- the testbed
+
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    if not IS_ROOT:
+        why = "the hosts backend tests need root (namespaces running sshd)"
+        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
+            pytest.skip(why)
+        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1", pytrace=False)
+    sys.path.insert(0, str(HERE))
+    from hosts_testbed import Testbed
+
+    from ccbench.backends.hosts import deploy
+
+    deploy.local_binaries()  # builds the static ccbench-load / ccbench-emu first when they are missing
+    tb = Testbed(tmp_path_factory.mktemp("hostbed"))
+    try:
+        tb.build()
+        yield tb
+    finally:
+        tb.teardown()
+
+
+def ccbench_cmd(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "ccbench", *args], capture_output=True, text=True, env=env,
+                          timeout=kw.pop("timeout", 600), **kw)
+
+
+def ccbench_popen(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-m", "ccbench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def quickstart(tmp: Path, duration: str = "10s", ccas: str = '"cubic"', reps: int = 1) -> Path:
+    """studies/quickstart.toml, shorter: one repetition of the given algorithms."""
+    text = (ROOT / "studies" / "quickstart.toml").read_text()
+    text = text.replace('duration = "20s"', f'duration = "{duration}"')
+    text = text.replace("repetitions = 2 ", f"repetitions = {reps} ")
+    text = text.replace('"flows.0.cca" = ["reno", "cubic", "bbr"]', f'"flows.0.cca" = [{ccas}]')
+    p = tmp / f"quickstart-{duration}-{reps}.toml"
+    p.write_text(text)
+    return p
+
+
+def store_rows(out: Path):
+    from ccbench.store import Store
+
+    with Store.open_existing(out) as s:
+        runs = s.runs(with_config=True)
+        flows = s.flows()
+        counts = {t: s.count(t) for t in ("samples", "queue")}
+    return runs, flows, counts
+
+
+def wait_for_processes(bed, role: str, timeout: float = 60) -> None:
+    """Until a ccbench program runs from this host's run directory (the run is under way)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in subprocess.run(["ip", "netns", "pids", bed.ns[role]], capture_output=True,
+                                  text=True).stdout.split():
+            try:
+                exe = os.readlink(f"/proc/{pid}/exe")
+            except OSError:
+                continue
+            if exe.startswith(bed.workdir) and f"-{role}/" in exe:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if b"client" in args or b"run" in args:
+                    return
+        time.sleep(0.1)
+    raise AssertionError(f"no ccbench process appeared on {role}")
+
+
+def test_quickstart_through_a_forwarder_matches_the_linux_backend(bed, tmp_path):
+    """bottleneck = "emu": the full schema, goodput within 5% of the same study on the linux backend."""
+    study = quickstart(tmp_path)
+    inv = bed.write_inventory(bottleneck="emu")
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "h"))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert bed.leftovers() == []
+    runs, flows, counts = store_rows(tmp_path / "h")
+    assert [x.status for x in runs] == ["ok"], [x.error for x in runs]
+    run = runs[0]
+    assert run.backend == "hosts"
+    stats = run.stats
+    # clock offsets of every host at the start and the end; on one machine the monotonic clocks agree
+    assert set(stats["clock"]) == {"s0", "s1", "d", "f"}
+    for c in stats["clock"].values():
+        for when in ("start", "end"):
+            assert abs(c[when]["monotonic_offset_ns"]) <= c[when]["rtt_us"] * 1000 / 2 + 1_000_000
+    hosts = run.config["hosts"]
+    assert hosts["bottleneck"] == "emu" and hosts["s0"]["interface"]["mtu"] == 1500
+    assert "offloads" in hosts["d"]["interface"] and hosts["f"]["interfaces"]["td"]["mtu"] == 1500
+    assert counts["samples"] > 0 and counts["queue"] > 0
+    assert {f["flow_id"] for f in flows} == {0, 1}
+    assert all(f["rtt_min_us"] >= 20_000 for f in flows)  # the emulated 20 ms path
+
+    lin = ccbench_cmd("run", str(study), "--backend", "linux", "--out", str(tmp_path / "l"))
+    assert lin.returncode == 0, lin.stderr + lin.stdout
+    lruns, lflows, _ = store_rows(tmp_path / "l")
+    # Aggregate goodput (all flows' bytes over the run): how the two backends' paths carry the study.
+    # The split between the flows (the second starts at 5 s) varies from run to run on either backend.
+    seconds = 10
+    hosts_total = sum(f["bytes_delivered"] for f in flows) * 8 / seconds
+    linux_total = sum(f["bytes_delivered"] for f in lflows) * 8 / seconds
+    print(f"aggregate goodput: hosts {hosts_total / 1e6:.2f} Mbit/s, linux {linux_total / 1e6:.2f} Mbit/s "
+          f"(flows hosts {[round(f['goodput_bps'] / 1e6, 2) for f in flows]}, "
+          f"linux {[round(f['goodput_bps'] / 1e6, 2) for f in lflows]})")
+    assert hosts_total == pytest.approx(linux_total, rel=0.05)
+
+
+PATH_STUDY = """
+[study]
+name = "hosts-path"
+duration = "4s"
+[topology.bottleneck]
+rate = "1Gbit"
+buffer = "1000pkt"
+[[flows]]
+cca = "cubic"
+tool = "iperf3"
+max_rate = "200Mbit"
+"""
+
+
+def run_ok(bed, tmp_path: Path, text: str, bottleneck: str, name: str):
+    """Run a study text on the testbed; it succeeds and leaves nothing behind. (runs, flows, counts)"""
+    study = tmp_path / f"{name}.toml"
+    study.write_text(text)
+    inv = bed.write_inventory(bottleneck=bottleneck)
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / name))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert bed.leftovers() == []
+    runs, flows, counts = store_rows(tmp_path / name)
+    assert runs[0].status == "ok", runs[0].note
+    return runs, flows, counts
+
+
+def test_path_with_iperf3_flow_rows_agree_with_iperf3(bed, tmp_path):
+    runs, flows, counts = run_ok(bed, tmp_path, PATH_STUDY, "path", "p")
+    ip3 = runs[0].stats["iperf3"]["0"]
+    print(f"path: ccbench {flows[0]['goodput_bps'] / 1e6:.2f} Mbit/s, iperf3 {ip3['received_bps'] / 1e6:.2f} Mbit/s")
+    assert flows[0]["goodput_bps"] == pytest.approx(ip3["received_bps"], rel=0.02)
+    assert counts["samples"] > 0 and counts["queue"] == 0
+
+
+def _refused(bed, tmp_path, inv_text: str, study: Path) -> str:
+    inv = tmp_path / "bad-inventory.toml"
+    inv.write_text(inv_text)
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "x"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert not (tmp_path / "x").exists()
+    assert bed.leftovers() == []
+    return r.stderr.strip()
+
+
+def test_preflight_refuses_before_any_run(bed, tmp_path):
+    study = quickstart(tmp_path, duration="6s")
+    # an unknown host key: sender 1's entry replaced by another key
+    bad_kh = tmp_path / "known_hosts"
+    lines = bed.known_hosts.read_text().splitlines()
+    other = (bed.tmp / "s0" / "hostkey.pub").read_text().split()
+    lines[1] = f"{bed.mgmt['s1']} {other[0]} {other[1]}"
+    bad_kh.write_text("\n".join(lines) + "\n")
+    err = _refused(bed, tmp_path, bed.inventory().replace(str(bed.known_hosts), str(bad_kh)), study)
+    assert f"host sender 1 (root@{bed.mgmt['s1']}:22): its host key" in err, err
+    # a host that refuses the key: the receiver gets an identity it does not know
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other_key")], check=True)
+    text = bed.inventory().replace("[hosts.receiver]\n", f'[hosts.receiver]\nidentity = "{tmp_path / "other_key"}"\n')
+    err = _refused(bed, tmp_path, text, study)
+    assert f"host receiver (root@{bed.mgmt['d']}:22): refused the key" in err, err
+    # a congestion control the hosts' kernel does not have
+    vegas = tmp_path / "vegas.toml"
+    vegas.write_text(study.read_text().replace('"flows.0.cca" = ["cubic"]', '"flows.0.cca" = ["vegas"]'))
+    err = _refused(bed, tmp_path, bed.inventory(), vegas)
+    assert f"host sender 0 (root@{bed.mgmt['s0']}:22): its kernel" in err and "no congestion control vegas" in err
+    # tc where the kernel has no netem (the quickstart's 10 ms needs it)
+    if "CONFIG_NET_SCH_NETEM=" not in subprocess.run(["sh", "-c", "zcat /proc/config.gz 2>/dev/null"],
+                                                     capture_output=True, text=True).stdout:
+        err = _refused(bed, tmp_path, bed.inventory(bottleneck="tc"), study)
+        assert "host forwarder" in err and "no netem qdisc" in err and "bottleneck = 'emu'" in err
+
+
+def test_a_host_dying_fails_its_run_and_the_next_run_proceeds(bed, tmp_path):
+    study = quickstart(tmp_path, duration="6s", reps=2)
+    inv = bed.write_inventory(bottleneck="emu")
+    p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "k"))
+    try:
+        wait_for_processes(bed, "s1")
+        time.sleep(4)  # into the flows (t0 is 1.5 s after the processes start)
+        bed.kill_host("s1")  # sshd, its sessions and ccbench's processes: the host is gone
+        bed.start_sshd("s1")  # ... and back for the next run
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1, out + err  # some runs failed
+    runs, _, _ = store_rows(tmp_path / "k")
+    status = sorted(x.status for x in runs)
+    assert status == ["failed", "ok"], [(x.status, x.error) for x in runs]
+    failed = next(x for x in runs if x.status == "failed")
+    assert f"host sender 1 (root@{bed.mgmt['s1']}:22): connection lost during the run" in failed.error, failed.error
+    print("the failed run:", failed.error.splitlines()[0])
+    assert bed.leftovers() == []
+
+
+def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
+    study = quickstart(tmp_path, duration="8s")
+    inv = bed.write_inventory(bottleneck="emu")
+    p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "c"))
+    try:
+        wait_for_processes(bed, "s0")
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    time.sleep(0.5)
+    assert bed.leftovers() != []  # the run directories, the TUN device, the rules, the sysctls
+    r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "removed" in r.stdout
+    deadline = time.monotonic() + 10
+    while bed.leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert bed.leftovers() == []
+    r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
+    assert "nothing left behind" in r.stdout, r.stdout
+    import glob
+
+    assert glob.glob("/tmp/ccbh-*") == []  # nor the killed controller's ssh control sockets
+
+
+TC_STUDY = """
+[study]
+name = "hosts-tc"
+duration = "4s"
+[topology.bottleneck]
+rate = "50Mbit"
+buffer = "100pkt"
+[[flows]]
+cca = "cubic"
+"""
+
+
+def test_tc_bottleneck_sets_the_rate_and_is_removed(bed, tmp_path):
+    """bottleneck = "tc": tbf on the forwarder's egress (this kernel has tbf, not netem: no delay)."""
+    runs, flows, _ = run_ok(bed, tmp_path, TC_STUDY, "tc", "t")
+    ceiling = 50e6 * 1448 / (1500 + 14)  # tbf counts the Ethernet header
+    print(f"tc: {flows[0]['goodput_bps'] / 1e6:.2f} Mbit/s of a {ceiling / 1e6:.2f} Mbit/s payload ceiling")
+    assert 0.85 * ceiling <= flows[0]["goodput_bps"] <= 1.01 * ceiling
+
+
+def test_ctrl_c_mid_run_leaves_nothing(bed, tmp_path):
+    study = quickstart(tmp_path, duration="8s")
+    inv = bed.write_inventory(bottleneck="emu")
+    p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "i"))
+    try:
+        wait_for_processes(bed, "s0")
+        time.sleep(1)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, out + err
+    assert "--inventory" in err  # the resume command
+    assert bed.leftovers() == []
+
+
+def test_a_study_may_carry_its_own_hosts_table():
+    from ccbench.spec import parse_study
+
+    text = (ROOT / "studies" / "quickstart.toml").read_text().replace('backend = "sim"', 'backend = "hosts"')
+    text += '\n[hosts]\nbottleneck = "path"\n' + "".join(
+        f'[[hosts.senders]]\nssh = "a{i}"\naddress = "10.0.0.{i + 1}"\ninterface = "e"\n' for i in range(2))
+    study = parse_study(text, filename="q.toml")
+    assert study.backend == "hosts" and study.document["hosts"]["bottleneck"] == "path"
+    with pytest.raises(StudyError, match="hosts.receiver: not a table"):
+        parse(study.document["hosts"], source="q.toml", n_senders=2)
