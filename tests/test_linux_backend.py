@@ -172,11 +172,11 @@ def test_pacing_off_for_bbr_and_hz_are_study_errors(monkeypatch):
 
 
 def test_socket_options_carry_class_max_rate_and_pacing():
-    from ccbench.backends.linux.backend import PACING_ON_BPS, _socket_options
+    from ccbench.backends.linux.backend import PACING_ON_BPS, socket_options
 
     def opts(flow_extra: str, tcp: str = ""):
         (r,) = study(BULK.format(duration="1s", loss="0%", cca="cubic") + flow_extra + tcp).runs()
-        return _socket_options(r.config["flows"][0], r.config["tcp"])
+        return socket_options(r.config["flows"][0], r.config["tcp"])
 
     assert opts("") == {}
     assert opts("queue_class = 1\n") == {"dscp": 1}

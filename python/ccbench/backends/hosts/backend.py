@@ -234,12 +234,12 @@ class HostsBackend:
         if self.inventory is None:
             raise UsageError("the hosts backend needs an inventory: a [hosts] table in the study or "
                              "`ccbench run STUDY --inventory FILE`")
-        from ccbench.backends.linux.backend import _terminate_raises
+        from ccbench.backends.linux.backend import terminate_raises
 
         cfg = runspec.config
         check_config(cfg, self.inventory)
         self._retry_pending()
-        with _terminate_raises():
+        with terminate_raises():
             r = _Run(self, cfg)
             try:
                 r.open()
@@ -368,10 +368,10 @@ class _Run:
     def close(self, quiet: bool = False) -> None:
         if self.closed:
             return
-        from ccbench.backends.linux.backend import _signals_held
+        from ccbench.backends.linux.backend import signals_held
 
         problems = []
-        with _signals_held():
+        with signals_held():
             for p in self.procs:
                 p.stop()
             deadline = time.monotonic() + 5
@@ -491,7 +491,7 @@ class _Run:
     # -- the run
 
     def execute(self) -> RunResult:
-        from ccbench.backends.linux.backend import _socket_options
+        from ccbench.backends.linux.backend import socket_options
         from ccbench.backends.linux import iperf3
 
         cfg, inv = self.cfg, self.inv
@@ -541,7 +541,7 @@ class _Run:
                     "id": f["id"], "cca": f["cca"], "kind": f["kind"], "start_ns": f["start_ns"],
                     "stop_ns": f["stop_ns"], "request_bytes": f.get("request_bytes"),
                     "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
-                    "size_bytes": f.get("size_bytes"), **_socket_options(f, cfg["tcp"]),
+                    "size_bytes": f.get("size_bytes"), **socket_options(f, cfg["tcp"]),
                 } for f in flows],
                 "samples_path": f"{self.hr[role].dir}/{name}.samples.jsonl",
             }
@@ -564,7 +564,7 @@ class _Run:
             role = f"s{f['sender']}"
             s = self.hr[role]
             seconds = iperf3.config_seconds(f, int(cfg["duration_ns"]))
-            argv = iperf3.client_argv(inv.receiver.address, port, {**f, **_socket_options(f, cfg["tcp"])},
+            argv = iperf3.client_argv(inv.receiver.address, port, {**f, **socket_options(f, cfg["tcp"])},
                                       seconds, interval, mss_opt)
             p = self.start(name, role, [s.load_bin, "spawn", "--pidfile", f"{s.dir}/{name}.pid",
                                         "--at", str(at(role, t0 + int(f["start_ns"]))),
@@ -664,7 +664,7 @@ class _Run:
 
     def assemble(self, client_out: dict, server_out: dict, emu_out: dict, stats_lines: list[dict],
                  samples_rows: list[dict], iperf3_summary: dict, late_exit: list[str]) -> RunResult:
-        from ccbench.backends.linux.backend import _completion_us, _rows
+        from ccbench.backends.linux.backend import flow_row, result_rows
 
         cfg = self.cfg
         duration_us = int(cfg["duration_ns"]) // 1000
@@ -674,24 +674,13 @@ class _Run:
         for out in client_out.values():
             for f in out.get("flows", []):
                 cflows[int(f["flow_id"])] = f
-            rpc_rows += _rows(out.get("rpcs"))
+            rpc_rows += result_rows(out.get("rpcs"))
         flows = []
         for f in cfg["flows"]:
             c = cflows.get(int(f["id"]))
             if c is None:
                 raise HostError(f"host {self.inv.senders[f['sender']].label}: nothing reported for flow {f['id']}")
-            start = int(f["start_ns"])
-            stop = min(int(f["stop_ns"] if f.get("stop_ns") is not None else cfg["duration_ns"]), int(cfg["duration_ns"]))
-            active_s = (stop - start) / 1e9
-            b = int(c.get("bytes_acked") or 0)
-            flows.append({
-                "flow_id": int(f["id"]), "bytes_delivered": b, "goodput_bps": b * 8 / active_s if active_s > 0 else 0.0,
-                "sent_segs": None if c.get("tool") == "iperf3" else int(c.get("sent_segs") or 0),
-                "retrans_segs": int(c.get("retrans_segs") or 0), "rtt_min_us": c.get("rtt_min_us"),
-                "rtt_mean_us": c.get("rtt_mean_us"), "rtt_p99_us": c.get("rtt_p99_us"),
-                "active_start_us": start // 1000, "active_stop_us": stop // 1000,
-                "completion_us": _completion_us(f, received.get(int(f["id"]))),
-            })
+            flows.append(flow_row(f, c, cfg, received.get(int(f["id"]))))
         samples_rows = [r for r in samples_rows if r.get("time_us") is not None and r["time_us"] <= duration_us]
         samples_rows.sort(key=lambda r: (r["time_us"], r["flow_id"]))
         samples = {c: [r.get(c) for r in samples_rows] for c, _ in SAMPLE_COLUMNS}

@@ -146,7 +146,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def _terminate_raises() -> Iterator[None]:
+def terminate_raises() -> Iterator[None]:
     """Inside the block SIGTERM and SIGHUP raise Terminated (so finally blocks run)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -160,7 +160,7 @@ def _terminate_raises() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
+def signals_held() -> Iterator[None]:
     """Hold SIGINT/SIGTERM/SIGHUP during the block; act on the first one afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -239,7 +239,7 @@ class _Run:
         if self.closed:
             return
         problems = []
-        with _signals_held():
+        with signals_held():
             try:
                 self.procs.stop()
                 # Safety net: anything else inside our namespaces or naming our run directory
@@ -324,7 +324,7 @@ class _Run:
                     "stop_ns": f["stop_ns"], "request_bytes": f.get("request_bytes"),
                     "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
                     "size_bytes": f.get("size_bytes"),
-                    **_socket_options(f, cfg["tcp"]),
+                    **socket_options(f, cfg["tcp"]),
                 } for f in flows],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
@@ -338,7 +338,7 @@ class _Run:
             configs[name] = {
                 "role": "client", "server_ip": topo.receiver.ip, "port": port, "t0_monotonic_ns": t0,
                 "seconds": iperf3.config_seconds(f, int(cfg["duration_ns"])), "sample_interval_ns": interval,
-                "mss": mss_opt, "flow": {**f, "cca": self.cca_name.get(f["cca"], f["cca"]), **_socket_options(f, cfg["tcp"])},
+                "mss": mss_opt, "flow": {**f, "cca": self.cca_name.get(f["cca"], f["cca"]), **socket_options(f, cfg["tcp"])},
                 "json_path": str(self.dir / f"{name}.iperf3.json"),
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
@@ -423,7 +423,7 @@ class _Run:
                     "response_bytes": f.get("response_bytes"), "think_ns": f.get("think_ns"), "mss": mss_opt,
                     "size_bytes": f.get("size_bytes"), "bind_port": CLIENT_PORT_BASE + int(f["id"]),
                     "server": f"{topo.nodes[f['dst']].ip}:{SERVER_PORT}",
-                    **_socket_options(f, cfg["tcp"]),
+                    **socket_options(f, cfg["tcp"]),
                 } for f in fl],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
@@ -467,7 +467,7 @@ class _Run:
             for f in out.get("flows", []):
                 cflows[int(f["flow_id"])] = f
             iperf3_summary.update(out.get("iperf3") or {})
-            rpc_rows += _rows(out.get("rpcs"))
+            rpc_rows += result_rows(out.get("rpcs"))
             samples_rows += procs.read_jsonl(self.dir / f"{name}.samples.jsonl")
 
         flows = []
@@ -475,27 +475,7 @@ class _Run:
             c = cflows.get(int(f["id"]))
             if c is None:
                 raise procs.ProcError(f"the load client reported nothing for flow {f['id']}")
-            start = int(f["start_ns"])
-            stop = min(int(f["stop_ns"] if f.get("stop_ns") is not None else cfg["duration_ns"]), int(cfg["duration_ns"]))
-            completion_us = _completion_us(f, received.get(int(f["id"])))
-            if completion_us is not None:  # a finished transfer was active until its last byte arrived
-                stop = start + completion_us * 1000
-            active_s = (stop - start) / 1e9
-            b = int(c.get("bytes_acked") or 0)
-            flows.append({
-                "flow_id": int(f["id"]),
-                "bytes_delivered": b,
-                "goodput_bps": b * 8 / active_s if active_s > 0 else 0.0,
-                # iperf3 does not report segments sent: null, not 0.
-                "sent_segs": None if c.get("tool") == "iperf3" else int(c.get("sent_segs") or 0),
-                "retrans_segs": int(c.get("retrans_segs") or 0),
-                "rtt_min_us": c.get("rtt_min_us"),
-                "rtt_mean_us": c.get("rtt_mean_us"),
-                "rtt_p99_us": c.get("rtt_p99_us"),
-                "active_start_us": start // 1000,
-                "active_stop_us": stop // 1000,
-                "completion_us": completion_us,
-            })
+            flows.append(flow_row(f, c, cfg, received.get(int(f["id"]))))
 
         # samples: the clients' rows, in (time, flow) order like the simulator's
         samples_rows = [r for r in samples_rows if r.get("time_us") is not None and r["time_us"] <= duration_us]
@@ -696,7 +676,7 @@ def cpu_plan() -> tuple[Optional[int], Optional[list[int]]]:
 PACING_ON_BPS = 1 << 60
 
 
-def _socket_options(flow: dict, tcp: dict) -> dict:
+def socket_options(flow: dict, tcp: dict) -> dict:
     """The load client's per-socket options for a flow: the DSCP that carries
     its queue_class to the emulator, and SO_MAX_PACING_RATE for max_rate or
     pacing = "on" (any finite value turns on the kernel's TCP pacing)."""
@@ -712,7 +692,33 @@ def _socket_options(flow: dict, tcp: dict) -> dict:
     return opts
 
 
-def _completion_us(flow: dict, received: Optional[dict]) -> Optional[int]:
+def flow_row(f: dict, c: dict, cfg: dict, received: Optional[dict]) -> dict:
+    """The flows-table row of flow ``f`` of the resolved config from its load
+    client's report ``c`` and the server's ``received`` (linux and hosts)."""
+    start = int(f["start_ns"])
+    stop = min(int(f["stop_ns"] if f.get("stop_ns") is not None else cfg["duration_ns"]), int(cfg["duration_ns"]))
+    completion_us = transfer_completion_us(f, received)
+    if completion_us is not None:  # a finished transfer was active until its last byte arrived
+        stop = start + completion_us * 1000
+    active_s = (stop - start) / 1e9
+    b = int(c.get("bytes_acked") or 0)
+    return {
+        "flow_id": int(f["id"]),
+        "bytes_delivered": b,
+        "goodput_bps": b * 8 / active_s if active_s > 0 else 0.0,
+        # iperf3 does not report segments sent: null, not 0.
+        "sent_segs": None if c.get("tool") == "iperf3" else int(c.get("sent_segs") or 0),
+        "retrans_segs": int(c.get("retrans_segs") or 0),
+        "rtt_min_us": c.get("rtt_min_us"),
+        "rtt_mean_us": c.get("rtt_mean_us"),
+        "rtt_p99_us": c.get("rtt_p99_us"),
+        "active_start_us": start // 1000,
+        "active_stop_us": stop // 1000,
+        "completion_us": completion_us,
+    }
+
+
+def transfer_completion_us(flow: dict, received: Optional[dict]) -> Optional[int]:
     """A transfer's time from its start to its last byte at the receiver
     (the load server's clock); None for other kinds and unfinished transfers."""
     if flow.get("kind") != "transfer" or not received or not received.get("complete"):
@@ -721,7 +727,7 @@ def _completion_us(flow: dict, received: Optional[dict]) -> Optional[int]:
     return None if last is None else max(0, int(last) - int(flow["start_ns"]) // 1000)
 
 
-def _rows(x: Any) -> list[dict]:
+def result_rows(x: Any) -> list[dict]:
     """RPC rows given as a list of objects or as columns."""
     if not x:
         return []
@@ -767,7 +773,7 @@ class LinuxBackend:
         self.check()
         cfg = runspec.config
         _validate(cfg)
-        with _terminate_raises():
+        with terminate_raises():
             r = _Run(cfg)
             try:
                 r.open()
