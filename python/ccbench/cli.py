@@ -37,6 +37,8 @@ from rich.table import Table
 
 from ccbench import __version__, backends, cli_analysis, console
 from ccbench.analysis import Analysis
+from ccbench.store_errors import DATABASE_ERRORS
+from ccbench.store_errors import explain as explain_database_error
 from ccbench.errors import (
     EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_LEFTOVERS, EXIT_OK, EXIT_USAGE, StudyError,
     UsageError,
@@ -407,6 +409,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_repair(args: argparse.Namespace) -> int:
+    from ccbench.repair import salvage
+    from ccbench.store import find_db
+
+    report = salvage(args.results, args.out)
+    console.stdout().print(console.escape_text(report.line(find_db(args.results))), soft_wrap=True)
+    return EXIT_OK if not report.lost else EXIT_FAILED_RUNS
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     c = console.stdout()
     if args.cleanup:
@@ -506,6 +517,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS/export/)")
     ex.set_defaults(func=cmd_export)
 
+    rp = sub.add_parser("repair", help="copy the runs of a damaged results database that still read back into a new one")
+    rp.add_argument("results", metavar="RESULTS")
+    rp.add_argument("--out", metavar="NEW_DIR", required=True, help="a new results directory for the recovered runs")
+    rp.set_defaults(func=cmd_repair)
+
     dr = sub.add_parser("doctor", help="check what this machine can run")
     dr.add_argument("--cleanup", action="store_true",
                     help="remove what killed linux-backend runs left behind (namespaces, links, processes)")
@@ -530,6 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (StudyError, UsageError) as e:
         return _error(str(e))
+    except DATABASE_ERRORS as e:  # a damaged results database, a full disk...: one line, not a traceback
+        return _error(str(explain_database_error(e)))
     except KeyboardInterrupt:
         print("ccbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -147,3 +147,17 @@ def short_names(keys: Sequence[str]) -> dict[str, str]:
         else:
             out[k] = k
     return out
+
+
+def plain(text: str) -> str:
+    """``text`` safe to print: control characters (newline, ESC...) shown as
+    ``\\xNN`` escapes instead of acting on the terminal."""
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in str(text))
+
+
+def escape_text(text: str) -> str:
+    """``text`` for a rich console: control characters escaped and rich markup
+    (``[red]``) shown as written."""
+    from rich.markup import escape
+
+    return escape(plain(text))
