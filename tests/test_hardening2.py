@@ -7,12 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ccbench.cli import main
-from ccbench.errors import StudyError
+from ccbench.errors import StudyError, UsageError
 from ccbench.spec import parse_study
 from ccbench.store import DB_FILENAME, Store
 
@@ -149,3 +150,84 @@ def test_study_names_are_printable_and_not_blank(name):
     assert msg.startswith("s.toml: study.name: ") and "\n" not in msg and "\x1b" not in msg, msg
     assert "printable" in msg and "pattern" not in msg, msg
     assert parse_study(study(name="cubic vs bbr (2)"), filename="s.toml").name == "cubic vs bbr (2)"
+
+
+# ------------------------------------------------------------ live results
+
+
+def finished(results: str) -> set[str]:
+    try:
+        with Store.snapshot(results) as s:
+            return s.finished_runs()
+    except UsageError:  # created, no tables yet
+        return set()
+
+
+def test_ls_summary_show_and_export_read_a_study_while_it_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.toml").write_text(study(duration="20s", repetitions=8))
+    writer = subprocess.Popen([sys.executable, "-m", "ccbench", "run", "s.toml", "--out", "r"], cwd=tmp_path,
+                              env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "r" / DB_FILENAME).exists() or not finished("r"):
+            assert writer.poll() is None and time.monotonic() < deadline, "the study ended before it could be read"
+            time.sleep(0.05)
+        assert main(["ls", "r"]) == 0
+        assert writer.poll() is None, "read too late to test a live store"
+        assert main(["ls", "."]) == 0  # every results directory below
+        assert main(["summary", "r"]) == 0
+        run_id = next(iter(finished("r")))
+        assert main(["show", run_id, "--results", "r"]) == 0
+        assert main(["export", "r", "--format", "csv"]) == 0
+        out = capsys.readouterr()
+        assert "in use" not in out.err and out.err == "", out.err
+        assert (tmp_path / "r" / "export" / "runs.csv").exists()
+    finally:
+        assert writer.wait(timeout=120) == 0, writer.stderr.read()
+    with Store.open_existing("r") as s:
+        assert len(s.finished_runs()) == 24
+
+
+# ------------------------------------------------------------ silent mixing
+
+
+def test_an_edited_study_is_refused_or_kept_apart_as_a_new_version(intact, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(intact / "r", tmp_path / "r")
+    (tmp_path / "s.toml").write_text(study())
+    (tmp_path / "e.toml").write_text(study(duration="3s"))  # edited: 2 s → 3 s
+    assert main(["run", "e.toml", "--out", "r"]) == 2
+    msg = one_line(capsys.readouterr().err)
+    assert "holds 3 runs of study 'quickstart' that this study file no longer makes" in msg, msg
+    assert "--new-version" in msg and "'quickstart v2'" in msg, msg
+    with Store.open_existing("r") as s:
+        assert s.study_names() == ["quickstart"] and len(s.finished_runs()) == 3  # nothing written
+
+    assert main(["run", "e.toml", "--out", "r", "--new-version"]) == 0
+    assert main(["run", "e.toml", "--out", "r"]) == 0  # the new version resumes, nothing runs again
+    assert main(["run", "s.toml", "--out", "r"]) == 0  # and so does the old one
+    capsys.readouterr()
+    with Store.open_existing("r") as s:
+        assert s.study_names() == ["quickstart", "quickstart v2"]
+        assert len(s.run_ids_of("quickstart", "sim")) == 3 and len(s.run_ids_of("quickstart v2", "sim")) == 3
+    assert main(["summary", "r"]) == 0
+    out = capsys.readouterr().out
+    assert "quickstart: median" in out and "quickstart v2: median" in out, out
+
+
+def test_nothing_a_store_holds_reaches_the_terminal_raw(intact, tmp_path, monkeypatch, capsys):
+    from ccbench import console
+
+    assert console.params({"flows.0.cca": "x\x1b[31m"}) == "flows.0.cca=x\\x1b[31m"
+    assert console.first_line("boom\x1b]0;title\x07\nmore") == "boom\\x1b]0;title\\x07"
+    assert console.escape_text("[red]a\nb") == "\\[red]a\\nb"
+    shutil.copytree(intact / "r", tmp_path / "r")
+    with Store(tmp_path / "r") as s:  # a store written before names were checked
+        s.con.execute("UPDATE studies SET study = 'evil\x1b[2J[red]x\nname', path = 'p\x1bq'")
+        s.con.execute("UPDATE runs SET study = 'evil\x1b[2J[red]x\nname', error = 'e\x1b[31m'")
+    for d in (tmp_path / "r", tmp_path):
+        assert main(["ls", str(d)]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "evil\\x1b[2J[red]x" in out.replace("\n", ""), out

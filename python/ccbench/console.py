@@ -124,13 +124,13 @@ def scale(unit: str, values: Sequence[Optional[float]]) -> tuple[float, str]:
 
 def params(p: dict) -> str:
     """Swept parameters as 'k=v k=v' ('–' for none)."""
-    return " ".join(f"{k}={v}" for k, v in p.items()) or NONE
+    return plain(" ".join(f"{k}={v}" for k, v in p.items())) or NONE
 
 
 def first_line(text: Optional[str]) -> str:
     if not text or not text.strip():
         return ""
-    return text.strip().splitlines()[0]
+    return plain(text.strip().splitlines()[0])
 
 
 def short_names(keys: Sequence[str]) -> dict[str, str]:

@@ -542,6 +542,14 @@ class Store:
         ).fetchall()
         return dict(rows)
 
+    def study_names(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT study FROM studies ORDER BY study").fetchall()]
+
+    def run_ids_of(self, study: str, backend: str) -> set[str]:
+        """Every run id stored for ``study`` from ``backend`` (finished or failed)."""
+        rows = self.con.execute("SELECT run_id FROM runs WHERE study = ? AND backend = ?", [study, backend])
+        return {r[0] for r in rows.fetchall()}
+
     def studies(self) -> list[dict[str, Any]]:
         cur = self.con.execute(
             """SELECT s.study, s.path, s.source_text, s.first_run_at, s.last_run_at,
