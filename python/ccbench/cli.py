@@ -37,8 +37,6 @@ from rich.table import Table
 
 from ccbench import __version__, backends, cli_analysis, console
 from ccbench.analysis import Analysis
-from ccbench.store_errors import DATABASE_ERRORS
-from ccbench.store_errors import explain as explain_database_error
 from ccbench.errors import (
     EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_LEFTOVERS, EXIT_OK, EXIT_USAGE, StudyError,
     UsageError,
@@ -553,8 +551,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (StudyError, UsageError) as e:
         return _error(str(e))
-    except DATABASE_ERRORS as e:  # a damaged results database, a full disk...: one line, not a traceback
-        return _error(str(explain_database_error(e)))
     except KeyboardInterrupt:
         print("ccbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -564,3 +560,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return EXIT_OK
+    except Exception as e:
+        if "duckdb" not in sys.modules:  # no results database was opened
+            raise
+        from ccbench.store_errors import DATABASE_ERRORS, explain
+
+        if not isinstance(e, DATABASE_ERRORS):
+            raise
+        return _error(str(explain(e)))  # a damaged results database, a full disk...: one line, not a traceback
