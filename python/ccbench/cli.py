@@ -173,7 +173,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ccbench.executor.cluster import execute_on_cluster
 
         summary = execute_on_cluster(study, runs, backend, out, cluster, progress=make_progress(out_c),
-                                     status=lambda s: err_c.print(s, soft_wrap=True, highlight=False))
+                                     status=lambda s: err_c.print(s, soft_wrap=True, highlight=False),
+                                     new_version=args.new_version)
     elif study.backend in ("linux", "hosts") and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
@@ -181,7 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     soft_wrap=True)
         jobs = 1
     if cluster is None:
-        summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c))
+        summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c),
+                          new_version=args.new_version)
     if summary.interrupted:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
         if args.backend:
@@ -194,6 +196,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             resume += ["--jobs", str(args.jobs)]
         if args.allow_large:
             resume += ["--allow-large"]
+        if args.new_version:
+            resume += ["--new-version"]
         if args.cluster is not None:
             resume += ["--cluster"] + ([args.cluster] if args.cluster else [])
         done = summary.skipped + summary.ok + summary.suspect
@@ -242,19 +246,19 @@ def cmd_ls(args: argparse.Namespace) -> int:
         for col in ("results", "studies", "runs", "ok", "suspect", "failed", "last run"):
             t.add_column(col, justify="left" if col in ("results", "studies", "last run") else "right")
         for d in dirs:
-            with Store.open_existing(d) as s:
+            with Store.snapshot(d) as s:
                 st = s.studies()
             last = max((x["last_run_at"] for x in st if x["last_run_at"]), default=None)
             t.add_row(
-                escape(str(d)),
-                escape(", ".join(x["study"] for x in st)),
+                console.escape_text(str(d)),
+                console.escape_text(", ".join(x["study"] for x in st)),
                 *(str(sum(x[k] for x in st)) for k in ("runs", "ok", "suspect", "failed")),
                 last.isoformat(sep=" ", timespec="seconds") if last else "–",
             )
         c.print(t)
         return EXIT_OK
 
-    with Store.open_existing(target) as store:
+    with Store.snapshot(target) as store:
         studies = store.studies()
         runs = store.runs()
     if not studies:
@@ -262,8 +266,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return EXIT_OK
     for s in studies:
         title = f"{s['study']}: {s['runs']} runs ({s['ok']} ok, {s['suspect']} suspect, {s['failed']} failed)"
-        t = Table(title=escape(title), title_justify="left",
-                  caption=escape(f"study file: {s['path']}") if s["path"] else None, caption_justify="left")
+        t = Table(title=console.escape_text(title), title_justify="left",
+                  caption=console.escape_text(f"study file: {s['path']}") if s["path"] else None, caption_justify="left")
         t.add_column("run id")
         t.add_column("params")
         t.add_column("rep", justify="right")
@@ -275,12 +279,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
         for r in (r for r in runs if r.study == s["study"]):
             t.add_row(
                 r.run_id,
-                escape(console.params(r.params)),
+                console.escape_text(console.params(r.params)),
                 "–" if r.repetition is None else str(r.repetition),
                 f"[{colour.get(r.status, 'white')}]{r.status}[/]",
                 "–" if r.wall_time_s is None else f"{r.wall_time_s:.2f} s",
                 r.finished_at.isoformat(sep=" ", timespec="seconds") if r.finished_at else "–",
-                escape(console.first_line(r.error)),
+                console.escape_text(console.first_line(r.error)),
             )
         c.print(t)
     return EXIT_OK
@@ -297,7 +301,7 @@ def _find_run(prefix: str, results: str | None):
     from ccbench.store import Store
 
     if results:
-        store = Store.open_existing(results)
+        store = Store.snapshot(results)
         try:
             return store, store.resolve_run(prefix)
         except BaseException:
@@ -308,7 +312,7 @@ def _find_run(prefix: str, results: str | None):
         raise UsageError("no results in ./results; say where the run is: --results DIR")
     matches = []
     for d in candidates:
-        store = Store.open_existing(d)
+        store = Store.snapshot(d)
         n = store.con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) LIMIT 2", [prefix]).fetchall()
         matches += [(d, r[0]) for r in n]
         store.close()
@@ -320,7 +324,7 @@ def _find_run(prefix: str, results: str | None):
             + ", ".join(f"{rid} in {d}" for d, rid in matches[:4]) + "); give more of it or --results DIR"
         )
     d, run_id = matches[0]
-    return Store.open_existing(d), run_id
+    return Store.snapshot(d), run_id
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -402,13 +406,22 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from ccbench.store import Store
 
-    with Store.open_existing(args.results) as store:
-        out = Path(args.out) if args.out else store.results_dir / "export"
+    with Store.snapshot(args.results) as store:
+        out = Path(args.out) if args.out else store.source_dir / "export"
         written = store.export(out, args.format)
     c = console.stdout()
     for p in written:
         c.print(str(p), soft_wrap=True)
     return EXIT_OK
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from ccbench.repair import salvage
+    from ccbench.store import find_db
+
+    report = salvage(args.results, args.out)
+    console.stdout().print(console.escape_text(report.line(find_db(args.results))), soft_wrap=True)
+    return EXIT_OK if not report.lost else EXIT_FAILED_RUNS
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -486,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", metavar="NAME",
                    help="apply the study's [profiles.NAME] (results default to results/<study name>-NAME/)")
     r.add_argument("--quick", action="store_true", help="the same as --profile quick")
+    r.add_argument("--new-version", action="store_true",
+                   help="the results directory holds runs of an earlier version of this study: keep them, and "
+                        "store this one's runs as a new study version (NAME v2) summarised apart")
     r.add_argument("--allow-large", action="store_true",
                    help="run a study beyond the size limits (runs, packets, rows, disk, memory; see README)")
     r.add_argument("--inventory", metavar="FILE", help="backend hosts: the machines of each role ([hosts] table)")
@@ -514,6 +530,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--format", choices=("parquet", "csv"), required=True)
     ex.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS/export/)")
     ex.set_defaults(func=cmd_export)
+
+    rp = sub.add_parser("repair", help="copy the runs of a damaged results database that still read back into a new one")
+    rp.add_argument("results", metavar="RESULTS")
+    rp.add_argument("--out", metavar="NEW_DIR", required=True, help="a new results directory for the recovered runs")
+    rp.set_defaults(func=cmd_repair)
 
     dr = sub.add_parser("doctor", help="check what this machine can run")
     dr.add_argument("--cleanup", action="store_true",
@@ -550,3 +571,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return EXIT_OK
+    except Exception as e:
+        if "duckdb" not in sys.modules:  # no results database was opened
+            raise
+        from ccbench.store_errors import DATABASE_ERRORS, explain
+
+        if not isinstance(e, DATABASE_ERRORS):
+            raise
+        return _error(str(explain(e)))  # a damaged results database, a full disk...: one line, not a traceback

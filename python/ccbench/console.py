@@ -124,13 +124,13 @@ def scale(unit: str, values: Sequence[Optional[float]]) -> tuple[float, str]:
 
 def params(p: dict) -> str:
     """Swept parameters as 'k=v k=v' ('–' for none)."""
-    return " ".join(f"{k}={v}" for k, v in p.items()) or NONE
+    return plain(" ".join(f"{k}={v}" for k, v in p.items())) or NONE
 
 
 def first_line(text: Optional[str]) -> str:
     if not text or not text.strip():
         return ""
-    return text.strip().splitlines()[0]
+    return plain(text.strip().splitlines()[0])
 
 
 def short_names(keys: Sequence[str]) -> dict[str, str]:
@@ -147,3 +147,17 @@ def short_names(keys: Sequence[str]) -> dict[str, str]:
         else:
             out[k] = k
     return out
+
+
+def plain(text: str) -> str:
+    """``text`` safe to print: control characters (newline, ESC...) shown as
+    ``\\xNN`` escapes instead of acting on the terminal."""
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in str(text))
+
+
+def escape_text(text: str) -> str:
+    """``text`` for a rich console: control characters escaped and rich markup
+    (``[red]``) shown as written."""
+    from rich.markup import escape
+
+    return escape(plain(text))

@@ -35,6 +35,7 @@ results to the parent, which writes them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import tempfile
@@ -52,6 +53,7 @@ import pyarrow as pa
 from ccbench import __version__
 from ccbench.backends import EVENT_COLUMNS, QUEUE_COLUMNS, RPC_COLUMNS, SAMPLE_COLUMNS, ResultError, RunResult
 from ccbench.errors import UsageError
+from ccbench.store_errors import DatabaseError, explain, forget_copy, is_damage, is_disk_full, note_open, register_copy
 
 DB_FILENAME = "ccbench.duckdb"
 SCHEMA_VERSION = 2
@@ -183,7 +185,7 @@ def _now() -> datetime:
 
 def default_results_dir(study_name: str) -> Path:
     """``results/<study name>/`` (relative to the working directory)."""
-    if not study_name or study_name in (".", "..") or "/" in study_name or "\\" in study_name or "\0" in study_name:
+    if not study_name or study_name in (".", "..") or any(c in study_name for c in "/\\\0?"):
         raise UsageError(
             f"study name {study_name!r} cannot be a directory name; give the results directory with --out"
         )
@@ -295,6 +297,12 @@ class Store:
         if _db is None:
             self.results_dir = Path(results_dir)
             self.db_file = self.results_dir / DB_FILENAME
+            if not read_only and "?" in str(self.db_file.absolute()):
+                # DuckDB takes what follows a '?' as options and writes its log beside another name
+                raise UsageError(
+                    f"{self.results_dir}: a results directory cannot have '?' in its path (DuckDB reads it as "
+                    f"options); give another directory with --out"
+                )
             if not read_only:
                 try:
                     self.results_dir.mkdir(parents=True, exist_ok=True)
@@ -314,10 +322,19 @@ class Store:
                 raise UsageError(
                     f"{self.db_file}: in use by another ccbench process; wait for it to finish"
                 ) from None
+            if is_damage(e) or is_disk_full(e):
+                raise explain(e, self.db_file) from None
             raise UsageError(f"{self.db_file}: cannot open results database ({msg.splitlines()[0]})") from None
         except duckdb.Error as e:
+            if is_damage(e) or is_disk_full(e):
+                raise explain(e, self.db_file) from None
             raise UsageError(f"{self.db_file}: not a ccbench results database ({str(e).splitlines()[0]})") from None
-        self._init_schema()
+        note_open(self.db_file)
+        try:
+            self._init_schema()
+        except duckdb.Error as e:
+            self.con.close()
+            raise explain(e, self.db_file) from None
 
     @classmethod
     def open_existing(cls, results: str | Path, *, read_only: bool = True) -> "Store":
@@ -387,6 +404,7 @@ class Store:
         """
         db = find_db(results)
         tmp = Path(tempfile.mkdtemp(prefix="ccbench-snapshot-"))
+        register_copy(tmp / DB_FILENAME, db)
         deadline = time.monotonic() + 3.0
         try:
             while True:
@@ -394,12 +412,15 @@ class Store:
                 try:
                     store = cls(tmp, read_only=True, _db=tmp / DB_FILENAME)
                     break
+                except DatabaseError:
+                    raise
                 except UsageError:
                     # a store that its writer has just created has no tables yet
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.1)
         except BaseException:
+            forget_copy(tmp / DB_FILENAME)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         store.con.execute("SET enable_progress_bar = false")  # readers are libraries too: no bars on stdout
@@ -490,7 +511,14 @@ class Store:
             con.execute("UPDATE studies SET last_run_at = ? WHERE study = ?", [_now(), study])
             con.execute("COMMIT")
         except BaseException as e:
-            con.execute("ROLLBACK")
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                # a failed COMMIT (e.g. a full disk) leaves nothing to roll back: the
+                # transaction is gone and the runs committed before it are kept
+                pass
+            if isinstance(e, duckdb.Error) and (is_disk_full(e) or is_damage(e)):
+                raise explain(e, self.db_file) from None
             if isinstance(e, (duckdb.ConversionException, duckdb.InvalidInputException)):
                 raise ResultError(f"result does not fit the results schema: {str(e).splitlines()[0]}") from None
             raise
@@ -513,6 +541,14 @@ class Store:
             [list(run_ids), backend],
         ).fetchall()
         return dict(rows)
+
+    def study_names(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT study FROM studies ORDER BY study").fetchall()]
+
+    def run_ids_of(self, study: str, backend: str) -> set[str]:
+        """Every run id stored for ``study`` from ``backend`` (finished or failed)."""
+        rows = self.con.execute("SELECT run_id FROM runs WHERE study = ? AND backend = ?", [study, backend])
+        return {r[0] for r in rows.fetchall()}
 
     def studies(self) -> list[dict[str, Any]]:
         cur = self.con.execute(

@@ -620,7 +620,8 @@ def _study_ccas(runs: Sequence[Any]) -> list[str]:
 
 
 def execute_on_cluster(study: Any, runs: Sequence[Any], backend: Any, out_dir: Any, cfg: ClusterConfig,
-                       progress: Any = None, status: Callable[[str], None] = lambda s: None) -> Any:
+                       progress: Any = None, status: Callable[[str], None] = lambda s: None,
+                       new_version: bool = False) -> Any:
     """``execute`` on a Dask cluster: reach it, check every worker, then run.
 
     Nothing is written to ``out_dir`` unless the cluster is up and every
@@ -632,4 +633,4 @@ def execute_on_cluster(study: Any, runs: Sequence[Any], backend: Any, out_dir: A
     with open_cluster(cfg, status) as handle:
         preflight(handle, backend_name, _study_ccas(runs) if backend_name == "linux" else ())
         return execute(study, runs, backend, out_dir, progress=progress,
-                       runner=ClusterRunner(handle, backend_name))
+                       runner=ClusterRunner(handle, backend_name), new_version=new_version)

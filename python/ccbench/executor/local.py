@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from ccbench import degenerate
 from ccbench.backends import ResultError, RunResult
 from ccbench.errors import UsageError
-from ccbench.executor import signals
+from ccbench.executor import signals, versions
 from ccbench.store import Store
 
 # After Ctrl-C, how long to wait for runs already in a worker (they got the
@@ -50,6 +50,7 @@ class ExecutionSummary:
     signal: int | None = None  # SIGTERM or SIGHUP, when one (not Ctrl-C) interrupted the study
     failed_run_ids: list[str] = field(default_factory=list)
     out_dir: Path | None = None
+    study: str | None = None  # the name the runs are stored under (``NAME v2`` for a new version)
 
     @property
     def executed(self) -> int:
@@ -209,6 +210,7 @@ def execute(
     jobs: int = 1,
     progress: Progress | None = None,
     runner: Callable[[Sequence[Any], Any, Any], None] | None = None,
+    new_version: bool = False,
 ) -> ExecutionSummary:
     """Run every run of ``runs`` not already finished in ``out_dir``'s store.
 
@@ -222,6 +224,9 @@ def execute(
     is started, runs not yet started are dropped, what was committed stays,
     and the summary comes back with ``interrupted=True`` — the caller tells
     the user how to resume and exits 130.
+
+    A directory holding runs of an earlier version of the study (see
+    :mod:`ccbench.executor.versions`) is refused unless ``new_version``.
 
     ``runner(todo, backend, committer)``, when given, runs the runs instead
     (the Dask executor, :mod:`ccbench.executor.cluster`); ``jobs`` is then unused.
@@ -244,11 +249,13 @@ def execute(
                 f"{out_dir} already holds {other} results of study '{study.name}'; "
                 f"write {backend_name} results to another directory (--out)"
             )
-        store.record_study(study.name, getattr(study, "source_text", None), getattr(study, "path", None))
+        name = versions.choose(store, study.name, backend_name, index, new_version, out_dir)
+        summary.study = name
+        store.record_study(name, getattr(study, "source_text", None), getattr(study, "path", None))
         finished = store.finished_runs()
         todo = [r for r in runs if r.run_id not in finished]
         summary.skipped = len(runs) - len(todo)
-        committer = _Committer(store, study.name, backend_name, index, summary, progress)
+        committer = _Committer(store, name, backend_name, index, summary, progress)
         progress.start(len(runs), summary.skipped, len(todo))
         try:
             if runner is not None:

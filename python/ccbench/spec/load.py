@@ -379,6 +379,7 @@ _PROBLEMS = {
     "literal_error": "not an allowed value",
     "too_short": "must not be empty",
     "string_too_short": "must not be empty",
+    "string_pattern_mismatch": "has characters that are not allowed here",
 }
 
 

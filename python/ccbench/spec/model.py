@@ -116,7 +116,10 @@ class Model(BaseModel):
 
 
 class StudyInfo(Model):
-    name: StrictStr = F(..., "a non-empty name such as 'cubic-vs-bbr-loss'", min_length=1)
+    name: StrictStr = F(
+        ..., "a name of printable characters, not blank, such as 'cubic-vs-bbr-loss'", min_length=1,
+        pattern=r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$",
+    )
     description: StrictStr = F("", "free text")
     backend: Literal["sim", "linux", "hosts"] = F("sim", "one of " + ", ".join(repr(b) for b in BACKENDS))
     repetitions: StrictInt = F(1, f"a whole number from 1 to {MAX_REPETITIONS}", ge=1, le=MAX_REPETITIONS)
