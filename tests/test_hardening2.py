@@ -217,6 +217,21 @@ def test_an_edited_study_is_refused_or_kept_apart_as_a_new_version(intact, tmp_p
     assert "quickstart: median" in out and "quickstart v2: median" in out, out
 
 
+def test_validate_grids_share_one_directory(intact, tmp_path):
+    """`ccbench validate` picks its grid's runs out of one directory, so its
+    executor calls keep every version under one study name (versions_apart=False)."""
+    from ccbench import backends
+    from ccbench.executor import execute
+    from ccbench.spec import parse_study
+
+    shutil.copytree(intact / "r", tmp_path / "r")
+    edited = parse_study(study(duration="3s"), filename="e.toml", backend="sim")
+    s = execute(edited, edited.runs(), backends.get("sim"), tmp_path / "r", versions_apart=False)
+    assert s.executed == 3 and s.study == "quickstart"
+    with Store.open_existing(tmp_path / "r") as st:
+        assert st.study_names() == ["quickstart"] and len(st.finished_runs()) == 6
+
+
 def test_nothing_a_store_holds_reaches_the_terminal_raw(intact, tmp_path, monkeypatch, capsys):
     from ccbench import console
 

@@ -211,6 +211,7 @@ def execute(
     progress: Progress | None = None,
     runner: Callable[[Sequence[Any], Any, Any], None] | None = None,
     new_version: bool = False,
+    versions_apart: bool = True,
 ) -> ExecutionSummary:
     """Run every run of ``runs`` not already finished in ``out_dir``'s store.
 
@@ -226,7 +227,9 @@ def execute(
     the user how to resume and exits 130.
 
     A directory holding runs of an earlier version of the study (see
-    :mod:`ccbench.executor.versions`) is refused unless ``new_version``.
+    :mod:`ccbench.executor.versions`) is refused unless ``new_version``;
+    ``versions_apart=False`` lets runs of several versions share the study
+    (``ccbench validate``, whose grids pick their own runs out of one directory).
 
     ``runner(todo, backend, committer)``, when given, runs the runs instead
     (the Dask executor, :mod:`ccbench.executor.cluster`); ``jobs`` is then unused.
@@ -249,7 +252,8 @@ def execute(
                 f"{out_dir} already holds {other} results of study '{study.name}'; "
                 f"write {backend_name} results to another directory (--out)"
             )
-        name = versions.choose(store, study.name, backend_name, index, new_version, out_dir)
+        name = (versions.choose(store, study.name, backend_name, index, new_version, out_dir)
+                if versions_apart else study.name)
         summary.study = name
         store.record_study(name, getattr(study, "source_text", None), getattr(study, "path", None))
         finished = store.finished_runs()

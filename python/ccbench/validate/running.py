@@ -88,7 +88,7 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, c
     sim, linux = backends.get("sim"), backends.get("linux")
     sim.check()
     linux.check()
-    s = execute(p.studies["sim"], p.runs("sim"), sim, out, jobs=jobs, progress=progress())
+    s = execute(p.studies["sim"], p.runs("sim"), sim, out, jobs=jobs, progress=progress(), versions_apart=False)
     log.executed["sim"] += s.executed
     log.skipped["sim"] += s.skipped
     if s.interrupted:
@@ -104,7 +104,7 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, c
     for attempt in range(retry_suspect + 1):
         inner = progress()
         watch = LoadWatch(inner) if inner is not None else None
-        s = execute(p.studies["linux"], linux_runs, linux, out, jobs=1, progress=watch)
+        s = execute(p.studies["linux"], linux_runs, linux, out, jobs=1, progress=watch, versions_apart=False)
         if watch is not None and watch.loads:
             top = max(watch.loads)
             log.load_during_linux_max = max(top, log.load_during_linux_max or 0.0)
