@@ -54,7 +54,7 @@ def salvage(results: str | Path, out: str | Path) -> Salvage:
         return _copy(con, src, out, report)
     except UsageError:
         con.close()
-        for p in (out / DB_FILENAME, out / (DB_FILENAME + ".wal")):
+        for p in (out / DB_FILENAME, out / (DB_FILENAME + ".wal"), out / (DB_FILENAME + ".gen")):
             p.unlink(missing_ok=True)
         if created:
             out.rmdir()

@@ -260,6 +260,42 @@ def _stamp(p: Path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+class WriteCounter:
+    """A counter beside the database that its writer makes odd while it
+    changes the file and even when it is done (a sequence lock), so a reader
+    can copy the file between two writes without waiting for a quiet moment
+    (a busy writer never has one) and without ever blocking the writer."""
+
+    def __init__(self, db: Path):
+        self.path = db.with_name(db.name + ".gen")
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.value = WriteCounter.read(db) or 0
+        if self.value % 2:  # a writer killed mid-write left it odd (only the lock holder opens one)
+            self.value += 1
+            os.pwrite(self.fd, self.value.to_bytes(8, "little"), 0)
+
+    @staticmethod
+    def read(db: Path) -> int | None:
+        """The counter beside ``db``, None where its writer keeps none."""
+        try:
+            with open(db.with_name(db.name + ".gen"), "rb") as f:
+                b = f.read(8)
+        except FileNotFoundError:
+            return None
+        return int.from_bytes(b, "little") if len(b) == 8 else None
+
+    @contextmanager
+    def writing(self):
+        for _ in range(2):
+            if _ == 1:
+                yield
+            self.value += 1
+            os.pwrite(self.fd, self.value.to_bytes(8, "little"), 0)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 def _copy_quiescent(db: Path, dest: Path, quiet_s: float = 0.05, timeout_s: float = 30.0) -> None:
     """Copy ``db`` and its WAL to ``dest`` (+ .wal) when neither changed in the
     last ``quiet_s`` (longer than the file clock's tick, so a write during the
@@ -267,9 +303,13 @@ def _copy_quiescent(db: Path, dest: Path, quiet_s: float = 0.05, timeout_s: floa
     wal, dest_wal = db.with_name(db.name + ".wal"), dest.with_name(dest.name + ".wal")
     deadline = time.monotonic() + timeout_s
     while True:
+        count = WriteCounter.read(db)
         before = (_stamp(db), _stamp(wal))
         newest = max((s[2] for s in before if s is not None), default=0)
-        if time.time_ns() - newest >= quiet_s * 1e9:
+        # With the writer's counter: copy between two writes (even before and
+        # the same after). Without one (an older writer): after a quiet moment.
+        ready = count % 2 == 0 if count is not None else time.time_ns() - newest >= quiet_s * 1e9
+        if ready:
             shutil.copyfile(db, dest)
             if before[1] is not None:
                 try:
@@ -278,11 +318,11 @@ def _copy_quiescent(db: Path, dest: Path, quiet_s: float = 0.05, timeout_s: floa
                     pass
             elif dest_wal.exists():
                 dest_wal.unlink()
-            if (_stamp(db), _stamp(wal)) == before:
+            if (_stamp(db), _stamp(wal)) == before and WriteCounter.read(db) == count:
                 return
         if time.monotonic() > deadline:
             raise UsageError(f"{db}: changed all the time for {timeout_s:g} s; could not take a consistent copy")
-        time.sleep(quiet_s / 2)
+        time.sleep(0.002 if count is not None else quiet_s / 2)
 
 
 class Store:
@@ -314,6 +354,7 @@ class Store:
         self.read_only = read_only
         self.source_dir = self.results_dir  # where the results live (a snapshot's copy is elsewhere)
         self._snapshot_dir: Path | None = None
+        self._counter: WriteCounter | None = None
         try:
             self.con = duckdb.connect(str(self.db_file), read_only=read_only)
         except duckdb.IOException as e:
@@ -330,8 +371,15 @@ class Store:
                 raise explain(e, self.db_file) from None
             raise UsageError(f"{self.db_file}: not a ccbench results database ({str(e).splitlines()[0]})") from None
         note_open(self.db_file)
+        if not read_only:  # DuckDB's lock is ours now: no other writer touches the counter
+            try:
+                self._counter = WriteCounter(self.db_file)
+            except OSError as e:
+                self.con.close()
+                raise UsageError(f"{self.db_file}: cannot write beside the results database ({e.strerror})") from None
         try:
-            self._init_schema()
+            with self._writing():
+                self._init_schema()
         except duckdb.Error as e:
             self.con.close()
             raise explain(e, self.db_file) from None
@@ -375,10 +423,23 @@ class Store:
 
     # -- lifecycle ---------------------------------------------------------
 
+    @contextmanager
+    def _writing(self):
+        """Around every change of the database file (readers copy between them)."""
+        if self._counter is None:
+            yield
+        else:
+            with self._counter.writing():
+                yield
+
     def close(self) -> None:
         if self.con is not None:
-            self.con.close()
+            with self._writing():  # closing checkpoints the log into the file
+                self.con.close()
             self.con = None  # type: ignore[assignment]
+        if self._counter is not None:
+            self._counter.close()
+            self._counter = None
         if self._snapshot_dir is not None:
             shutil.rmtree(self._snapshot_dir, ignore_errors=True)
             self._snapshot_dir = None
@@ -398,9 +459,11 @@ class Store:
         writing, and a reader would in turn lock a starting writer out; so the
         database file and its write-ahead log are copied into a private
         temporary directory (removed on close) and the copy is opened. The copy
-        is taken when neither file has changed for a moment and is taken again
-        if either changed while it was copied: it is the state after some
-        commit, never half a run.
+        is taken between two of the writer's changes (its WriteCounter is even
+        and the same before and after the copy; with an older writer that keeps
+        none, when neither file has changed for a moment) and is taken again
+        otherwise: it is the state after some commit, never half a run, and the
+        writer never waits for a reader.
         """
         db = find_db(results)
         tmp = Path(tempfile.mkdtemp(prefix="ccbench-snapshot-"))
@@ -433,6 +496,10 @@ class Store:
     def record_study(self, name: str, source_text: str | None, path: str | Path | None) -> None:
         """Insert or update a study (its source text is the latest one run)."""
         now = _now()
+        with self._writing():
+            self._record_study(name, source_text, path, now)
+
+    def _record_study(self, name: str, source_text: str | None, path: str | Path | None, now: Any) -> None:
         self.con.execute(
             """INSERT INTO studies (study, path, source_text, first_run_at, last_run_at)
                VALUES (?, ?, ?, ?, NULL)
@@ -486,7 +553,7 @@ class Store:
             stats,
         ]
         con = self.con
-        with _ctrl_c_after():
+        with _ctrl_c_after(), self._writing():
             self._write_run_transaction(con, run_id, row, tables, study)
 
     def _write_run_transaction(self, con: Any, run_id: str, row: list, tables: dict, study: str) -> None:
