@@ -5,19 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ccbench import core
 from ccbench.backends import ResultError, RunResult
 from ccbench.errors import UsageError
 
 
 def _core():
-    try:
-        from ccbench import _core  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise UsageError(
-            "backend 'sim' is not available: the simulator core ccbench._core is not built "
-            f"({e}); build it with `maturin develop --release` or `make install`"
-        ) from None
-    return _core
+    return core.load("backend 'sim'")
 
 
 def core_config(config: dict) -> dict:

@@ -173,7 +173,9 @@ def resolve_cca(spec: str, base: Optional[Path], backend: str) -> str:
     what the simulator provides (one line naming the field or function if
     not)."""
     _, obj, _ = object_for(spec, base)
-    from ccbench import _core
+    from ccbench import core
+
+    _core = core.load("BPF CCAs")
 
     if backend == "sim":
         why = _core.bpf_check(str(obj))
@@ -205,6 +207,6 @@ def is_bpf(cca: str) -> bool:
 
 
 def ops_name(obj: str) -> str:
-    from ccbench import _core
+    from ccbench import core
 
-    return _core.bpf_ops_name(obj)[1]
+    return core.load("BPF CCAs").bpf_ops_name(obj)[1]

@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from ccbench.backends import RunResult
 from ccbench.errors import UsageError
-from ccbench.executor import _cluster_probe
+from ccbench.executor import cluster_probe
 from ccbench.executor.cluster_config import ClusterConfig
 from ccbench.executor.local import INTERRUPT_GRACE_S, Outcome, error_text, run_one
 
@@ -125,7 +125,7 @@ _STOPPED: set[str] = set()  # sweeps told to stop
 def _identity() -> dict:
     global _IDENTITY
     if _IDENTITY is None:
-        _IDENTITY = _cluster_probe.identity()
+        _IDENTITY = cluster_probe.identity()
     return _IDENTITY
 
 
@@ -417,7 +417,7 @@ def _wait_for_workers(handle: ClusterHandle, timeout: Optional[float], status: C
 
 
 def client_identity() -> dict:
-    return _cluster_probe.identity()
+    return cluster_probe.identity()
 
 
 def preflight(handle: ClusterHandle, backend_name: str, ccas: Sequence[str]) -> dict[str, dict]:
@@ -427,11 +427,11 @@ def preflight(handle: ClusterHandle, backend_name: str, ccas: Sequence[str]) -> 
     me = client_identity()
     if me["problem"] or not me["core"]:
         raise UsageError(f"this ccbench cannot be identified: {me['problem'] or 'no compiled core'}")
-    cloudpickle.register_pickle_by_value(_cluster_probe)
+    cloudpickle.register_pickle_by_value(cluster_probe)
     try:
-        infos = handle.client.run(_cluster_probe.identity, on_error="return")
+        infos = handle.client.run(cluster_probe.identity, on_error="return")
     finally:
-        cloudpickle.unregister_pickle_by_value(_cluster_probe)
+        cloudpickle.unregister_pickle_by_value(cluster_probe)
     mine = f"ccbench {me['version']} (core {me['core']}) from {me['package']}"
     for addr, info in sorted(infos.items()):
         if isinstance(info, BaseException):

@@ -14,7 +14,7 @@ from typing import Any
 
 from ccbench.analysis.metrics import METRICS
 from ccbench.analysis.sweeps import SweepPlot
-from ccbench.console import scale as _scale
+from ccbench.console import scale
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -24,8 +24,8 @@ def sweep_figure(plot: SweepPlot, width_in: float = 6.0, height_in: float = 4.0)
     from matplotlib.figure import Figure
 
     allv = [v for s in plot.series for p in s.points for v in p.spread.values]
-    div, yunit = _scale(plot.unit, allv)
-    xdiv, xunit = _scale("bps", [p.x for s in plot.series for p in s.points if p.x]) if plot.x_unit == "bit/s" \
+    div, yunit = scale(plot.unit, allv)
+    xdiv, xunit = scale("bps", [p.x for s in plot.series for p in s.points if p.x]) if plot.x_unit == "bit/s" \
         else (1.0, plot.x_unit)
     cats = list(dict.fromkeys(p.x_label for s in plot.series for p in s.points))
 

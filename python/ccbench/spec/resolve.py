@@ -226,11 +226,11 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
         loc = ("flows", i)
         cca = f.cca
         if f.cca.startswith("bpf:"):  # a BPF struct_ops CCA (ccbench.bpf; base: the study's directory)
-            from ccbench import bpf as _bpf
+            from ccbench import bpf
 
             try:
-                cca = _bpf.resolve_cca(f.cca, base, backend)
-            except _bpf.BpfError as e:
+                cca = bpf.resolve_cca(f.cca, base, backend)
+            except bpf.BpfError as e:
                 raise FieldError(loc + ("cca",), str(e)) from None
         elif f.cca not in allowed_ccas:
             problem = f"unknown congestion control for backend '{backend}'"

@@ -115,11 +115,13 @@ def environment_problems() -> list[str]:
 
 def core_problem() -> Optional[str]:
     """Why the emulator / load generator cannot be used, or None."""
-    name = "ccbench._core"
+    from ccbench import core
+
+    name = core.EXTENSION
     try:
-        mod = importlib.import_module(name)
-    except ImportError as e:
-        return f"{name} cannot be imported ({e}); build it: make install"
+        mod = core.load("the linux backend")
+    except UsageError as e:
+        return str(e)
     missing = [f for f in _REQUIRED if not hasattr(mod, f)]
     if missing:
         return (f"{name} has no {', '.join(missing)} (the emulator and load generator are not built in); "

@@ -131,9 +131,9 @@ def _ensure_bpffs() -> bool:
 
 
 def _rename(obj: str, name: str, dest: Path) -> None:
-    from ccbench import _core
+    from ccbench import core
 
-    off, _, flags_off = _core.bpf_ops_name(obj)
+    off, _, flags_off = core.load("BPF CCAs").bpf_ops_name(obj)
     data = bytearray(Path(obj).read_bytes())
     raw = name.encode()
     assert len(raw) < 16

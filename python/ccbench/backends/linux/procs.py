@@ -3,7 +3,7 @@
 Each is started as ``ip netns exec NS <python> -m ccbench.backends.linux.<role>_proc
 CONFIG RESULT READY`` (an argument list) in its own session and process
 group, so a terminal's Ctrl-C does not reach it directly: the backend decides
-when it stops. Start-up is two-phase (see _proc_main.py): every process first
+when it stops. Start-up is two-phase (see proc_main.py): every process first
 imports its implementation and signals READY; only then does the backend
 pick t0, write the configs and send "go", so slow start-ups on a busy machine
 cannot eat into the run.
@@ -27,7 +27,7 @@ from typing import Any
 
 import ccbench
 
-# The CPUs a process may use (comma-separated), applied by _proc_main before anything else.
+# The CPUs a process may use (comma-separated), applied by proc_main before anything else.
 CPUS_ENV = "CCBENCH_CPUS"
 MODULES = {"emu": "emu_proc", "server": "server_proc", "client": "client_proc", "iperf3": "iperf3_proc"}
 
