@@ -250,7 +250,7 @@ class Tcp(Model):
     ecn: StrictBool = F(False, "true or false")
     pacing: Literal["auto", "on", "off"] = F("auto", "'auto', 'on' or 'off'")
     hz: Annotated[Any, PlainValidator(_hz)] = F("exact", HZ_ALLOWED)
-    # The simulated kernel's CONFIG_HZ (CUBIC's jiffies clock); absent = 1000.
+    # The simulated kernel's CONFIG_HZ (the jiffies clock of CUBIC, BBR, BIC, H-TCP, NV, Westwood); absent = 1000.
     kernel_hz: Optional[Literal[100, 250, 300, 1000]] = F(None, KERNEL_HZ_ALLOWED)
 
 

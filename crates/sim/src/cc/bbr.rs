@@ -27,7 +27,7 @@
 //!   `bbr_packets_in_net_at_edt`) is taken as "now": the engine's pacer is
 //!   assumed to hold no packet with a future departure time.
 
-use super::util::{jiffies, HZ};
+use super::util::{jiffies, msecs_to_jiffies};
 use super::{CaEvent, CaState, CcaReport, CongestionControl, Conn, RateSample, INFINITE_SSTHRESH};
 use netcore::rng::Rng;
 
@@ -771,7 +771,7 @@ impl Bbr {
 
     fn update_min_rtt(&mut self, c: &mut Conn, rs: &RateSample) {
         let now = jiffies(c);
-        let filter_expired = now > self.min_rtt_stamp + MIN_RTT_WIN_SEC * HZ;
+        let filter_expired = now > self.min_rtt_stamp + MIN_RTT_WIN_SEC * c.hz;
         if rs.rtt_us >= 0
             && ((rs.rtt_us as u64) < self.min_rtt_us as u64
                 || (filter_expired && !rs.is_ack_delayed))
@@ -795,7 +795,7 @@ impl Bbr {
             c.app_limited = (c.delivered + c.packets_in_flight() as u64).max(1);
             // Hold the minimal inflight for max(200 ms, 1 round).
             if self.probe_rtt_done_stamp.is_none() && c.packets_in_flight() <= CWND_MIN_TARGET {
-                self.probe_rtt_done_stamp = Some(now + PROBE_RTT_MODE_MS * HZ / 1000);
+                self.probe_rtt_done_stamp = Some(now + msecs_to_jiffies(c, PROBE_RTT_MODE_MS));
                 self.probe_rtt_round_done = false;
                 self.next_rtt_delivered = c.delivered;
             } else if self.probe_rtt_done_stamp.is_some() {

@@ -52,7 +52,8 @@
 //! balancing by rehashing) and TLP-based loss-probe recovery are not
 //! modelled.
 
-use super::util::{jiffies, msecs_to_jiffies, Rng, HZ};
+use super::util::{jiffies, msecs_to_jiffies};
+use netcore::rng::Rng;
 use super::{
     CaEvent, CaState, CcaReport, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH,
 };
@@ -594,7 +595,7 @@ impl Bbr3 {
 
     fn update_min_rtt(&mut self, c: &mut Conn, rs: &RateSample) {
         let now = jiffies(c);
-        let probe_rtt_expired = now > self.probe_rtt_min_stamp + msecs_to_jiffies(PROBE_RTT_WIN_MS);
+        let probe_rtt_expired = now > self.probe_rtt_min_stamp + msecs_to_jiffies(c, PROBE_RTT_WIN_MS);
         if rs.rtt_us >= 0
             && ((rs.rtt_us as u64) < self.probe_rtt_min_us as u64
                 || (probe_rtt_expired && !rs.is_ack_delayed))
@@ -602,7 +603,7 @@ impl Bbr3 {
             self.probe_rtt_min_us = rs.rtt_us.min(u32::MAX as i64) as u32;
             self.probe_rtt_min_stamp = now;
         }
-        let min_rtt_expired = now > self.min_rtt_stamp + MIN_RTT_WIN_SEC * HZ;
+        let min_rtt_expired = now > self.min_rtt_stamp + MIN_RTT_WIN_SEC * c.hz;
         if self.probe_rtt_min_us <= self.min_rtt_us || min_rtt_expired {
             self.min_rtt_us = self.probe_rtt_min_us;
             self.min_rtt_stamp = self.probe_rtt_min_stamp;
@@ -621,7 +622,7 @@ impl Bbr3 {
             c.app_limited = (c.delivered + c.packets_in_flight() as u64).max(1);
             if self.probe_rtt_done_stamp.is_none() && c.packets_in_flight() <= self.probe_rtt_cwnd()
             {
-                self.probe_rtt_done_stamp = Some(now + msecs_to_jiffies(PROBE_RTT_MODE_MS));
+                self.probe_rtt_done_stamp = Some(now + msecs_to_jiffies(c, PROBE_RTT_MODE_MS));
                 self.probe_rtt_round_done = false;
                 self.next_rtt_delivered = c.delivered;
             } else if self.probe_rtt_done_stamp.is_some() {
@@ -1304,7 +1305,7 @@ impl CongestionControl for Bbr3 {
     }
 
     fn init(&mut self, c: &mut Conn) {
-        let seed_rng = self.rng;
+        let seed_rng = self.rng.clone();
         *self = Bbr3::with_seed(0);
         self.rng = seed_rng;
         self.initialized = true;

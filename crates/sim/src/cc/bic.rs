@@ -16,7 +16,7 @@
 //! Time is kept in jiffies (HZ = 1000) as Linux does for the HZ/32 rate
 //! limit on recomputing the counter.
 
-use super::util::{jiffies, HZ};
+use super::util::jiffies;
 use super::{AckSample, CaState, CongestionControl, Conn};
 
 const BETA_SCALE: u32 = 1024;
@@ -75,8 +75,8 @@ impl Bic {
     }
 
     /// `bictcp_update`: choose how many ACKs make one segment of growth.
-    fn update(&mut self, cwnd: u32, now: u64) {
-        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time) <= HZ / 32 {
+    fn update(&mut self, cwnd: u32, now: u64, hz: u64) {
+        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time) <= hz / 32 {
             return;
         }
         self.last_cwnd = cwnd;
@@ -155,7 +155,7 @@ impl CongestionControl for Bic {
                 return;
             }
         }
-        self.update(c.cwnd, jiffies(c));
+        self.update(c.cwnd, jiffies(c), c.hz);
         let cnt = self.cnt;
         c.cong_avoid_ai(cnt, acked);
     }
@@ -222,7 +222,7 @@ mod tests {
             delayed_ack: ratio16,
             ..Bic::default()
         };
-        b.update(cwnd, 1000);
+        b.update(cwnd, 1000, 1000);
         b.cnt()
     }
 

@@ -21,6 +21,7 @@
 //! jiffies — the same split Linux uses.
 
 use super::{AckSample, CaEvent, CaState, CongestionControl, Conn};
+use super::util::{jiffies, usecs_to_jiffies};
 
 /// β scaled by 1024 (Linux module parameter `beta` = 717 ≈ 0.7).
 const BETA_SCALE: u32 = 1024;
@@ -125,15 +126,6 @@ impl Default for Cubic {
             last_rtt_seen_us: 0,
         }
     }
-}
-
-fn jiffies(c: &Conn) -> u64 {
-    c.now_us * c.hz / 1_000_000
-}
-
-/// `usecs_to_jiffies`: rounds up.
-fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
-    (us * c.hz).div_ceil(1_000_000)
 }
 
 /// Floor of the cube root, exact and platform-independent. (Linux uses a

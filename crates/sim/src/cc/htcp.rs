@@ -17,7 +17,7 @@
 //! Fixed point and clocks as Linux: α and β ×128, RTTs and times in
 //! jiffies (HZ = 1000), throughput in segments per second.
 
-use super::util::{jiffies, msecs_to_jiffies, usecs_to_jiffies, HZ};
+use super::util::{jiffies, msecs_to_jiffies, usecs_to_jiffies};
 use super::{AckSample, CaState, CongestionControl, Conn};
 
 /// 1.0, 0.5 and 0.8 in ×128 fixed point.
@@ -54,6 +54,8 @@ pub struct Htcp {
     bi: u32,
     /// Start of the current throughput sample (jiffies).
     lasttime: u64,
+    /// CONFIG_HZ of the connection (jiffies per second), set at init.
+    hz: u64,
 }
 
 impl Default for Htcp {
@@ -73,6 +75,7 @@ impl Default for Htcp {
             min_b: 0,
             max_b: 0,
             old_max_b: 0,
+            hz: 1000,
             bi: 0,
             lasttime: 0,
         }
@@ -122,7 +125,7 @@ impl Htcp {
             if self.max_rtt < self.min_rtt {
                 self.max_rtt = self.min_rtt;
             }
-            if self.max_rtt < srtt && srtt as u64 <= self.max_rtt as u64 + msecs_to_jiffies(20) {
+            if self.max_rtt < srtt && srtt as u64 <= self.max_rtt as u64 + msecs_to_jiffies(c, 20) {
                 self.max_rtt = srtt;
             }
         }
@@ -145,7 +148,7 @@ impl Htcp {
                 return;
             }
         }
-        if self.modeswitch && self.min_rtt as u64 > msecs_to_jiffies(10) && self.max_rtt > 0 {
+        if self.modeswitch && self.min_rtt as u64 > self.hz.div_ceil(100) /* msecs_to_jiffies(10) */ && self.max_rtt > 0 {
             self.beta = ((self.min_rtt << 7) / self.max_rtt).clamp(BETA_MIN, BETA_MAX);
         } else {
             self.beta = BETA_MIN;
@@ -156,13 +159,14 @@ impl Htcp {
     fn alpha_update(&mut self, now: u64) {
         let mut factor: u64 = 1;
         let mut diff = self.cong_time(now);
-        if diff > HZ {
-            diff -= HZ;
-            factor = 1 + (10 * diff + ((diff / 2) * (diff / 2) / HZ)) / HZ;
+        let hz = self.hz;
+        if diff > hz {
+            diff -= hz;
+            factor = 1 + (10 * diff + ((diff / 2) * (diff / 2) / hz)) / hz;
         }
         if USE_RTT_SCALING && self.min_rtt > 0 {
             // (1/(10·minRTT in s)) ×8, kept within [0.5, 10] ×8.
-            let scale = ((HZ << 3) / (10 * self.min_rtt as u64)).clamp(1 << 2, 10 << 3);
+            let scale = ((hz << 3) / (10 * self.min_rtt as u64)).clamp(1 << 2, 10 << 3);
             factor = ((factor << 3) / scale).max(1);
         }
         let alpha = 2 * factor * (128 - self.beta as u64);
@@ -189,7 +193,7 @@ impl CongestionControl for Htcp {
     }
 
     fn init(&mut self, c: &mut Conn) {
-        *self = Htcp::default();
+        *self = Htcp { hz: c.hz, ..Htcp::default() };
         self.last_cong = jiffies(c);
     }
 
@@ -249,7 +253,7 @@ impl CongestionControl for Htcp {
             self.pkts_acked = s.pkts_acked;
         }
         if s.rtt_us > 0 {
-            self.measure_rtt(c, usecs_to_jiffies(s.rtt_us as u64) as u32);
+            self.measure_rtt(c, usecs_to_jiffies(c, s.rtt_us as u64) as u32);
         }
         if !USE_BANDWIDTH_SWITCH {
             return;
@@ -265,7 +269,7 @@ impl CongestionControl for Htcp {
             && now.saturating_sub(self.lasttime) >= self.min_rtt as u64
             && self.min_rtt > 0
         {
-            let cur_bi = (self.packetcount as u64 * HZ / (now - self.lasttime).max(1)) as u32;
+            let cur_bi = (self.packetcount as u64 * self.hz / (now - self.lasttime).max(1)) as u32;
             if self.ccount(now) <= 3 {
                 // Just after a backoff: start the estimate afresh.
                 self.min_b = cur_bi;
@@ -329,6 +333,22 @@ mod tests {
             "Reno for the first second"
         );
         assert!(alpha_at(&mut h, &mut c, 8.0) > 70.0);
+    }
+
+    #[test]
+    fn alpha_counts_seconds_at_any_kernel_hz() {
+        // The connection's CONFIG_HZ reaches H-TCP: at HZ=250 (4 ms jiffies)
+        // α still follows seconds since the congestion event.
+        for hz in [100, 250, 1000] {
+            let mut h = Htcp::default();
+            let mut c = Conn::new(1448, 100);
+            c.hz = hz;
+            h.init(&mut c);
+            h.pkts_acked(&mut c, &one_segment_acked(100_000, 100));
+            assert_eq!(alpha_at(&mut h, &mut c, 0.9), 1.0, "HZ={hz}");
+            let a = alpha_at(&mut h, &mut c, 3.0);
+            assert!((a - 22.0).abs() <= 1.5, "HZ={hz}: α {a} at 3 s, want 1 + 20 + 1");
+        }
     }
 
     #[test]

@@ -46,7 +46,8 @@
 //! logic is for), where this engine ACKs every second segment.
 //! `nv_catchup` is never set in Linux either; no undo (the engine has none).
 
-use super::util::{jiffies, Rng, HZ};
+use super::util::jiffies;
+use netcore::rng::Rng;
 use super::{AckSample, CaState, CongestionControl, Conn, INFINITE_SSTHRESH};
 
 /// Linux module parameters at their defaults.
@@ -156,7 +157,7 @@ impl CongestionControl for Nv {
     fn init(&mut self, c: &mut Conn) {
         self.nv_reset(c);
         self.allow_cwnd_growth = true;
-        self.min_rtt_reset_jiffies = jiffies(c) + 2 * HZ;
+        self.min_rtt_reset_jiffies = jiffies(c) + 2 * c.hz;
         self.min_rtt = NV_INIT_RTT;
         self.min_rtt_new = NV_INIT_RTT;
         self.min_cwnd = NV_MIN_CWND;
@@ -247,7 +248,7 @@ impl CongestionControl for Nv {
             self.min_rtt = self.min_rtt_new;
             self.min_rtt_new = NV_INIT_RTT;
             let rand = self.rng.below(256) as u64;
-            self.min_rtt_reset_jiffies = now + ((NV_RESET_PERIOD * (384 + rand) * HZ) >> 9);
+            self.min_rtt_reset_jiffies = now + ((NV_RESET_PERIOD * (384 + rand) * c.hz) >> 9);
             self.min_cwnd = (self.min_cwnd / 2).max(NV_MIN_CWND);
         }
 

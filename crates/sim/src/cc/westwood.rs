@@ -21,13 +21,13 @@
 //! duplicate ACK.
 
 use super::reno::Reno;
-use super::util::{jiffies, usecs_to_jiffies, HZ};
+use super::util::{jiffies, usecs_to_jiffies};
 use super::{AckSample, CaEvent, CcaReport, CongestionControl, Conn, ACK_SLOWPATH};
 
-/// Shortest bandwidth-sampling window: 50 ms.
-const RTT_MIN_WINDOW: u64 = HZ / 20;
+/// Shortest bandwidth-sampling window: 50 ms (HZ / 20 jiffies).
+const RTT_MIN_WINDOW_DIV: u64 = 20;
 /// RTT assumed before the first sample: deliberately huge (20 s).
-const INIT_RTT: u64 = 20 * HZ;
+const INIT_RTT_SEC: u64 = 20;
 
 #[derive(Clone, Debug)]
 pub struct Westwood {
@@ -48,6 +48,8 @@ pub struct Westwood {
     rtt_min: u64,
     first_ack: bool,
     reset_rtt_min: bool,
+    /// CONFIG_HZ of the connection (jiffies per second), set at init.
+    hz: u64,
 }
 
 impl Default for Westwood {
@@ -60,10 +62,11 @@ impl Default for Westwood {
             snd_una: 0,
             cumul_ack: 0,
             accounted: 0,
-            rtt: INIT_RTT,
-            rtt_min: INIT_RTT,
+            rtt: INIT_RTT_SEC * 1000,
+            rtt_min: INIT_RTT_SEC * 1000,
             first_ack: true,
             reset_rtt_min: true,
+            hz: 1000,
         }
     }
 }
@@ -76,12 +79,12 @@ fn do_filter(a: u64, b: u64) -> u64 {
 impl Westwood {
     /// Bandwidth estimate in bytes per second.
     pub fn bw_bytes_per_sec(&self) -> f64 {
-        self.bw_est as f64 * HZ as f64
+        self.bw_est as f64 * self.hz as f64
     }
 
     /// Minimum RTT in µs.
     pub fn rtt_min_us(&self) -> u64 {
-        self.rtt_min * 1_000_000 / HZ
+        self.rtt_min * 1_000_000 / self.hz
     }
 
     /// `tcp_westwood_bw_rttmin`: BWE · RTT_min in segments, at least 2.
@@ -110,7 +113,7 @@ impl Westwood {
             self.snd_una = c.snd_una;
             self.first_ack = false;
         }
-        if self.rtt > 0 && delta > self.rtt.max(RTT_MIN_WINDOW) {
+        if self.rtt > 0 && delta > self.rtt.max(self.hz / RTT_MIN_WINDOW_DIV) {
             self.filter(delta);
             self.bk = 0;
             self.rtt_win_sx = now;
@@ -155,7 +158,7 @@ impl CongestionControl for Westwood {
     }
 
     fn init(&mut self, c: &mut Conn) {
-        *self = Westwood::default();
+        *self = Westwood { hz: c.hz, rtt: INIT_RTT_SEC * c.hz, rtt_min: INIT_RTT_SEC * c.hz, ..Westwood::default() };
         self.rtt_win_sx = jiffies(c);
         self.snd_una = c.snd_una;
     }
@@ -168,9 +171,9 @@ impl CongestionControl for Westwood {
         Reno::default().cong_avoid(c, acked);
     }
 
-    fn pkts_acked(&mut self, _c: &mut Conn, s: &AckSample) {
+    fn pkts_acked(&mut self, c: &mut Conn, s: &AckSample) {
         if s.rtt_us > 0 {
-            self.rtt = usecs_to_jiffies(s.rtt_us as u64);
+            self.rtt = usecs_to_jiffies(c, s.rtt_us as u64);
         }
     }
 
