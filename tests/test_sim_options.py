@@ -78,3 +78,60 @@ def test_kernel_hz_reaches_cubic_and_only_when_given(tmp_path):
     hz1000 = run_text(text)[0][1]["flows"][0]["goodput_bps"]
     hz250 = run_text(text.replace("[tcp]\n", "[tcp]\nkernel_hz = 250\n"))[0][1]["flows"][0]["goodput_bps"]
     assert hz250 != hz1000
+
+
+MIX = """
+[study]
+name = "mix"
+duration = "10s"
+[topology]
+senders = 1
+[topology.bottleneck]
+rate = "100Mbit"
+delay = "10ms"
+buffer = "1bdp"
+[tcp]
+delayed_ack = "off"
+{extra}
+[[flows]]
+cca = "reno"
+count = 16
+start_jitter = "100ms"
+[[flows]]
+cca = "cubic"
+count = 4
+start_jitter = "100ms"
+"""
+
+
+def _loss_share(flows) -> float:
+    return sum(f["retrans_segs"] for f in flows) / sum(f["sent_segs"] for f in flows)
+
+
+def test_host_jitter_spreads_fifo_drops_over_the_flows():
+    # Without jitter the regular simulation drops the segment a flow's
+    # window increment adds, so CUBIC (0.53 segments/RTT in its TCP-friendly
+    # region, a larger window) loses under half of Reno's share of packets;
+    # with hosts' jitter both lose the same share, as with the kernel
+    # (docs/sim-model.md, "Many-flow mixes").
+    ratios = {}
+    for extra in ("", 'host_jitter = "200us"'):
+        ((_, res),) = run_text(MIX.format(extra=extra))
+        flows = res["flows"]
+        ratios[extra] = _loss_share(flows[16:]) / _loss_share(flows[:16])
+    assert ratios[""] < 0.6, ratios
+    assert 0.85 < ratios['host_jitter = "200us"'] < 1.2, ratios
+
+
+def test_host_jitter_only_when_given_and_checked():
+    from ccbench.errors import StudyError
+    from ccbench.spec.load import parse_study
+
+    assert "host_jitter_ns" not in parse_study(study()).runs()[0].config["tcp"]  # ids of existing studies stay
+    given = parse_study(study(tcp_extra='host_jitter = "50us"')).runs()[0].config
+    assert given["tcp"]["host_jitter_ns"] == 50_000
+    for bad in ('"-1us"', '"11ms"'):
+        with pytest.raises(StudyError, match="tcp.host_jitter"):
+            parse_study(study(tcp_extra=f"host_jitter = {bad}"))
+    with pytest.raises(StudyError, match="tcp.host_jitter.*real hosts"):
+        parse_study(study(tcp_extra='host_jitter = "50us"').replace('name = "opts"', 'name = "opts"\nbackend = "linux"'))

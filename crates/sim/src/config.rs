@@ -67,6 +67,10 @@ pub struct TcpConfig {
     /// (CUBIC). None = 1000.
     #[serde(default)]
     pub kernel_hz: Option<u32>,
+    /// Hosts' per-packet processing jitter: each packet an endpoint emits
+    /// leaves after a seeded uniform delay in [0, this] (`jitter.rs`). 0 = none.
+    #[serde(default)]
+    pub host_jitter_ns: u64,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,10 +13,12 @@
 //!   to link indices);
 //! - `world`: the event loop, links, connections, applications, samplers;
 //! - `tcp`: the endpoints; `cc`: one file per congestion control algorithm;
-//! - `packet`: the packet descriptor (a route id and hop index for its path).
+//! - `packet`: the packet descriptor (a route id and hop index for its path);
+//! - `jitter`: hosts' per-packet processing jitter (`[tcp] host_jitter`).
 
 pub mod cc;
 pub mod config;
+pub mod jitter;
 pub mod packet;
 pub mod stats;
 pub mod tcp;

@@ -11,6 +11,7 @@
 
 use crate::cc::{self, CcaReport};
 use crate::config::{Controller, FlowKind, RunConfig};
+use crate::jitter::HostJitter;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
 use netcore::link::{Link, Offered};
@@ -31,6 +32,8 @@ enum Ev {
     RpcNext(u32),
     Sample,
     Route(u32),
+    /// A packet held by host jitter leaves its host (connection direction).
+    HostOut(u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -205,6 +208,7 @@ struct World {
     flows: Vec<Flow>,
     flow_ids: Vec<u32>,
     out: Out,
+    jitter: HostJitter,
     sample_interval: Nanos,
     res: SimResult,
 }
@@ -254,6 +258,7 @@ impl World {
             flows: Vec::new(),
             flow_ids: Vec::new(),
             out: Out::default(),
+            jitter: HostJitter::new(cfg.tcp.host_jitter_ns, cfg.seed),
             sample_interval: cfg.sample_interval_ns,
             res: SimResult::default(),
         };
@@ -346,6 +351,10 @@ impl World {
                 Ev::RpcNext(f) => self.issue_request(f as usize),
                 Ev::Sample => self.on_sample(),
                 Ev::Route(i) => self.on_route_event(i as usize),
+                Ev::HostOut(k) => {
+                    let p = self.jitter.release(k);
+                    self.offer(p);
+                }
             }
         }
         self.now = self.end;
@@ -358,7 +367,12 @@ impl World {
             self.schedule(t, Ev::Timer(c, kind));
         }
         for p in out.pkts.drain(..) {
-            self.offer(p);
+            if self.jitter.enabled() {
+                let (at, key) = self.jitter.hold(p, self.now);
+                self.schedule(at, Ev::HostOut(key));
+            } else {
+                self.offer(p);
+            }
         }
         self.out = out;
     }

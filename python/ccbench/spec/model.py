@@ -238,6 +238,9 @@ class Topology(Model):
                                     "['A', 'B'] and rate = '...'")
 
 
+HOST_JITTER_ALLOWED = "a time from '0us' to '10ms', such as '50us' (simulator only)"
+
+
 class Tcp(Model):
     mss: Mss = F(1448, MSS_ALLOWED)
     init_cwnd: StrictInt = F(10, f"a whole number of segments from 1 to {MAX_CWND_SEGMENTS} (Linux's range)",
@@ -252,6 +255,8 @@ class Tcp(Model):
     hz: Annotated[Any, PlainValidator(_hz)] = F("exact", HZ_ALLOWED)
     # The simulated kernel's CONFIG_HZ (the jiffies clock of CUBIC, BBR, BIC, H-TCP, NV, Westwood); absent = 1000.
     kernel_hz: Optional[Literal[100, 250, 300, 1000]] = F(None, KERNEL_HZ_ALLOWED)
+    # Simulator only: hosts' per-packet processing jitter, uniform in [0, this] (docs/sim-model.md).
+    host_jitter: Time = F("0s", HOST_JITTER_ALLOWED)
 
 
 class Flow(Model):

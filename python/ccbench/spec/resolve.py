@@ -35,7 +35,7 @@ from typing import Any, Optional
 from . import qdisc, units
 from . import network
 from .limits import MAX_COUNT, MAX_DURATION_NS, MIN_SAMPLE_INTERVAL_NS
-from .model import CCAS, DELACK_NS, HEADER_BYTES, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for
+from .model import CCAS, DELACK_NS, HEADER_BYTES, HOST_JITTER_ALLOWED, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for
 from .sweep import FieldError, dotted
 from .tree import copy_tree
 
@@ -185,6 +185,12 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
                              units.format_time(v) if name == "min_rto" else units.format_size(v),
                              "a positive " + ("time" if name == "min_rto" else "size"))
 
+    if not 0 <= tcp.host_jitter <= 10_000_000:
+        raise FieldError(("tcp", "host_jitter"), "out of range", units.format_time(tcp.host_jitter),
+                         HOST_JITTER_ALLOWED)
+    if backend in ("linux", "hosts") and tcp.host_jitter:
+        raise FieldError(("tcp", "host_jitter"), "a simulator model: real hosts have their own processing jitter",
+                         units.format_time(tcp.host_jitter), "leave it out for backend '" + backend + "'")
     if backend in ("linux", "hosts") and tcp.hz != "exact":
         raise FieldError(("tcp", "hz"), "not supported by the linux backend: real hosts run the kernel's own "
                          "timers (its CONFIG_HZ, and high-resolution timers for pacing)", tcp.hz,
@@ -360,6 +366,7 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
             "hz": None if tcp.hz == "exact" else tcp.hz,
             # Only when given, so that configurations without it keep their ids.
             **({"kernel_hz": tcp.kernel_hz} if tcp.kernel_hz is not None else {}),
+            **({"host_jitter_ns": tcp.host_jitter} if tcp.host_jitter else {}),
         },
     }
     if general:

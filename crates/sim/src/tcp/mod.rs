@@ -78,5 +78,6 @@ fn test_cfg() -> crate::config::TcpConfig {
         pacing: crate::config::Pacing::Auto,
         hz: None,
         kernel_hz: None,
+        host_jitter_ns: 0,
     }
 }
