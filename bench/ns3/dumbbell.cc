@@ -143,6 +143,10 @@ TcpTypeName(const std::string& s)
     {
         return "ns3::TcpNewReno";
     }
+    if (l == "vegas")
+    {
+        return "ns3::TcpVegas";
+    }
     if (l == "linuxreno")
     {
         return "ns3::TcpLinuxReno";
@@ -196,6 +200,8 @@ main(int argc, char* argv[])
     std::string recovery = "prr";
     std::string startGapStr = "0ms";
     bool debugTrace = false;
+    std::string tcp2;
+    uint32_t flows2 = 0;
 
     CommandLine cmd(__FILE__);
     cmd.Usage("ccbench bench: N bulk TCP flows over a droptail dumbbell; prints one JSON line.");
@@ -222,6 +228,8 @@ main(int argc, char* argv[])
     cmd.AddValue("sendSize", "BulkSend write size, bytes", sendSize);
     cmd.AddValue("recovery", "prr (ns-3 default) | classic", recovery);
     cmd.AddValue("startGap", "flow i starts at i*startGap; bare = ms", startGapStr);
+    cmd.AddValue("tcp2", "a second congestion-ops type for the last flows2 flows (a mix)", tcp2);
+    cmd.AddValue("flows2", "how many of the flows (the last ones) use tcp2", flows2);
     cmd.AddValue("debugTrace", "print cwnd and congestion-state changes on stderr", debugTrace);
     cmd.Parse(argc, argv);
 
@@ -254,6 +262,13 @@ main(int argc, char* argv[])
         return 2;
     }
 
+    TypeId tcp2Tid;
+    if (flows2 > flows || (flows2 > 0 && !TypeId::LookupByNameFailSafe(TcpTypeName(tcp2), &tcp2Tid)))
+    {
+        std::cerr << "dumbbell: --flows2 must be at most --flows, with --tcp2 a known type\n";
+        return 2;
+    }
+
     RngSeedManager::SetSeed(1);
     RngSeedManager::SetRun(seed);
 
@@ -283,6 +298,11 @@ main(int argc, char* argv[])
     stack.Install(senders);
     stack.Install(router);
     stack.Install(receiver);
+    // A mix: the last flows2 senders create their sockets with tcp2.
+    for (uint32_t i = flows - flows2; i < flows; ++i)
+    {
+        senders.Get(i)->GetObject<TcpL4Protocol>()->SetAttribute("SocketType", TypeIdValue(tcp2Tid));
+    }
 
     PointToPointHelper access;
     access.SetDeviceAttribute("DataRate", DataRateValue(accessRate));
@@ -420,7 +440,9 @@ main(int argc, char* argv[])
     o << ",\"flows\":[";
     for (uint32_t i = 0; i < flows; ++i)
     {
-        o << (i ? "," : "") << "{\"flow_id\":" << i << ",\"bytes_delivered\":" << bytes[i]
+        const bool second = i >= flows - flows2;
+        o << (i ? "," : "") << "{\"flow_id\":" << i
+          << ",\"tcp\":" << JsonStr(second ? TcpTypeName(tcp2) : tcpType) << ",\"bytes_delivered\":" << bytes[i]
           << ",\"goodput_bps\":" << gp[i] << "}";
     }
     o << "]";

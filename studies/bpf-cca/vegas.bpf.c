@@ -139,10 +139,16 @@ void BPF_PROG(vegas_grow, struct sock *sk, __u32 ack, __u32 acked)
 	new_round(tp, v);
 }
 
+#ifndef VEGAS_LOSS_SSTHRESH
+/* Linux's tcp_vegas.c: a loss halves the window. A file that includes this
+ * one may define another rule (../many-flows/vegas-ns3.bpf.c). */
+#define VEGAS_LOSS_SSTHRESH(sk) tcp_reno_ssthresh(sk)
+#endif
+
 SEC("struct_ops/vegas_ssthresh")
 __u32 BPF_PROG(vegas_ssthresh, struct sock *sk)
 {
-	return tcp_reno_ssthresh(sk);
+	return VEGAS_LOSS_SSTHRESH(sk);
 }
 
 SEC("struct_ops/vegas_undo")
