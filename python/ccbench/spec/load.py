@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import itertools
 import re
 import typing
@@ -224,13 +225,19 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
     return study
 
 
+@functools.lru_cache(maxsize=256, typed=True)
+def _canonical_scalar(x: Any) -> str:
+    return resolve.canonical(x)
+
+
 class _RunIdText:
     """resolve.short_hash of {study, backend, study_seed, params, config, repetition} for each
     repetition, with everything but the repetition serialised once (keys in sorted order)."""
 
     def __init__(self, name: str, backend: str, study_seed: int, params: dict, basis_json: str):
-        c = resolve.canonical
-        self.head = f'{{"backend":{c(backend)},"config":{basis_json},"params":{c(params)},"repetition":'
+        c = _canonical_scalar  # the same for every configuration of a study
+        params_json = resolve.canonical(params)
+        self.head = f'{{"backend":{c(backend)},"config":{basis_json},"params":{params_json},"repetition":'
         self.tail = f',"study":{c(name)},"study_seed":{c(study_seed)}}}'
 
     def run_id(self, rep: int) -> str:
