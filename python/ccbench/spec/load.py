@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from ccbench.errors import StudyError
 
 from . import cases, cost, guard, overrides, profiles, resolve
+from .leaves import LeafModels
 from .model import BACKENDS, StudyFile
 from .sweep import FieldError, dotted, field_names, is_list, is_model, parse_sweep, unwrap
 
@@ -185,13 +186,16 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
     seen_ids: set[str] = set()
     first_model: Optional[StudyFile] = None
     estimator: Optional[cost.Estimator] = None
+    leaves = LeafModels(base, axes)
     for combo in itertools.product(*(range(len(a.values)) for a in axes)):
         cdoc = cases.apply_all(base, axes, combo)
         where = _Where(cases.owners(axes, combo) + [(o.path, o.field) for o in fixed], axes, combo)
-        try:
-            model = StudyFile.model_validate(cdoc)
-        except ValidationError as ve:
-            raise StudyError(_pydantic_message(filename, ve, cdoc, where)) from None
+        model = leaves.model(combo)
+        if model is None:
+            try:
+                model = StudyFile.model_validate(cdoc)
+            except ValidationError as ve:
+                raise StudyError(_pydantic_message(filename, ve, cdoc, where)) from None
         be = backend or model.study.backend
         try:
             config, jitters, meta = resolve.check_and_resolve(model, be, path.parent if path is not None else None)
