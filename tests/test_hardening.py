@@ -257,6 +257,10 @@ def test_degenerate_runs_say_so(tmp_path, monkeypatch, capsys):
         (run,) = store.runs()
     assert run.status == "suspect" and degenerate.is_degenerate_note(run.error)
     capsys.readouterr()
+    # The summary says degenerate, not suspect.
+    assert main(["summary", "r"]) == 0
+    out = capsys.readouterr().out
+    assert "1 degenerate" in out and "suspect" not in out, out
 
 
 def test_interrupted_count_matches_the_store(tmp_path, monkeypatch):

@@ -246,3 +246,20 @@ def test_nothing_a_store_holds_reaches_the_terminal_raw(intact, tmp_path, monkey
         assert main(["ls", str(d)]) == 0
         out = capsys.readouterr().out
         assert "\x1b" not in out and "evil\\x1b[2J[red]x" in out.replace("\n", ""), out
+
+
+def test_the_api_on_a_damaged_store_raises_ccbenchs_error(intact, tmp_path):
+    """ccbench.open(...) on a store damaged past its header: the one-line
+    DatabaseError the CLI prints, whether opening or a later query meets it."""
+    import ccbench
+    from ccbench.store_errors import DatabaseError
+
+    for kind, d in damaged_copies(intact, tmp_path).items():
+        with pytest.raises(DatabaseError) as e:
+            with ccbench.open(d) as r:
+                for t in ("studies", "runs", "flows", "samples", "queue"):
+                    r.table(t)
+                r.metrics()
+        msg = str(e.value)
+        assert f"{d / DB_FILENAME}: the results database is damaged" in msg, (kind, msg)
+        assert "\n" not in msg and "ccbench-snapshot" not in msg, msg

@@ -520,3 +520,43 @@ def test_runs_returns_copies(tmp_path):
     study = load(tmp_path, BASE)
     study.runs()[0].config["flows"][0]["cca"] = "changed"
     assert study.runs()[0].config["flows"][0]["cca"] == "cubic"
+
+
+LEAF_SWEEPS = [
+    # plain paths of model fields, into lists, a whole table, an absent table
+    '"topology.bottleneck.rate" = ["10Mbit", "20Mbit"]\n"topology.bottleneck.delay" = ["5ms", "7ms", "9ms"]',
+    '"flows.0.cca" = ["reno", "cubic"]\n"flows.1.start" = ["0s", "2s"]',
+    '"topology.bottleneck.qdisc" = ["fifo", {kind = "fq_codel"}]\n"tcp.mss" = [1000, 1448]',
+    '"topology.access.rate" = ["1Gbit", "10Gbit"]\n"flows.0.start" = ["0s", "1s"]\n"flows.0.count" = [1, 3]',
+    '"topology.senders" = [1, 2]\n"flows.1.sender" = [0, 1]',
+]
+
+
+@pytest.mark.parametrize("sweep", LEAF_SWEEPS)
+def test_a_sweeps_models_are_those_of_validating_each_document(sweep):
+    """spec/leaves.py builds each configuration's model from validated swept
+    values; it must be exactly the model validating the whole document gives
+    (fields, and which were set), or step aside."""
+    import itertools
+    import tomllib
+
+    from ccbench.spec import cases
+    from ccbench.spec.leaves import LeafModels, _fields_set
+    from ccbench.spec.model import StudyFile
+    from ccbench.spec.sweep import parse_sweep
+
+    text = ('[study]\nname = "leaves"\nduration = "5s"\n[topology]\nbottleneck = { rate = "100Mbit", delay = "10ms" }\n'
+            '[[flows]]\ncca = "cubic"\n[[flows]]\ncca = "reno"\n[sweep]\n' + sweep)
+    doc = tomllib.loads(text)
+    base = {k: v for k, v in doc.items() if k != "sweep"}
+    axes = parse_sweep(doc["sweep"], base)
+    leaves = LeafModels(base, axes)
+    built = 0
+    for combo in itertools.product(*(range(len(a.values)) for a in axes)):
+        m = leaves.model(combo)
+        if m is None:
+            continue
+        full = StudyFile.model_validate(cases.apply_all(base, axes, combo))
+        assert m == full and _fields_set(m) == _fields_set(full), combo
+        built += 1
+    assert built > 0 or sweep.startswith('"topology.senders"'), "the fast path stepped aside"

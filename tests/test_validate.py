@@ -204,3 +204,56 @@ def test_sim_runs_get_the_kernels_hz_without_changing_run_ids(monkeypatch):
     assert all("kernel_hz" not in r.config["tcp"] for r in p.runs("linux"))
     assert all("kernel_hz" not in r.config["tcp"] for r in plain.runs("sim"))
 
+
+
+def test_grid_run_ids_are_unchanged():
+    """Validation halves are paired by run id, also across ccbench versions (a
+    linux half collected earlier): the grids' run ids are pinned."""
+    import hashlib
+
+    for name, digest in RUN_ID_DIGESTS.items():
+        ids = sorted(r.run_id for b in ("sim", "linux") for r in validate.plan(name).runs(b))
+        assert hashlib.sha256(" ".join(ids).encode()).hexdigest()[:16] == digest, name
+
+
+RUN_ID_DIGESTS = {"quick": "334fedd92dc6d368", "medium": "9720961a7fba0e31", "full": "ead457226649c99c"}
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_cca_option_takes_bpf_paths_relative_to_the_current_directory(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    p = validate.plan("quick", duration="3s", reps=1, ccas=["bpf:studies/bpf-cca/reno.bpf.c", "cubic"])
+    ccas = {r.params["flows.0.cca"]: r.config["flows"][0]["cca"] for r in p.runs("linux")}
+    assert set(ccas) == {"bpf:studies/bpf-cca/reno.bpf.c", "cubic"}
+    assert ccas["bpf:studies/bpf-cca/reno.bpf.c"].startswith("bpf:") and ccas["cubic"] == "cubic"
+    # Both halves hold the same scenarios under the same config ids.
+    assert sorted(r.config_id for r in p.runs("sim")) == sorted(r.config_id for r in p.runs("linux"))
+    # Without --cca nothing changes.
+    assert validate.plan("quick").runs("linux")[0].run_id == validate.plan("quick", ccas=None).runs("linux")[0].run_id
+
+    monkeypatch.chdir(os.path.join(REPO, "studies"))
+    assert main(["validate", "--quick", "--cca", "bpf:studies/bpf-cca/reno.bpf.c", "--no-run"]) == 2
+    err = capsys.readouterr().err
+    assert "--cca: no such file" in err and os.path.join(REPO, "studies", "studies", "bpf-cca", "reno.bpf.c") in err
+    assert "relative to the current directory" in err
+
+
+def test_validation_with_a_bpf_cca_on_both_backends(tmp_path, monkeypatch, capsys):
+    """`ccbench validate --cca bpf:...`: the same BPF Reno runs in the simulator
+    and in the kernel, and the two halves pair up into one scenario."""
+    _root_or_skip()
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "validate"
+    cca = "bpf:studies/bpf-cca/reno.bpf.c"
+    main(["validate", "--quick", "--cca", cca, "--reps", "1", "--duration", "6s", "--out", str(out),
+          "--retry-suspect", "2", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    (s,) = doc["scenarios"]
+    assert s["params"]["cca"] == cca
+    assert s["runs"]["sim"]["ok"] == 1 and s["runs"]["linux"]["ok"] == 1, s["runs"]
+    g = s["metrics"]["goodput_steady"]
+    print(f"BPF reno goodput: sim {g['sim']['median']:.4g} linux {g['linux']['median']:.4g} ratio {g['ratio']}")
+    assert g["ratio"] is not None and abs(g["ratio"] - 1) <= 0.10
+    assert "--cca " + cca in json.loads((out / "validation.json").read_text())["invocation"]["command"]

@@ -16,9 +16,10 @@ line's analysis commands are built on this class.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from ccbench.analysis.settings import AnalysisSettings, read_toml
 
@@ -30,6 +31,26 @@ if TYPE_CHECKING:  # pandas and matplotlib load only when used
     from ccbench.analysis.study import Analysis
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _database_errors_explained(method: _F) -> _F:
+    """DuckDB's errors on the results database (damaged past its header, a
+    full disk) raised as ccbench's one-line DatabaseError, as the CLI says
+    them, wherever a query meets them."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ccbench.store_errors import DATABASE_ERRORS, explain
+
+        try:
+            return method(*args, **kwargs)
+        except DATABASE_ERRORS as e:
+            raise explain(e) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
 class Results:
     """One results directory, read from a snapshot taken when it was opened.
 
@@ -37,6 +58,7 @@ class Results:
     removed then; it is also removed when the object is garbage collected).
     """
 
+    @_database_errors_explained
     def __init__(self, path: str | Path, **settings: Any):
         """``settings``: AnalysisSettings fields (e.g. ``steady_after_us``) that
         override each study's ``[analysis]`` table."""
@@ -69,6 +91,7 @@ class Results:
 
     # -- the tables -----------------------------------------------------------------
 
+    @_database_errors_explained
     def table(self, name: str) -> "pd.DataFrame":
         """A table of the store as a DataFrame, in the store's stable order
         (runs: study, run index; the others: run_id, flow or link, time).
@@ -124,6 +147,7 @@ class Results:
 
     # -- the pipeline -------------------------------------------------------------------
 
+    @_database_errors_explained
     def analysis(self) -> "Analysis":
         """The analysis pipeline's result (ccbench.analysis.study.Analysis):
         per run metrics, per configuration statistics, flagged runs."""
@@ -134,6 +158,7 @@ class Results:
             self._analysis.source = str(self.path)
         return self._analysis
 
+    @_database_errors_explained
     def metrics(self) -> "pd.DataFrame":
         """Per run metrics, one row per run and metric key (long format):
         study, backend, config_id, run_id, repetition, status, one column per
@@ -155,6 +180,7 @@ class Results:
         return pd.DataFrame(rows, columns=["study", "backend", "config_id", "run_id", "repetition", "status",
                                            *params, "metric", "group", "key", "value"])
 
+    @_database_errors_explained
     def by_config(self) -> "pd.DataFrame":
         """Statistics over repetitions, one row per configuration and metric key:
         study, backend, config_id, the swept parameters, metric, group, key, n,
@@ -176,6 +202,7 @@ class Results:
                                            "median", "mean", "ci_low", "ci_high", "min", "max", "reps", "failed",
                                            "anomalies"])
 
+    @_database_errors_explained
     def flagged(self) -> "pd.DataFrame":
         """Flagged runs: run_id, config_id, kind (collapse, starvation, not steady, outlier, suspect), reason, flow_id."""
         import pandas as pd
@@ -183,6 +210,7 @@ class Results:
         return pd.DataFrame([f.as_dict() for f in self.analysis().flags()],
                             columns=["run_id", "config_id", "kind", "reason", "flow_id"])
 
+    @_database_errors_explained
     def check(self) -> list["Outcome"]:
         """Every study's expectations ([[expect]] in its study file) evaluated
         on these results; ccbench.analysis.expect.ExpectationError (a
@@ -202,12 +230,14 @@ class Results:
 
     # -- outputs --------------------------------------------------------------------------
 
+    @_database_errors_explained
     def report(self, out: str | Path, title: Optional[str] = None) -> Path:
         """Write the self-contained HTML report to ``out``."""
         from ccbench.report.html import write_report
 
         return write_report(self.analysis(), out, title)
 
+    @_database_errors_explained
     def plot(self, metric: str = "goodput", x: Optional[str] = None, group: str = "class",
              out: Optional[str | Path] = None, format: Optional[str] = None) -> "Figure":
         """A sweep figure (matplotlib): ``metric`` (a name of METRICS) against the

@@ -106,8 +106,10 @@ def summary_tables(a: Analysis) -> list[Table]:
         for r in srows:
             reps = str(r.reps)
             notes = []
-            if r.suspect:
-                notes.append(f"{r.suspect} suspect")
+            if r.degenerate:
+                notes.append(f"{r.degenerate} degenerate")
+            if r.suspect > r.degenerate:
+                notes.append(f"{r.suspect - r.degenerate} suspect")
             if r.failed:
                 notes.append(f"{r.failed} failed")
             if notes:

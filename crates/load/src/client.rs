@@ -1,6 +1,7 @@
 //! The load client: every flow of one sender host, each in its own thread
 //! with its own socket and congestion control, and a sampler (the calling
-//! thread) that reads TCP_INFO of every socket at the sample interval.
+//! thread) that reads TCP_INFO of every socket at the sample interval. With
+//! a cgroup, a sock_ops program counts each flow's RTT samples (sockops.rs).
 
 use crate::proto::{Header, Kind, HEADER_LEN};
 use crate::sys::{self, Halt, Stop};
@@ -22,10 +23,11 @@ pub struct ClientConfig {
     pub sample_interval_ns: u64,
     pub flows: Vec<FlowConfig>,
     pub samples_path: String,
-    /// A cgroup (v2) directory created for this client: needed when a flow
-    /// has a cwnd_clamp (see clamp.rs).
+    /// A cgroup (v2) directory created for this client, where its sock_ops
+    /// program runs (sockops.rs): the flows' RTT statistics and cwnd_clamp
+    /// need it. Without one, rtt_mean_us and rtt_p99_us are null.
     #[serde(default)]
-    pub clamp_cgroup: Option<String>,
+    pub cgroup: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -78,6 +80,8 @@ const BULK_CHUNK: usize = 256 * 1024;
 
 struct FlowOutcome {
     sock: Option<OwnedFd>,
+    /// The socket's cookie in the sock_ops program's map.
+    cookie: Option<u64>,
     /// (start ns since t0, latency ns) per completed request.
     rpcs: Vec<(u64, u64)>,
     error: Option<String>,
@@ -90,7 +94,7 @@ struct Shared {
     /// only by the calling thread after every flow thread has ended, so the
     /// sampler never reads a reused descriptor.
     fds: Vec<AtomicI32>,
-    clamp: Option<crate::clamp::Clamp>,
+    sockops: Option<crate::sockops::SockOps>,
 }
 
 fn fail(shared: &Shared, msg: String) -> Option<String> {
@@ -103,7 +107,7 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
     let t0 = shared.cfg.t0_monotonic_ns;
     let end = shared.cfg.stop_at_monotonic_ns;
     let stop_at = f.stop_ns.map_or(end, |s| (t0 + s).min(end));
-    let mut out = FlowOutcome { sock: None, rpcs: Vec::new(), error: None };
+    let mut out = FlowOutcome { sock: None, cookie: None, rpcs: Vec::new(), error: None };
     if !sys::sleep_until(t0 + f.start_ns, &shared.stop) || t0 + f.start_ns >= stop_at {
         return out;
     }
@@ -126,10 +130,13 @@ fn run_flow(shared: &Shared, i: usize) -> FlowOutcome {
             return out;
         }
     }
-    if let (Some(n), Some(c)) = (f.cwnd_clamp, shared.clamp.as_ref()) {
-        if let Err(e) = c.add(fd, n) {
-            out.error = fail(shared, format!("flow {}: cwnd clamp {n}: {e}", f.id));
-            return out;
+    if let Some(ops) = shared.sockops.as_ref() {
+        match ops.add(fd, f.cwnd_clamp) {
+            Ok(cookie) => out.cookie = Some(cookie),
+            Err(e) => {
+                out.error = fail(shared, format!("flow {}: registering the socket with the sock_ops program: {e}", f.id));
+                return out;
+            }
         }
     }
     if let Some(dscp) = f.dscp {
@@ -234,12 +241,6 @@ fn rpc(fd: RawFd, h: &Header, think: u64, t0: u64, stop_at: u64, end: u64, stop:
     }
 }
 
-/// Per-flow accumulation of the sampled values.
-#[derive(Default)]
-struct FlowStats {
-    rtts_us: Vec<u32>,
-}
-
 /// Application bytes the peer acknowledged (a transfer's FIN, acknowledged
 /// after its last byte, is not one).
 fn acked(i: &TcpInfo, f: &FlowConfig) -> u64 {
@@ -286,14 +287,13 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
     }
     let mut samples =
         std::io::BufWriter::new(std::fs::File::create(&cfg.samples_path).map_err(|e| format!("cannot create {}: {e}", cfg.samples_path))?);
-    let clamp = if cfg.flows.iter().any(|f| f.cwnd_clamp.is_some()) {
-        let dir = cfg.clamp_cgroup.as_deref().ok_or("a flow has cwnd_clamp but the config gives no clamp_cgroup")?;
-        Some(crate::clamp::Clamp::install(dir)?)
-    } else {
-        None
+    let sockops = match cfg.cgroup.as_deref() {
+        Some(dir) => Some(crate::sockops::SockOps::install(dir, cfg.flows.len())?),
+        None if cfg.flows.iter().any(|f| f.cwnd_clamp.is_some()) => return Err("a flow has cwnd_clamp but the config gives no cgroup".into()),
+        None => None,
     };
     let n = cfg.flows.len();
-    let shared = Arc::new(Shared { cfg, stop: Stop::new(), fds: (0..n).map(|_| AtomicI32::new(-1)).collect(), clamp });
+    let shared = Arc::new(Shared { cfg, stop: Stop::new(), fds: (0..n).map(|_| AtomicI32::new(-1)).collect(), sockops });
     let guard = signals::SignalGuard::install();
     sys::tight_timer_slack(); // inherited by the flow threads
     let handles: Vec<_> = (0..n)
@@ -307,7 +307,6 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
     // The sampler.
     let cfg = &shared.cfg;
     let (t0, end, every) = (cfg.t0_monotonic_ns, cfg.stop_at_monotonic_ns, cfg.sample_interval_ns);
-    let mut stats: Vec<FlowStats> = (0..n).map(|_| FlowStats::default()).collect();
     let mut rows = 0u64;
     let mut k = 1u64;
     let mut line = Vec::with_capacity(512);
@@ -323,9 +322,6 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
             }
             let Ok(info) = tcp_info::tcp_info(fd) else { continue };
             let bw = if is_bbr(&f.cca) { tcp_info::bbr_bw_bps(fd) } else { None };
-            if info.rtt > 0 {
-                stats[fi].rtts_us.push(info.rtt);
-            }
             line.clear();
             serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, acked(&info, f), bw)).expect("json");
             line.push(b'\n');
@@ -336,7 +332,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
     }
     let outcomes: Vec<FlowOutcome> = handles
         .into_iter()
-        .map(|h| h.join().unwrap_or_else(|_| FlowOutcome { sock: None, rpcs: vec![], error: Some("a flow thread panicked".into()) }))
+        .map(|h| h.join().unwrap_or_else(|_| FlowOutcome { sock: None, cookie: None, rpcs: vec![], error: Some("a flow thread panicked".into()) }))
         .collect();
     drop(guard);
     samples.flush().map_err(|e| format!("writing {}: {e}", cfg.samples_path))?;
@@ -350,11 +346,14 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
     let mut rpc_cols: [Vec<Value>; 5] = Default::default();
     for (fi, (f, o)) in cfg.flows.iter().zip(&outcomes).enumerate() {
         let info = o.sock.as_ref().and_then(|s| tcp_info::tcp_info(s.as_raw_fd()).ok()).filter(|_| shared.fds[fi].load(Ordering::SeqCst) >= 0);
-        let rtts = &mut stats[fi].rtts_us;
-        rtts.sort_unstable();
-        let mean = (!rtts.is_empty()).then(|| rtts.iter().map(|&v| v as f64).sum::<f64>() / rtts.len() as f64);
-        let p99 = (!rtts.is_empty()).then(|| rtts[((rtts.len() as f64 * 0.99).ceil() as usize).clamp(1, rtts.len()) - 1] as f64);
-        let min = info.filter(|i| i.min_rtt > 0 && i.min_rtt != u32::MAX).map(|i| i.min_rtt as f64).or(rtts.first().map(|&v| v as f64));
+        // The RTT statistic of docs/analysis.md, from the sock_ops program.
+        let rtt = match (shared.sockops.as_ref(), o.cookie) {
+            (Some(ops), Some(c)) => Some(ops.rtt(c).map_err(|e| format!("flow {}: reading its RTT samples: {e}", f.id))?),
+            _ => None,
+        };
+        let mean = rtt.as_ref().and_then(|r| r.mean_us());
+        let p99 = rtt.as_ref().and_then(|r| r.quantile_us(0.99));
+        let min = info.filter(|i| i.min_rtt > 0 && i.min_rtt != u32::MAX).map(|i| i.min_rtt as f64);
         let stop_us = f.stop_ns.map_or(run_end_us, |s| (s / 1000).min(run_end_us));
         let i = info.unwrap_or_default();
         flows.push(json!({
@@ -368,6 +367,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
             "rtt_min_us": min,
             "rtt_mean_us": mean,
             "rtt_p99_us": p99,
+            "rtt_samples": rtt.as_ref().map(|r| r.count),
             "busy_us": i.busy_time,
             "rwnd_limited_us": i.rwnd_limited,
             "sndbuf_limited_us": i.sndbuf_limited,

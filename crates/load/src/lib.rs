@@ -2,10 +2,10 @@
 //! bulk and RPC flows over ordinary TCP sockets, each with its own
 //! congestion control (TCP_CONGESTION), and TCP_INFO sampling.
 
-pub mod clamp;
 pub mod client;
 pub mod proto;
 pub mod server;
+pub mod sockops;
 pub mod sys;
 pub mod tcp_info;
 

@@ -28,6 +28,11 @@ impl RttStats {
         self.hist[b.min(BUCKETS - 1)] += 1;
     }
 
+    /// A sample that counts towards the minimum only.
+    pub fn note_min(&mut self, rtt_us: u64) {
+        self.min_us = self.min_us.min(rtt_us);
+    }
+
     pub fn mean_us(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum_us / self.count as f64)
     }

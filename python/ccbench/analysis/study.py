@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ccbench import console
+from ccbench import console, degenerate
 from ccbench.analysis.anomalies import KINDS
 from ccbench.analysis.data import RunData, load_runs
 from ccbench.analysis.metrics import RunMetrics, run_metrics
@@ -29,7 +29,7 @@ OUTLIER_METRICS = ("jfi", "utilisation")  # plus goodput_mean_bps[<class>] for e
 class Flag:
     run_id: str
     config_id: str
-    kind: str  # collapse | starvation | not steady | outlier | suspect
+    kind: str  # collapse | starvation | not steady | outlier | suspect | degenerate
     reason: str
     flow_id: Optional[int] = None
 
@@ -58,7 +58,13 @@ class ConfigResult:
 
     @property
     def suspect(self) -> int:
+        """Suspect runs, degenerate ones included."""
         return sum(1 for r in self.runs if r.run.status == "suspect")
+
+    @property
+    def degenerate(self) -> int:
+        """Suspect runs that measured nothing (ccbench.degenerate)."""
+        return sum(1 for r in self.runs if r.run.status == "suspect" and degenerate.is_degenerate_note(r.run.error))
 
     @property
     def classes(self) -> list[str]:
@@ -103,7 +109,8 @@ def config_result(study: str, backend: Optional[str], config_id: str, params: di
         c.stats[k] = spread(v.get(k) for v in vals)
     for r in runs:
         if r.run.status == "suspect":
-            c.flags.append(Flag(r.run_id, config_id, "suspect", r.run.error or "the backend marked the run suspect"))
+            kind = "degenerate" if degenerate.is_degenerate_note(r.run.error) else "suspect"
+            c.flags.append(Flag(r.run_id, config_id, kind, r.run.error or "the backend marked the run suspect"))
         for a in r.anomalies:
             c.flags.append(Flag(r.run_id, config_id, a.kind, a.reason, a.flow_id))
     watched = list(OUTLIER_METRICS) + [k for k in keys if k.startswith("goodput_mean_bps[")]

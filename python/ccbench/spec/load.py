@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import itertools
 import re
 import typing
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from ccbench.errors import StudyError
 
 from . import cases, cost, guard, overrides, profiles, resolve
+from .leaves import LeafModels
 from .model import BACKENDS, StudyFile
 from .sweep import FieldError, dotted, field_names, is_list, is_model, parse_sweep, unwrap
 
@@ -184,13 +186,16 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
     seen_ids: set[str] = set()
     first_model: Optional[StudyFile] = None
     estimator: Optional[cost.Estimator] = None
+    leaves = LeafModels(base, axes)
     for combo in itertools.product(*(range(len(a.values)) for a in axes)):
         cdoc = cases.apply_all(base, axes, combo)
         where = _Where(cases.owners(axes, combo) + [(o.path, o.field) for o in fixed], axes, combo)
-        try:
-            model = StudyFile.model_validate(cdoc)
-        except ValidationError as ve:
-            raise StudyError(_pydantic_message(filename, ve, cdoc, where)) from None
+        model = leaves.model(combo)
+        if model is None:
+            try:
+                model = StudyFile.model_validate(cdoc)
+            except ValidationError as ve:
+                raise StudyError(_pydantic_message(filename, ve, cdoc, where)) from None
         be = backend or model.study.backend
         try:
             config, jitters, meta = resolve.check_and_resolve(model, be, path.parent if path is not None else None)
@@ -224,13 +229,19 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
     return study
 
 
+@functools.lru_cache(maxsize=256, typed=True)
+def _canonical_scalar(x: Any) -> str:
+    return resolve.canonical(x)
+
+
 class _RunIdText:
     """resolve.short_hash of {study, backend, study_seed, params, config, repetition} for each
     repetition, with everything but the repetition serialised once (keys in sorted order)."""
 
     def __init__(self, name: str, backend: str, study_seed: int, params: dict, basis_json: str):
-        c = resolve.canonical
-        self.head = f'{{"backend":{c(backend)},"config":{basis_json},"params":{c(params)},"repetition":'
+        c = _canonical_scalar  # the same for every configuration of a study
+        params_json = resolve.canonical(params)
+        self.head = f'{{"backend":{c(backend)},"config":{basis_json},"params":{params_json},"repetition":'
         self.tail = f',"study":{c(name)},"study_seed":{c(study_seed)}}}'
 
     def run_id(self, rep: int) -> str:

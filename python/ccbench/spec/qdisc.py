@@ -244,11 +244,15 @@ def _or(v: Any, default: Any) -> Any:
     return default if v is None else v
 
 
+#: Qdisc's field names, read once (pydantic's model_fields is slow to ask per run of a large sweep)
+_FIELDS = tuple(Qdisc.model_fields)
+
+
 def resolve(q: Qdisc, ctx: Ctx) -> dict:
     """The run-config form of a discipline, every default filled in (raises FieldError)."""
     kind = q.kind
     allowed = PARAMS[kind]
-    for name in Qdisc.model_fields:
+    for name in _FIELDS:
         if name == "kind" or name in allowed:
             continue
         v = getattr(q, name)

@@ -1,6 +1,6 @@
 """``ccbench validate``: how far is the simulator from the real Linux kernel?
 
-    ccbench validate [--grid quick|medium|full | --quick] [--reps N] [--duration T]
+    ccbench validate [--grid quick|medium|full | --quick] [--cca CCA ...] [--reps N] [--duration T]
                      [--out DIR] [--jobs N] [--retry-suspect N] [--rerun-sim] [--no-run]
                      [--format table|csv|json|markdown]
 
@@ -36,6 +36,9 @@ def add_command(sub: Any) -> None:
                    help="; ".join(f"{g.name}: {g.size} scenarios, {g.reps} × {g.duration}" for g in GRIDS.values())
                    + " (default medium)")
     v.add_argument("--quick", action="store_true", help="the same as --grid quick (what `make test` runs)")
+    v.add_argument("--cca", action="append", metavar="CCA",
+                   help="run the grid with this algorithm instead of its own (repeat for several); e.g. "
+                        "bpf:studies/bpf-cca/reno.bpf.c (a bpf: path is relative to the current directory)")
     v.add_argument("--reps", type=int, metavar="N", help="repetitions per scenario and backend (default: the grid's)")
     v.add_argument("--duration", metavar="TIME", help="length of each run, e.g. '15s' (default: the grid's)")
     v.add_argument("--out", metavar="DIR", help=f"results directory (default {DEFAULT_OUT}/)")
@@ -64,6 +67,8 @@ def _previous_log(out: Path) -> Optional[RunLog]:
 def _command(grid: str, args: Any, out: Path) -> str:
     """The command line that (re)produces this validation."""
     cmd = ["ccbench", "validate", "--grid", grid]
+    for c in args.cca or []:
+        cmd += ["--cca", c]
     if args.reps is not None:
         cmd += ["--reps", str(args.reps)]
     if args.duration:
@@ -82,7 +87,7 @@ def cmd_validate(args: Any) -> int:
     if args.retry_suspect < 0:
         raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
     jobs = worker_count(args.jobs)
-    p = plan(grid, args.duration, args.reps)
+    p = plan(grid, args.duration, args.reps, args.cca)
     out = Path(args.out) if args.out else DEFAULT_OUT
     show = args.format == "table"
     con = console.stdout()

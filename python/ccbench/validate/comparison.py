@@ -18,15 +18,16 @@ over all flows of a run (ccbench.analysis.metrics):
   goodput            Σ goodput over the whole active time (flows table)  ±5 %
   goodput_flow_min_steady / _max_steady: the slowest / fastest flow  ±5 %
   rtt_mean           sampled srtt over the whole active time         ±10 %
-  rtt_mean_summary   the backends' own rtt_mean_us (no tolerance: sim averages
-                     every RTT sample, linux the sampled srtt — not like with like)
+  rtt_mean_summary   the backends' own rtt_mean_us: raw RTT samples, one per
+                     round trip, on both (docs/analysis.md "RTT statistics"); no
+                     tolerance, as linux runs stored before that change hold
+                     the mean of sampled srtt instead
   retrans_pct        100 · Σ retransmitted / Σ sent segments   ±0.5 percentage points
   jfi_steady         Jain's index of the flows' steady goodput    ±0.05 (absolute)
 
 A scenario *agrees* when both judged metrics are within tolerance. Mean RTT
-is compared on the srtt series of the samples table on both backends
-because that is all Linux exposes (tcpi_rtt, sampled every interval), while
-the simulator's summary rtt_mean_us is over every RTT sample.
+is judged on the srtt series of the samples table on both backends, which
+every linux run ever stored has (tcpi_rtt, sampled every interval).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("goodput_flow_max_steady", "bps", "rel", 0.05, False, "the fastest flow's goodput after the warm-up", "goodput_steady_max"),
     Metric("rtt_mean", "us", "rel", 0.10, False, "mean of the sampled srtt over the whole active time", "srtt"),
     Metric("rtt_mean_summary", "us", "rel", None, False,
-           "the backend's rtt_mean_us (sim: every RTT sample; linux: sampled srtt) — not like with like", "rtt"),
+           "the backend's rtt_mean_us: raw RTT samples, one per round trip (docs/analysis.md)", "rtt"),
     Metric("retrans_pct", "%", "abs", 0.5, False, "100 · Σ retransmitted / Σ sent segments (percentage points)", "retrans"),
     Metric("jfi_steady", "", "abs", 0.05, False, "Jain's index over the flows' goodput after the warm-up", "jfi_steady"),
 )

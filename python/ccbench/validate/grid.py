@@ -18,7 +18,7 @@ still pair (``sim_tcp`` in validation.json says what was applied).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -177,8 +177,11 @@ def warmup_us(duration_us: int) -> int:
     return int(min(max(WARMUP_FRACTION * duration_us, WARMUP_MIN_S * 1e6), duration_us / 2))
 
 
-def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None) -> Plan:
-    """The grid's study on both backends. Raises StudyError/UsageError on bad values."""
+def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None,
+         ccas: Optional[Sequence[str]] = None) -> Plan:
+    """The grid's study on both backends, with its algorithms replaced by
+    ``ccas`` if given (``bpf:PATH`` relative to the current directory).
+    Raises StudyError/UsageError on bad values."""
     from ccbench.errors import UsageError
     from ccbench.spec import kernel, parse_study
 
@@ -186,6 +189,17 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
         if grid not in GRIDS:
             raise UsageError(f"--grid: unknown grid {grid!r} (allowed: {', '.join(GRIDS)})")
         grid = GRIDS[grid]
+    if ccas:
+        for c in ccas:
+            # The grid's text has no file to be relative to: parse_study
+            # resolves bpf: paths against the current directory.
+            if c.startswith("bpf:") and not (Path.cwd() / c[len("bpf:"):]).is_file():
+                raise UsageError(f"--cca: no such file: {Path.cwd() / c[len('bpf:'):]} (got {c!r}; allowed: a "
+                                 "kernel or simulator algorithm, or bpf:PATH to a .bpf.c or .bpf.o file, relative "
+                                 "to the current directory)")
+        if len(set(ccas)) != len(ccas):
+            raise UsageError(f"--cca: an algorithm is given twice (got {', '.join(ccas)})")
+        grid = replace(grid, ccas=tuple(ccas))
     duration = duration or grid.duration
     reps = grid.reps if reps is None else reps
     if reps < 1:

@@ -76,6 +76,9 @@ pub struct Sender {
 
     snd_una: u64,
     snd_nxt: u64,
+    /// snd_nxt when the last per-round RTT sample was counted (Linux's
+    /// tp->rtt_seq): see `rtt_sample`.
+    rtt_seq: u64,
     /// Bytes the application has handed over so far; `unlimited` for bulk.
     write_seq: u64,
     unlimited: bool,
@@ -181,6 +184,7 @@ impl Sender {
             cwr_pending: false,
             snd_una: 0,
             snd_nxt: 0,
+            rtt_seq: 0,
             write_seq: 0,
             unlimited: false,
             push_seqs: VecDeque::new(),
@@ -1082,7 +1086,17 @@ impl Sender {
 
     fn rtt_sample(&mut self, rtt: Nanos) {
         let rtt = rtt.max(1_000);
-        self.stats.rtt.add(rtt / NS_PER_US);
+        // The flow's RTT statistic (docs/analysis.md "RTT statistics"): the
+        // first sample, then one per round, the first after the cumulative
+        // ACK passes the snd_nxt of the previous counted one — where Linux's
+        // tcp_rtt_estimator calls BPF_SOCK_OPS_RTT_CB, which the linux
+        // backend counts. The minimum is over every sample.
+        if self.srtt_ns == 0 || self.snd_una > self.rtt_seq {
+            self.stats.rtt.add(rtt / NS_PER_US);
+            self.rtt_seq = self.snd_nxt;
+        } else {
+            self.stats.rtt.note_min(rtt / NS_PER_US);
+        }
         self.c.min_rtt_us = self.c.min_rtt_us.min((rtt / NS_PER_US).max(1) as u32);
         if self.srtt_ns == 0 {
             self.srtt_ns = rtt;

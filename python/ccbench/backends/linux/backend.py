@@ -285,9 +285,8 @@ class _Run:
             flows = [f for f in cfg["flows"] if f["sender"] == i and f.get("tool") != "iperf3"]
             if flows:
                 clients[f"client-s{i}"] = (h, flows)
-                if any(f.get("cwnd_clamp") is not None for f in flows):
-                    # Before the process starts: close() removes it whatever happens next.
-                    self.cgroups[f"client-s{i}"] = cgroups.create(self.token, f"c{i}")
+                # Before the process starts: close() removes it whatever happens next.
+                self.cgroups[f"client-s{i}"] = cgroups.create(self.token, f"c{i}")
                 self.procs.start(f"client-s{i}", "client", h.ns, cpus=host_cpus)
         # tool = "iperf3": a server and a client of its own per flow (iperf3.py).
         iperf = {f"iperf3-{f['id']}": f for f in cfg["flows"] if f.get("tool") == "iperf3"}
@@ -330,9 +329,8 @@ class _Run:
                 } for f in flows],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
-            if name in self.cgroups:
-                # Through our /proc root: `ip netns exec` gives the client a /sys without cgroup mounts.
-                configs[name]["clamp_cgroup"] = f"/proc/{os.getpid()}/root{self.cgroups[name]}"
+            # Through our /proc root: `ip netns exec` gives the client a /sys without cgroup mounts.
+            configs[name]["cgroup"] = f"/proc/{os.getpid()}/root{self.cgroups[name]}"
         for name, f in iperf.items():
             port = iperf3.BASE_PORT + int(f["id"])
             configs[name + "-server"] = {"role": "server", "port": port, "sample_interval_ns": interval,
@@ -384,8 +382,7 @@ class _Run:
             h = topo.nodes[f["src"]]
             clients.setdefault(f"client-{h.role}", (h, []))[1].append(f)
         for name, (h, fl) in clients.items():
-            if any(f.get("cwnd_clamp") is not None for f in fl):
-                self.cgroups[name] = cgroups.create(self.token, "c" + h.role[1:])
+            self.cgroups[name] = cgroups.create(self.token, "c" + h.role[1:])
             self.procs.start(name, "client", h.ns, cpus=host_cpus)
         self.procs.wait_ready(READY_TIMEOUT_S)
 
@@ -429,8 +426,7 @@ class _Run:
                 } for f in fl],
                 "samples_path": str(self.dir / f"{name}.samples.jsonl"),
             }
-            if name in self.cgroups:
-                configs[name]["clamp_cgroup"] = f"/proc/{os.getpid()}/root{self.cgroups[name]}"
+            configs[name]["cgroup"] = f"/proc/{os.getpid()}/root{self.cgroups[name]}"
         return self._finish(configs, t0, end, clients, list(servers))
 
     def _read_kernel_counters(self) -> None:
@@ -526,6 +522,8 @@ class _Run:
             **checks,
             # Where the load generator's processes ran, as they reported it.
             "host_cpus": sorted({c for out in (server_out, *client_out.values()) for c in out.get("cpus") or []}),
+            # How many RTT samples rtt_mean_us / rtt_p99_us are over, per flow (docs/analysis.md).
+            "rtt_samples": {str(i): c.get("rtt_samples") for i, c in sorted(cflows.items())},
         }
         if iperf3_summary:
             stats["iperf3"] = iperf3_summary
@@ -800,9 +798,10 @@ def _validate(cfg: dict) -> None:
         problem = iperf3.available()
         if problem:
             raise UsageError(f"flows with tool = 'iperf3': {problem}")
-    if any(f.get("cwnd_clamp") is not None for f in cfg["flows"]) and cgroups.root() is None:
-        raise UsageError("cwnd_clamp on linux needs a cgroup v2 hierarchy (for the TCP-BPF program) and none is "
-                         "mounted: mount one, e.g. `mount -t cgroup2 none /sys/fs/cgroup`")
+    if cgroups.root() is None:
+        raise UsageError("the linux backend needs a cgroup v2 hierarchy (its TCP-BPF program counts the flows' RTT "
+                         "samples and clamps windows there) and none is mounted: mount one, e.g. "
+                         "`mount -t cgroup2 none /sys/fs/cgroup`")
     if cfg["tcp"].get("pacing") == "off" and any(f["cca"] in SELF_PACED for f in cfg["flows"]):
         raise UsageError("tcp.pacing = 'off': the linux backend cannot stop bbr from pacing")
     if cfg.get("network") is not None:

@@ -1,6 +1,6 @@
-"""cgroup (v2) directories of a run: the load client of a sender with
-cwnd-clamped flows runs in ``<cgroup2 root>/ccb<token>-<role>``, where its
-TCP-BPF program is attached (crates/load/src/clamp.rs). Removing the
+"""cgroup (v2) directories of a run: the load client of each sender runs in
+``<cgroup2 root>/ccb<token>-<role>``, where its TCP-BPF program (RTT
+samples, cwnd clamp) is attached (crates/load/src/sockops.rs). Removing the
 directory detaches the program; it must be empty, so the run's processes
 are stopped first."""
 
@@ -30,7 +30,7 @@ def root() -> Optional[Path]:
 def create(token: str, role: str) -> Path:
     base = root()
     if base is None:
-        raise netns.SetupError("cwnd_clamp needs a cgroup v2 hierarchy (for the TCP-BPF program) and none is "
+        raise netns.SetupError("the linux backend needs a cgroup v2 hierarchy (for its TCP-BPF program) and none is "
                                "mounted: mount one, e.g. `mount -t cgroup2 none /sys/fs/cgroup`")
     d = base / netns.name(token, role)
     try:

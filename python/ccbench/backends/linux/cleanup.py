@@ -10,8 +10,8 @@ pid and start time of the process running it). A *leftover* is any of
 * a process inside such a namespace, or whose command line names a run
   directory (``/run/ccbench/ccb<token>/``) — also one whose namespace was
   already unmounted,
-* a cgroup directory with such a name in the cgroup v2 hierarchy (runs with
-  cwnd-clamped flows), and the processes in it,
+* a cgroup directory with such a name in the cgroup v2 hierarchy (one per
+  load client), and the processes in it,
 * a run directory,
 
 whose run's owner is no longer alive. Runs whose owner is alive are in

@@ -38,13 +38,13 @@ def _bpf() -> Check:
     except OSError:
         pass
     if not syscall:
-        return Check("BPF", False, "the kernel has no bpf() system call (CONFIG_BPF_SYSCALL): flows with "
-                     "cwnd_clamp cannot run on linux")
+        return Check("BPF", False, "the kernel has no bpf() system call (CONFIG_BPF_SYSCALL): the linux backend "
+                     "needs it for its TCP-BPF program (RTT samples, cwnd_clamp)")
     cg = cgroups.root()
     detail = ("bpf() system call present; bpffs " + ("mounted" if mounted else "not mounted (not needed)")
-              + "; cgroup v2 " + (f"at {cg} (cwnd_clamp's TCP-BPF program attaches there)" if cg else
-                                  "not mounted: flows with cwnd_clamp need it (mount -t cgroup2 none /sys/fs/cgroup)"))
-    return Check("BPF", True if cg else None, detail)
+              + "; cgroup v2 " + (f"at {cg} (the TCP-BPF program for RTT samples and cwnd_clamp attaches there)" if cg else
+                                  "not mounted: linux runs need it (mount -t cgroup2 none /sys/fs/cgroup)"))
+    return Check("BPF", True if cg else False, detail)
 
 
 def _preemption() -> Check:
