@@ -2,7 +2,11 @@
 //! flows one way. An RPC flow uses two connections (request and response
 //! streams) that share one handshake.
 
+pub(crate) mod prr;
+pub(crate) mod rack;
+pub(crate) mod rate;
 mod receiver;
+pub(crate) mod rtt;
 mod sender;
 
 pub use receiver::Receiver;

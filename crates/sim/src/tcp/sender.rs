@@ -1,10 +1,15 @@
 //! The sending side of a TCP connection, after Linux: a retransmit queue of
-//! segments with SACK scoreboard flags, RACK loss detection (and dupack
-//! counting without SACK), PRR during fast recovery, RTO with exponential
-//! backoff, pacing, and delivery-rate sampling per
-//! draft-cheng-iccrg-delivery-rate-estimation. The congestion controller is
-//! called through the `tcp_congestion_ops`-shaped trait in `crate::cc`.
+//! segments with SACK scoreboard flags, the loss state machine, sending and
+//! pacing, and the timers. It orchestrates the parts Linux also keeps apart:
+//! RTT/RTO estimation (`rtt`), RACK loss detection (`rack`; dupack counting
+//! without SACK stays here), PRR (`prr`) and delivery-rate sampling
+//! (`rate`). The congestion controller is called through the
+//! `tcp_congestion_ops`-shaped trait in `crate::cc`.
 
+use super::prr::Prr;
+use super::rack::{Rack, DUPTHRESH};
+use super::rate::{RateSampler, TxState};
+use super::rtt::RttEstimator;
 use super::{ConnOpts, Out, TimerKind};
 use crate::cc::{AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH};
 use crate::config::{Pacing, TcpConfig};
@@ -19,15 +24,9 @@ const LOST: u8 = 2;
 /// A retransmission of this segment is in flight (Linux TCPCB_SACKED_RETRANS).
 const RETRANS: u8 = 4;
 const EVER_RETRANS: u8 = 8;
-const APP_LIMITED: u8 = 16;
 /// The segment carries PSH: it ends an application write.
 const PUSH: u8 = 32;
 
-/// Linux TCP_TIMEOUT_INIT and TCP_RTO_MAX.
-const RTO_INIT: Nanos = NS_PER_SEC;
-const RTO_MAX: Nanos = 120 * NS_PER_SEC;
-/// Linux `tcp_reordering` default: the dupack threshold without SACK.
-const DUPTHRESH: u32 = 3;
 /// Segments sent before Linux starts pacing (`tp->data_segs_out >= 10`).
 const UNPACED_SEGS: u64 = 10;
 
@@ -37,15 +36,8 @@ struct Seg {
     seq: u64,
     len: u32,
     flags: u8,
-    /// Last (re)transmission time.
-    sent_ns: Nanos,
-    /// Delivery-rate snapshot taken at that transmission.
-    first_tx_ns: Nanos,
-    delivered_ns: Nanos,
-    delivered: u64,
-    delivered_ce: u64,
-    /// Already counted in a rate sample.
-    rate_done: bool,
+    /// Last (re)transmission time and the delivery-rate snapshot taken then.
+    tx: TxState,
 }
 
 impl Seg {
@@ -84,11 +76,7 @@ pub struct Sender {
     push_seqs: VecDeque<u64>,
     rtxq: VecDeque<Seg>,
 
-    // RTT and RTO (RFC 6298 as Linux computes it)
-    srtt_ns: Nanos,
-    rttvar_ns: Nanos,
-    rto_ns: Nanos,
-    backoff: u32,
+    rtt: RttEstimator,
     /// The retransmission timer; it also carries the tail loss probe.
     pub rto_timer: Timer,
     /// When the RTO would fire, and whether the timer is set for a probe.
@@ -108,12 +96,8 @@ pub struct Sender {
 
     // loss recovery
     high_seq: u64,
-    prr_delivered: u32,
-    prr_out: u32,
-    rack_xmit_ns: Nanos,
-    rack_end_seq: u64,
-    rack_rtt_ns: Nanos,
-    rack_valid: bool,
+    prr: Prr,
+    rack: Rack,
     /// Lowest sequence that may hold a lost, not yet retransmitted segment.
     retx_hint: u64,
     /// Lowest sequence of a never-retransmitted segment RACK has not settled.
@@ -125,14 +109,8 @@ pub struct Sender {
     nsack_cache: usize,
     cwnd_usage_seq: u64,
 
-    // delivery-rate estimation
-    first_tx_ns: Nanos,
-    delivered_ns: Nanos,
+    rate: RateSampler,
     data_segs_out: u64,
-    /// Per-ACK rate-sample scratch: `delivered_ns` snapshot and the send
-    /// time / end of the segment the sample is taken from.
-    rate_prior_ns: Nanos,
-    rs_key: (Nanos, u64),
 
     // what the samples and flow summaries report
     pub stats: SenderStats,
@@ -185,10 +163,7 @@ impl Sender {
             unlimited: false,
             push_seqs: VecDeque::new(),
             rtxq: VecDeque::with_capacity(256),
-            srtt_ns: 0,
-            rttvar_ns: 0,
-            rto_ns: RTO_INIT,
-            backoff: 0,
+            rtt: RttEstimator::new(cfg.min_rto_ns),
             rto_timer: Timer::default(),
             rto_deadline: 0,
             probe_armed: false,
@@ -201,23 +176,16 @@ impl Sender {
             burst_goal: 1,
             last_send_ns: 0,
             high_seq: 0,
-            prr_delivered: 0,
-            prr_out: 0,
-            rack_xmit_ns: 0,
-            rack_end_seq: 0,
-            rack_rtt_ns: 0,
-            rack_valid: false,
+            prr: Prr::default(),
+            rack: Rack::default(),
             retx_hint: 0,
             rack_hint: 0,
             rexmits: VecDeque::new(),
             sack_cache: [(0, 0); crate::packet::MAX_SACK],
             nsack_cache: 0,
             cwnd_usage_seq: 0,
-            first_tx_ns: 0,
-            delivered_ns: 0,
+            rate: RateSampler::default(),
             data_segs_out: 0,
-            rate_prior_ns: 0,
-            rs_key: (0, 0),
             stats: SenderStats::default(),
         }
     }
@@ -247,7 +215,7 @@ impl Sender {
         p.syn = true;
         p.wire = self.cfg.header_bytes + 8; // MSS, SACK-permitted, window scale
         out.pkts.push(p);
-        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rto_ns)) {
+        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rtt.rto_ns())) {
             out.timers.push((t, self.conn_id, TimerKind::Rto));
         }
     }
@@ -268,11 +236,11 @@ impl Sender {
         self.set_now(now);
         self.rto_timer.cancel();
         // A SYN RTT is only trusted when the SYN was not retransmitted (Karn).
-        if self.backoff == 0 {
+        if self.rtt.backoff == 0 {
             self.rtt_sample(now.saturating_sub(p.ts_ecr));
         }
-        self.backoff = 0;
-        self.update_rto();
+        self.rtt.backoff = 0;
+        self.rtt.update_rto();
         self.state = State::Established;
         self.cca.init(&mut self.c);
         self.send(now, out);
@@ -301,7 +269,7 @@ impl Sender {
     }
 
     pub fn srtt_us(&self) -> u64 {
-        self.srtt_ns / NS_PER_US
+        self.rtt.srtt_ns() / NS_PER_US
     }
 
     pub fn pacing_rate_bps(&self) -> Option<f64> {
@@ -419,12 +387,7 @@ impl Sender {
             seq: self.snd_nxt,
             len: len as u32,
             flags: if push { PUSH } else { 0 },
-            sent_ns: 0,
-            first_tx_ns: 0,
-            delivered_ns: 0,
-            delivered: 0,
-            delivered_ce: 0,
-            rate_done: false,
+            tx: TxState::default(),
         });
         self.snd_nxt += len;
         self.c.snd_nxt = self.snd_nxt;
@@ -476,14 +439,15 @@ impl Sender {
         }
         self.cca.cwnd_event(&mut self.c, CaEvent::TxStart);
         let idle = now.saturating_sub(self.last_send_ns);
-        if idle > self.rto_ns && !self.uses_cong_control() {
+        let rto = self.rtt.rto_ns();
+        if idle > rto && !self.uses_cong_control() {
             self.c.ssthresh = self.c.ssthresh.max((self.c.cwnd >> 1) + (self.c.cwnd >> 2));
             let restart = self.cfg.init_cwnd.min(self.c.cwnd);
             let mut cwnd = self.c.cwnd;
             let mut left = idle;
-            while left > self.rto_ns && cwnd > restart {
+            while left > rto && cwnd > restart {
                 cwnd >>= 1;
-                left -= self.rto_ns;
+                left -= rto;
             }
             self.c.cwnd = cwnd.max(restart);
         }
@@ -517,25 +481,9 @@ impl Sender {
     }
 
     fn transmit(&mut self, i: usize, retrans: bool, now: Nanos, out: &mut Out) {
-        if self.c.packets_out == 0 {
-            self.first_tx_ns = now;
-            self.delivered_ns = now;
-        }
-        let app_limited = self.c.app_limited != 0;
-        let (first_tx, delivered_ns, delivered, delivered_ce) =
-            (self.first_tx_ns, self.delivered_ns, self.c.delivered, self.c.delivered_ce);
+        let tx = self.rate.on_send(&self.c, now);
         let s = &mut self.rtxq[i];
-        s.sent_ns = now;
-        s.first_tx_ns = first_tx;
-        s.delivered_ns = delivered_ns;
-        s.delivered = delivered;
-        s.delivered_ce = delivered_ce;
-        s.rate_done = false;
-        if app_limited {
-            s.flags |= APP_LIMITED;
-        } else {
-            s.flags &= !APP_LIMITED;
-        }
+        s.tx = tx;
         let (seq, len) = (s.seq, s.len);
         if retrans {
             s.flags |= RETRANS | EVER_RETRANS;
@@ -547,7 +495,7 @@ impl Sender {
         }
         // PRR counts what is sent during any cwnd reduction (loss or ECN).
         if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
-            self.prr_out += 1;
+            self.prr.on_sent();
         }
         self.stats.sent_segs += 1;
         self.data_segs_out += 1;
@@ -589,7 +537,7 @@ impl Sender {
         let prior_lost = self.c.lost;
         let prior_snd_una = self.snd_una;
         let mut rs = RateSample { prior_in_flight, ..RateSample::default() };
-        self.rs_key = (0, 0);
+        self.rate.begin_ack();
         let mut newest: Option<(Nanos, u64, bool)> = None; // (sent, end seq, retransmitted)
 
         if self.cfg.sack && p.nsack > 0 {
@@ -626,8 +574,8 @@ impl Sender {
             self.c.min_rtt_us = self.c.min_rtt_us.min((r / NS_PER_US).max(1) as u32);
         }
         if self.snd_una > prior_snd_una {
-            self.backoff = 0;
-            self.update_rto();
+            self.rtt.backoff = 0;
+            self.rtt.update_rto();
         }
         if self.c.delivered > prior_delivered {
             // Linux passes the CCA `ca_rtt_us`: the RTT of the most recently
@@ -756,40 +704,14 @@ impl Sender {
     fn mark_delivered(&mut self, i: usize, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
         let s = &mut self.rtxq[i];
         self.c.delivered += 1;
-        if !s.rate_done {
-            s.rate_done = true;
-            // The sample is taken from the most recently sent delivered segment.
-            if rs.delivered < 0 || (s.sent_ns, s.end()) > self.rs_key {
-                self.rs_key = (s.sent_ns, s.end());
-                rs.prior_delivered = s.delivered;
-                rs.delivered = 0; // marks the sample as started; set in rate_gen
-                rs.delivered_ce = s.delivered_ce as i64;
-                rs.is_app_limited = s.flags & APP_LIMITED != 0;
-                rs.is_retrans = s.flags & EVER_RETRANS != 0;
-                rs.interval_us = (s.sent_ns.saturating_sub(s.first_tx_ns) / NS_PER_US) as i64;
-                self.rate_prior_ns = s.delivered_ns;
-                self.first_tx_ns = s.sent_ns;
-            }
-        }
-        let retrans = s.flags & EVER_RETRANS != 0;
-        let cand = (s.sent_ns, s.end(), retrans);
+        let (end, retrans) = (s.end(), s.flags & EVER_RETRANS != 0);
+        self.rate.on_delivered(rs, &mut s.tx, end, retrans);
+        let cand = (s.tx.sent_ns, end, retrans);
         match newest {
             Some((t, e, _)) if (*t, *e) >= (cand.0, cand.1) => {}
             _ => *newest = Some(cand),
         }
-        // RACK: remember the most recently sent segment that was delivered.
-        let now = self.c.now_ns;
-        let rtt = now.saturating_sub(s.sent_ns);
-        // A retransmission acked faster than min RTT was probably the original.
-        if retrans && rtt < self.c.min_rtt_us as u64 * NS_PER_US {
-            return;
-        }
-        if !self.rack_valid || (s.sent_ns, s.end()) > (self.rack_xmit_ns, self.rack_end_seq) {
-            self.rack_valid = true;
-            self.rack_xmit_ns = s.sent_ns;
-            self.rack_end_seq = s.end();
-            self.rack_rtt_ns = rtt;
-        }
+        self.rack.advance(cand.0, end, retrans, self.c.now_ns, self.c.min_rtt_us);
     }
 
     /// Remove cumulatively acked segments. Returns how many, the RTT of the
@@ -818,7 +740,7 @@ impl Sender {
             if s.flags & EVER_RETRANS != 0 {
                 retrans_acked = true;
             } else if seq_rtt.is_none() && s.flags & SACKED == 0 {
-                seq_rtt = Some(now.saturating_sub(s.sent_ns));
+                seq_rtt = Some(now.saturating_sub(s.tx.sent_ns));
             }
             self.c.packets_out -= 1;
             acked += 1;
@@ -855,18 +777,11 @@ impl Sender {
     /// RACK (RFC 8985): a segment sent before the most recently delivered one
     /// is lost once that one's RTT plus a reordering window has passed.
     fn rack_detect(&mut self, now: Nanos, out: &mut Out) {
-        if !self.rack_valid {
+        if !self.rack.valid() {
             return;
         }
-        // Linux tcp_rack_reo_wnd without observed reordering: none in
-        // recovery or once DUPTHRESH segments are sacked, else min_rtt/4.
-        let reo_wnd = if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || self.c.sacked_out >= DUPTHRESH {
-            0
-        } else {
-            (self.c.min_rtt_us as u64 * NS_PER_US / 4).min(self.srtt_ns)
-        };
+        let reo_wnd = Rack::reo_wnd(self.c.ca_state, self.c.sacked_out, self.c.min_rtt_us, self.rtt.srtt_ns());
         let mut wait: Option<Nanos> = None;
-        let rack_key = (self.rack_xmit_ns, self.rack_end_seq);
         // Original transmissions: sent in sequence order.
         let mut i = self.index_of(self.rack_hint.max(self.snd_una));
         while i < self.rtxq.len() {
@@ -876,10 +791,9 @@ impl Sender {
                 self.rack_hint = s.end();
                 continue;
             }
-            if (s.sent_ns, s.end()) >= rack_key {
+            let Some(deadline) = self.rack.deadline(s.tx.sent_ns, s.end(), reo_wnd) else {
                 break;
-            }
-            let deadline = s.sent_ns + self.rack_rtt_ns + reo_wnd;
+            };
             if deadline <= now {
                 self.mark_lost(i);
                 self.rack_hint = s.end();
@@ -898,10 +812,9 @@ impl Sender {
                 continue;
             }
             let s = self.rtxq[j];
-            if (s.sent_ns, s.end()) >= rack_key {
+            let Some(deadline) = self.rack.deadline(s.tx.sent_ns, s.end(), reo_wnd) else {
                 break;
-            }
-            let deadline = s.sent_ns + self.rack_rtt_ns + reo_wnd;
+            };
             if deadline <= now {
                 self.mark_lost(j);
                 self.rexmits.pop_front();
@@ -979,8 +892,7 @@ impl Sender {
     fn init_cwnd_reduction(&mut self) {
         self.high_seq = self.snd_nxt;
         self.c.prior_cwnd = self.c.cwnd;
-        self.prr_delivered = 0;
-        self.prr_out = 0;
+        self.prr.start();
         self.c.ssthresh = self.cca.ssthresh(&mut self.c);
         self.c.cwnd_cnt = 0;
         if self.opts.ecn {
@@ -1008,105 +920,47 @@ impl Sender {
 
     /// Proportional rate reduction (RFC 6937, as Linux `tcp_cwnd_reduction`).
     fn cwnd_reduction(&mut self, newly_acked_sacked: u32, newly_lost: bool, una_advanced: bool) {
-        if newly_acked_sacked == 0 && !newly_lost {
-            return;
+        let in_flight = self.c.packets_in_flight();
+        if let Some(cwnd) = self.prr.cwnd(in_flight, self.c.ssthresh, self.c.prior_cwnd, newly_acked_sacked, newly_lost, una_advanced) {
+            self.c.cwnd = cwnd;
         }
-        let in_flight = self.c.packets_in_flight() as i64;
-        let ssthresh = self.c.ssthresh as i64;
-        let delta = ssthresh - in_flight;
-        self.prr_delivered += newly_acked_sacked;
-        let prr_delivered = self.prr_delivered as i64;
-        let prr_out = self.prr_out as i64;
-        let mut sndcnt = if delta < 0 {
-            let prior = (self.c.prior_cwnd as i64).max(1);
-            (ssthresh * prr_delivered + prior - 1) / prior - prr_out
-        } else if una_advanced && !newly_lost {
-            delta.min((prr_delivered - prr_out).max(newly_acked_sacked as i64) + 1)
-        } else {
-            delta.min(newly_acked_sacked as i64)
-        };
-        // Always allow the fast retransmit itself.
-        sndcnt = sndcnt.max(if self.prr_out == 0 { 1 } else { 0 });
-        self.c.cwnd = (in_flight + sndcnt).max(1) as u32;
     }
 
-    /// Close a rate sample (Linux `tcp_rate_gen`).
+    /// Close a rate sample (Linux `tcp_rate_gen`), with the RTT of the
+    /// newest delivered segment if it was never retransmitted.
     fn rate_gen(&mut self, rs: &mut RateSample, newest: Option<(Nanos, u64, bool)>, now: Nanos) {
-        if self.c.app_limited != 0 && self.c.delivered > self.c.app_limited {
-            self.c.app_limited = 0;
+        if let Some((sent, _, false)) = newest {
+            rs.rtt_us = (now.saturating_sub(sent) / NS_PER_US) as i64;
         }
-        if rs.acked_sacked > 0 {
-            self.delivered_ns = now;
-        }
-        if let Some((sent, _, retrans)) = newest {
-            if !retrans {
-                rs.rtt_us = (now.saturating_sub(sent) / NS_PER_US) as i64;
-            }
-        }
-        if rs.delivered < 0 || rs.interval_us < 0 {
-            rs.delivered = -1;
-            rs.interval_us = -1;
-            return;
-        }
-        rs.delivered = (self.c.delivered - rs.prior_delivered) as i64;
-        rs.delivered_ce = self.c.delivered_ce as i64 - rs.delivered_ce;
-        let snd_us = rs.interval_us;
-        let ack_us = (now.saturating_sub(self.rate_prior_ns) / NS_PER_US) as i64;
-        rs.interval_us = snd_us.max(ack_us);
-        // Intervals shorter than min RTT come from ACK compression: unusable.
-        if rs.interval_us < self.c.min_rtt_us as i64 {
-            rs.interval_us = -1;
-            return;
-        }
-        if rs.interval_us > 0 {
-            let bps = rs.delivered as f64 * self.c.mss as f64 * 8.0 * 1e6 / rs.interval_us as f64;
-            if !rs.is_app_limited || bps >= self.stats.delivery_rate_bps {
-                self.stats.delivery_rate_bps = bps;
-            }
-        }
+        self.rate.gen(&mut self.c, rs, now);
+        self.stats.delivery_rate_bps = self.rate.delivery_rate_bps();
     }
 
     /// Linux `tcp_update_pacing_rate` for CCAs that do not set it themselves:
     /// 200% of cwnd/srtt in slow start, 120% after.
     fn update_pacing_rate(&mut self) {
-        if self.srtt_ns == 0 {
+        let srtt_ns = self.rtt.srtt_ns();
+        if srtt_ns == 0 {
             return;
         }
         let factor = if self.c.cwnd < self.c.ssthresh / 2 { 2.0 } else { 1.2 };
         let segs = self.c.cwnd.max(self.c.packets_out) as f64;
-        let rate = factor * segs * self.c.mss as f64 * NS_PER_SEC as f64 / self.srtt_ns as f64;
+        let rate = factor * segs * self.c.mss as f64 * NS_PER_SEC as f64 / srtt_ns as f64;
         self.c.pacing_rate = rate as u64;
     }
 
     // ---------------------------------------------------------------- RTT, RTO
 
+    /// One RTT measurement: the estimator, min RTT and the flow's statistics.
     fn rtt_sample(&mut self, rtt: Nanos) {
-        let rtt = rtt.max(1_000);
+        let rtt = self.rtt.sample(rtt);
         self.stats.rtt.add(rtt / NS_PER_US);
         self.c.min_rtt_us = self.c.min_rtt_us.min((rtt / NS_PER_US).max(1) as u32);
-        if self.srtt_ns == 0 {
-            self.srtt_ns = rtt;
-            self.rttvar_ns = rtt / 2;
-        } else {
-            let err = rtt.abs_diff(self.srtt_ns);
-            self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
-            self.srtt_ns = (7 * self.srtt_ns + rtt) / 8;
-        }
-        self.c.srtt_us = (self.srtt_ns / NS_PER_US).max(1) as u32;
-        self.update_rto();
-    }
-
-    /// Linux: RTO = srtt + max(4·rttvar, rto_min), so rto_min acts as a floor
-    /// on the variance term rather than on the whole timeout.
-    fn update_rto(&mut self) {
-        if self.srtt_ns == 0 {
-            return;
-        }
-        self.rto_ns = (self.srtt_ns + (4 * self.rttvar_ns).max(self.cfg.min_rto_ns)).min(RTO_MAX);
+        self.c.srtt_us = (self.rtt.srtt_ns() / NS_PER_US).max(1) as u32;
     }
 
     fn current_rto(&self) -> Nanos {
-        (self.rto_ns << self.backoff.min(16)).min(RTO_MAX)
+        self.rtt.current_rto()
     }
 
     // ---------------------------------------------------------------- timers
@@ -1148,8 +1002,7 @@ impl Sender {
     /// Retransmission timeout (Linux `tcp_retransmit_timer` + `tcp_enter_loss`).
     fn on_rto(&mut self, now: Nanos, out: &mut Out) {
         if self.state == State::SynSent {
-            self.backoff += 1;
-            self.rto_ns = (self.rto_ns * 2).min(RTO_MAX);
+            self.rtt.syn_timeout();
             self.send_syn(now, out);
             return;
         }
@@ -1159,7 +1012,7 @@ impl Sender {
         self.stats.rto_count += 1;
         let fresh = matches!(self.c.ca_state, CaState::Open | CaState::Disorder)
             || self.snd_una >= self.high_seq
-            || (self.c.ca_state == CaState::Loss && self.backoff == 0);
+            || (self.c.ca_state == CaState::Loss && self.rtt.backoff == 0);
         if fresh {
             self.c.prior_cwnd = self.c.cwnd;
             self.c.ssthresh = self.cca.ssthresh(&mut self.c);
@@ -1185,7 +1038,7 @@ impl Sender {
         self.c.cwnd_cnt = 0;
         self.high_seq = self.snd_nxt;
         self.set_ca_state(CaState::Loss);
-        self.backoff += 1;
+        self.rtt.backoff += 1;
         self.tlp_high_seq = None;
         self.pace_next_ns = now;
         self.send(now, out);
@@ -1205,11 +1058,11 @@ impl Sender {
         if self.cfg.sack
             && self.c.ca_state == CaState::Open
             && self.tlp_high_seq.is_none()
-            && self.srtt_ns > 0
+            && self.rtt.srtt_ns() > 0
             && !could_send_new
         {
             let extra = if self.c.packets_out == 1 { self.cfg.min_rto_ns } else { 2_000_000 };
-            let pto = now + 2 * self.srtt_ns + extra;
+            let pto = now + 2 * self.rtt.srtt_ns() + extra;
             if pto < at {
                 at = pto;
                 self.probe_armed = true;
