@@ -52,6 +52,13 @@ impl Rack {
         }
     }
 
+    /// A segment sent at `sent_ns` has been out longer than the RACK RTT
+    /// (`tcp_rack_skb_timeout` <= 0 with no reordering window): an RTO
+    /// marks it lost. Without any RTT yet, everything has.
+    pub fn timed_out(&self, sent_ns: Nanos, now: Nanos) -> bool {
+        sent_ns + self.rtt_ns <= now
+    }
+
     /// When a segment sent at `sent_ns`, ending at `end_seq`, counts as lost
     /// (`tcp_rack_detect_loss`); `None` if it was not sent before the
     /// newest delivered segment, so RACK cannot judge it yet.
@@ -94,6 +101,15 @@ mod tests {
         r.advance(20 * MS, 7000, true, 21 * MS, 10_000);
         assert_eq!(r.deadline(6 * MS, 6500, 0), None);
         assert_eq!(r.deadline(4 * MS, 5000, 0), Some(14 * MS));
+    }
+
+    #[test]
+    fn timeout_marks_only_what_has_been_out_longer_than_the_rtt() {
+        let mut r = Rack::default();
+        assert!(r.timed_out(5 * MS, 5 * MS));
+        r.advance(0, 1000, false, 10 * MS, 10_000);
+        assert!(r.timed_out(5 * MS, 15 * MS));
+        assert!(!r.timed_out(6 * MS, 15 * MS));
     }
 
     #[test]

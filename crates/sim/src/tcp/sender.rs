@@ -2,14 +2,17 @@
 //! segments with SACK scoreboard flags, the loss state machine, sending and
 //! pacing, and the timers. It orchestrates the parts Linux also keeps apart:
 //! RTT/RTO estimation (`rtt`), RACK loss detection (`rack`; dupack counting
-//! without SACK stays here), PRR (`prr`) and delivery-rate sampling
-//! (`rate`). The congestion controller is called through the
-//! `tcp_congestion_ops`-shaped trait in `crate::cc`.
+//! without SACK stays here), PRR (`prr`), delivery-rate sampling (`rate`),
+//! undo of spurious reductions (`undo`) and F-RTO (`frto`). The congestion
+//! controller is called through the `tcp_congestion_ops`-shaped trait in
+//! `crate::cc`.
 
+use super::frto::{Frto, LossAck, Verdict};
 use super::prr::Prr;
 use super::rack::{Rack, DUPTHRESH};
 use super::rate::{RateSampler, TxState};
 use super::rtt::RttEstimator;
+use super::undo::{current_ssthresh, Undo};
 use super::{ConnOpts, Out, TimerKind};
 use crate::cc::{AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH};
 use crate::config::{Pacing, TcpConfig};
@@ -44,6 +47,15 @@ impl Seg {
     fn end(&self) -> u64 {
         self.seq + self.len as u64
     }
+}
+
+/// What one ACK brought for the loss state machine.
+struct AckInfo {
+    una_advanced: bool,
+    /// A duplicate ACK: no progress (the simulator's ACKs carry no data).
+    dupack: bool,
+    ts_ecr: Nanos,
+    ece: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +110,16 @@ pub struct Sender {
     high_seq: u64,
     prr: Prr,
     rack: Rack,
+    undo: Undo,
+    frto: Frto,
+    /// This ACK's news for the loss state machine (Linux's `flag` bits):
+    /// never-retransmitted data below high_seq (s)acked, new SACKs, and a
+    /// retransmission found lost.
+    orig_sack_acked: bool,
+    data_sacked: bool,
+    lost_retrans: bool,
+    /// F-RTO step 2b: this ACK sends new data before retransmissions.
+    new_data_first: bool,
     /// Lowest sequence that may hold a lost, not yet retransmitted segment.
     retx_hint: u64,
     /// Lowest sequence of a never-retransmitted segment RACK has not settled.
@@ -125,6 +147,8 @@ pub struct SenderStats {
     pub delivery_rate_bps: f64,
     pub rto_count: u64,
     pub tlp_count: u64,
+    /// Reductions undone as spurious (D-SACK, timestamps or F-RTO).
+    pub undo_count: u64,
 }
 
 impl Sender {
@@ -178,6 +202,12 @@ impl Sender {
             high_seq: 0,
             prr: Prr::default(),
             rack: Rack::default(),
+            undo: Undo::default(),
+            frto: Frto::default(),
+            orig_sack_acked: false,
+            data_sacked: false,
+            lost_retrans: false,
+            new_data_first: false,
             retx_hint: 0,
             rack_hint: 0,
             rexmits: VecDeque::new(),
@@ -314,7 +344,7 @@ impl Sender {
                 self.burst_goal = self.tso_segs();
             }
             let in_flight = self.c.packets_in_flight();
-            if let Some(i) = self.next_retransmit() {
+            if let Some(i) = if self.new_data_first { None } else { self.next_retransmit() } {
                 if in_flight >= self.c.cwnd {
                     cwnd_limited = true;
                     break;
@@ -489,6 +519,7 @@ impl Sender {
             s.flags |= RETRANS | EVER_RETRANS;
             self.c.retrans_out += 1;
             self.stats.retrans_segs += 1;
+            self.undo.on_retransmit(now);
             self.rexmits.push_back(seq);
         } else {
             self.c.packets_out += 1;
@@ -538,6 +569,9 @@ impl Sender {
         let prior_snd_una = self.snd_una;
         let mut rs = RateSample { prior_in_flight, ..RateSample::default() };
         self.rate.begin_ack();
+        self.orig_sack_acked = false;
+        self.data_sacked = false;
+        self.lost_retrans = false;
         let mut newest: Option<(Nanos, u64, bool)> = None; // (sent, end seq, retransmitted)
 
         if self.cfg.sack && p.nsack > 0 {
@@ -605,7 +639,12 @@ impl Sender {
         }
         self.cca.in_ack_event(&mut self.c, if ece { ACK_ECE } else { 0 });
 
-        self.fastretrans_alert();
+        let new_first = self.fastretrans_alert(&AckInfo {
+            una_advanced: self.snd_una > prior_snd_una,
+            dupack: dupack || self.snd_una == prior_snd_una,
+            ts_ecr: p.ts_ecr,
+            ece,
+        });
         if ece && matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
             self.enter_cwr();
         }
@@ -636,6 +675,16 @@ impl Sender {
             self.rto_deadline = now + self.current_rto();
             self.set_xmit_timer(now, out);
         }
+        if new_first {
+            // Linux `tcp_xmit_recovery` with REXMIT_NEW: new data first; if
+            // none could go, F-RTO gives way to conventional recovery.
+            self.new_data_first = true;
+            self.send(now, out);
+            self.new_data_first = false;
+            if self.snd_nxt <= self.high_seq {
+                self.frto.stop();
+            }
+        }
         self.send(now, out);
     }
 
@@ -644,7 +693,8 @@ impl Sender {
     fn sacktag(&mut self, p: &Packet, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
         let cache = self.sack_cache;
         let ncache = self.nsack_cache;
-        for b in 0..p.nsack as usize {
+        let first = if self.check_dsack(p) { 1 } else { 0 };
+        for b in first..p.nsack as usize {
             let (mut start, end) = p.sack[b];
             start = start.max(self.snd_una);
             if start >= end || end > self.snd_nxt {
@@ -672,8 +722,36 @@ impl Sender {
                 pos = next_pos;
             }
         }
-        self.sack_cache = p.sack;
-        self.nsack_cache = p.nsack as usize;
+        let n = p.nsack as usize - first;
+        self.sack_cache = [(0, 0); crate::packet::MAX_SACK];
+        self.sack_cache[..n].copy_from_slice(&p.sack[first..p.nsack as usize]);
+        self.nsack_cache = n;
+    }
+
+    /// D-SACK (RFC 2883, Linux `tcp_check_dsack`): a first block below the
+    /// cumulative ACK, or inside the second block, reports data that arrived
+    /// twice. Each such retransmission was unnecessary (`undo_retrans`).
+    fn check_dsack(&mut self, p: &Packet) -> bool {
+        let (start, end) = p.sack[0];
+        let dup = start < p.ack || (p.nsack > 1 && start >= p.sack[1].0 && end <= p.sack[1].1);
+        if !dup || start >= end {
+            return dup;
+        }
+        if end <= self.snd_una {
+            // Already cumulatively acked: count segments of its length.
+            let segs = (end - start).div_ceil(self.cfg.mss as u64).max(1) as u32;
+            self.undo.on_dsack(end, segs);
+        } else {
+            let mut i = self.index_of(start);
+            while i < self.rtxq.len() && self.rtxq[i].seq < end {
+                let s = self.rtxq[i];
+                if s.seq >= start && s.end() <= end && s.flags & EVER_RETRANS != 0 {
+                    self.undo.on_dsack(s.end(), 1);
+                }
+                i += 1;
+            }
+        }
+        true
     }
 
     fn sack_range(&mut self, start: u64, end: u64, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
@@ -684,6 +762,10 @@ impl Sender {
                 break;
             }
             if s.seq >= start && s.flags & SACKED == 0 {
+                self.data_sacked = true;
+                if s.flags & EVER_RETRANS == 0 && s.end() <= self.high_seq {
+                    self.orig_sack_acked = true;
+                }
                 self.mark_delivered(i, rs, newest);
                 let s = &mut self.rtxq[i];
                 if s.flags & LOST != 0 {
@@ -739,8 +821,13 @@ impl Sender {
             }
             if s.flags & EVER_RETRANS != 0 {
                 retrans_acked = true;
-            } else if seq_rtt.is_none() && s.flags & SACKED == 0 {
-                seq_rtt = Some(now.saturating_sub(s.tx.sent_ns));
+            } else if s.flags & SACKED == 0 {
+                if seq_rtt.is_none() {
+                    seq_rtt = Some(now.saturating_sub(s.tx.sent_ns));
+                }
+                if s.end() <= self.high_seq {
+                    self.orig_sack_acked = true;
+                }
             }
             self.c.packets_out -= 1;
             acked += 1;
@@ -817,6 +904,7 @@ impl Sender {
             };
             if deadline <= now {
                 self.mark_lost(j);
+                self.lost_retrans = true;
                 self.rexmits.pop_front();
             } else {
                 wait = Some(wait.map_or(deadline, |w: Nanos| w.min(deadline)));
@@ -847,37 +935,220 @@ impl Sender {
         }
     }
 
-    /// The loss state machine (Linux `tcp_fastretrans_alert`, simplified:
-    /// no undo, since the simulator never reorders).
-    fn fastretrans_alert(&mut self) {
+    /// The loss state machine (Linux `tcp_fastretrans_alert`), with undo of
+    /// spurious reductions and F-RTO. Returns true when F-RTO wants new data
+    /// sent before retransmissions (Linux REXMIT_NEW).
+    fn fastretrans_alert(&mut self, a: &AckInfo) -> bool {
+        if a.ece {
+            self.undo.prior_ssthresh = 0;
+        }
+        let state = self.c.ca_state;
+        if state == CaState::Open {
+            self.undo.clear_stamp();
+        } else if self.snd_una >= self.high_seq {
+            match state {
+                CaState::Cwr => self.end_cwnd_reduction(),
+                CaState::Recovery => {
+                    if self.try_undo_recovery(a.ts_ecr) {
+                        return false;
+                    }
+                    self.end_cwnd_reduction();
+                }
+                _ => {}
+            }
+        }
         match self.c.ca_state {
-            CaState::Recovery | CaState::Loss | CaState::Cwr if self.snd_una >= self.high_seq => {
-                let was_recovery = matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr);
-                // tcp_end_cwnd_reduction leaves cwnd to a CCA with cong_control.
-                if was_recovery && self.c.ssthresh < INFINITE_SSTHRESH && !self.uses_cong_control() {
-                    // tcp_end_cwnd_reduction
-                    self.c.cwnd = self.c.ssthresh.max(1);
-                    self.c.cwnd_cnt = 0;
+            CaState::Recovery => {
+                if a.una_advanced && self.try_undo_partial(a.ts_ecr) {
+                    return false;
                 }
-                self.set_ca_state(CaState::Open);
-                if was_recovery {
-                    self.cca.cwnd_event(&mut self.c, CaEvent::CompleteCwr);
+                if self.try_undo_dsack() {
+                    self.try_keep_open();
                 }
+                if self.c.ca_state != CaState::Recovery && self.c.lost_out > 0 {
+                    self.enter_recovery(a.ece);
+                }
+                false
             }
-            _ => {}
-        }
-        if matches!(self.c.ca_state, CaState::Open | CaState::Disorder | CaState::Cwr) {
-            if self.c.lost_out > 0 {
-                // Loss takes over from an ECN reduction in progress.
-                self.enter_recovery();
-            } else if self.c.ca_state == CaState::Cwr {
-                // Stay in CWR until the reduction completes.
-            } else if self.c.sacked_out > 0 {
-                self.set_ca_state(CaState::Disorder);
-            } else {
-                self.set_ca_state(CaState::Open);
+            CaState::Loss => {
+                let new_first = self.process_loss(a);
+                // Leave Loss when undone, or for fast recovery when a
+                // retransmission is lost again.
+                if self.c.ca_state == CaState::Open || self.lost_retrans {
+                    self.open_or_recover(a);
+                    return false;
+                }
+                new_first
+            }
+            _ => {
+                self.open_or_recover(a);
+                false
             }
         }
+    }
+
+    /// The default branch of `tcp_fastretrans_alert`: fast recovery when a
+    /// loss is known (`tcp_time_to_recover`), else `tcp_try_to_open`.
+    fn open_or_recover(&mut self, a: &AckInfo) {
+        if self.c.ca_state <= CaState::Disorder {
+            self.try_undo_dsack();
+        }
+        if self.c.lost_out > 0 {
+            // Loss takes over from an ECN reduction in progress.
+            self.enter_recovery(a.ece);
+            return;
+        }
+        if !self.any_retrans_done() {
+            self.undo.clear_stamp();
+        }
+        if self.c.ca_state != CaState::Cwr {
+            self.try_keep_open();
+        }
+    }
+
+    /// `tcp_try_keep_open`: Disorder while anything is sacked, lost or
+    /// retransmitted, else Open.
+    fn try_keep_open(&mut self) {
+        let left_out = self.c.sacked_out + self.c.lost_out > 0;
+        let target = if left_out || self.any_retrans_done() { CaState::Disorder } else { CaState::Open };
+        if self.c.ca_state != target {
+            self.set_ca_state(target);
+            self.high_seq = self.snd_nxt;
+        }
+    }
+
+    /// `tcp_any_retrans_done`.
+    fn any_retrans_done(&self) -> bool {
+        self.c.retrans_out > 0 || self.rtxq.front().is_some_and(|s| s.flags & EVER_RETRANS != 0)
+    }
+
+    /// `tcp_end_cwnd_reduction`: cwnd = ssthresh unless the reduction was
+    /// undone; a CCA with `cong_control` keeps cwnd.
+    fn end_cwnd_reduction(&mut self) {
+        let reduced = self.c.ca_state == CaState::Cwr || self.undo.armed();
+        if reduced && self.c.ssthresh < INFINITE_SSTHRESH && !self.uses_cong_control() {
+            self.c.cwnd = self.c.ssthresh.max(1);
+            self.c.cwnd_cnt = 0;
+        }
+        self.set_ca_state(CaState::Open);
+        self.cca.cwnd_event(&mut self.c, CaEvent::CompleteCwr);
+    }
+
+    /// `tcp_undo_cwnd_reduction`: back to the cwnd (the CCA's `undo_cwnd`)
+    /// and ssthresh from before the reduction; with `unmark_loss`, segments
+    /// marked lost are in flight again and RACK judges them afresh.
+    fn undo_cwnd_reduction(&mut self, unmark_loss: bool) {
+        if unmark_loss {
+            for s in self.rtxq.iter_mut() {
+                s.flags &= !LOST;
+            }
+            self.c.lost_out = 0;
+            self.retx_hint = self.snd_una;
+            self.rack_hint = self.snd_una;
+        }
+        if self.undo.prior_ssthresh != 0 {
+            self.c.cwnd = self.cca.undo_cwnd(&mut self.c).clamp(1, self.c.cwnd_clamp);
+            if self.undo.prior_ssthresh > self.c.ssthresh {
+                self.c.ssthresh = self.undo.prior_ssthresh;
+                self.cwr_pending = false;
+            }
+        }
+        self.undo.disarm();
+        self.stats.undo_count += 1;
+    }
+
+    /// `tcp_try_undo_recovery`, at the end of Recovery or Loss. Without
+    /// SACK the state holds until an ACK above high_seq (RFC 6582).
+    fn try_undo_recovery(&mut self, ts_ecr: Nanos) -> bool {
+        if self.undo.may_undo(ts_ecr) {
+            self.undo_cwnd_reduction(false);
+        }
+        if self.non_sack_holds() {
+            return true;
+        }
+        self.set_ca_state(CaState::Open);
+        false
+    }
+
+    /// `tcp_is_non_sack_preventing_reopen`.
+    fn non_sack_holds(&mut self) -> bool {
+        if !self.cfg.sack && self.snd_una == self.high_seq {
+            if !self.any_retrans_done() {
+                self.undo.clear_stamp();
+            }
+            return true;
+        }
+        false
+    }
+
+    /// `tcp_try_undo_partial`: a partial ACK echoing an original's
+    /// timestamp; undo once no retransmission is in flight.
+    fn try_undo_partial(&mut self, ts_ecr: Nanos) -> bool {
+        if self.undo.armed() && self.undo.packet_delayed(ts_ecr) {
+            if self.c.retrans_out > 0 {
+                return true;
+            }
+            if !self.any_retrans_done() {
+                self.undo.clear_stamp();
+            }
+            self.undo_cwnd_reduction(true);
+            self.try_keep_open();
+        }
+        false
+    }
+
+    /// `tcp_try_undo_dsack`: D-SACKs showed every retransmission needless.
+    fn try_undo_dsack(&mut self) -> bool {
+        if self.undo.all_dsacked() {
+            self.undo_cwnd_reduction(false);
+            return true;
+        }
+        false
+    }
+
+    /// `tcp_try_undo_loss`: the RTO proved spurious.
+    fn try_undo_loss(&mut self, frto_undo: bool, ts_ecr: Nanos) -> bool {
+        if !(frto_undo || self.undo.may_undo(ts_ecr)) {
+            return false;
+        }
+        self.undo_cwnd_reduction(true);
+        if !self.non_sack_holds() && (frto_undo || self.cfg.sack) {
+            self.set_ca_state(CaState::Open);
+        }
+        true
+    }
+
+    /// `tcp_process_loss`: an ACK in the Loss state, with F-RTO.
+    fn process_loss(&mut self, a: &AckInfo) -> bool {
+        let recovered = self.snd_una >= self.high_seq;
+        if a.una_advanced && self.try_undo_loss(false, a.ts_ecr) {
+            return false;
+        }
+        let la = LossAck {
+            una_advanced: a.una_advanced,
+            orig_sack_acked: self.orig_sack_acked,
+            sacked_or_dupack: self.data_sacked || a.dupack,
+            recovered,
+            can_send_new: self.can_send_new(),
+        };
+        match self.frto.on_ack(&la, self.snd_nxt, &mut self.high_seq) {
+            Verdict::Spurious => {
+                self.try_undo_loss(true, a.ts_ecr);
+                return false;
+            }
+            Verdict::SendNew => return true,
+            Verdict::Continue => {}
+        }
+        if recovered {
+            self.try_undo_recovery(a.ts_ecr);
+        }
+        false
+    }
+
+    /// Data is queued and the receive window and send buffer take more.
+    fn can_send_new(&self) -> bool {
+        let outstanding = self.snd_nxt + self.cfg.mss as u64 - self.snd_una;
+        self.has_data() && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes
     }
 
     fn set_ca_state(&mut self, s: CaState) {
@@ -901,19 +1172,27 @@ impl Sender {
     }
 
     /// `tcp_enter_recovery`. A reduction for ECN already under way keeps its
-    /// ssthresh (one reduction per window).
-    fn enter_recovery(&mut self) {
+    /// ssthresh (one reduction per window). The ssthresh to restore on undo
+    /// is kept unless ECN asked for the reduction.
+    fn enter_recovery(&mut self, ece: bool) {
+        self.undo.prior_ssthresh = 0;
+        self.undo.init(self.snd_una, self.c.retrans_out);
         if self.c.ca_state == CaState::Cwr {
             self.high_seq = self.snd_nxt;
         } else {
+            if !ece {
+                self.undo.prior_ssthresh = current_ssthresh(&self.c);
+            }
             self.init_cwnd_reduction();
         }
         self.set_ca_state(CaState::Recovery);
     }
 
     /// `tcp_enter_cwr`: an ECN echo reduces cwnd like a loss, without
-    /// retransmitting.
+    /// retransmitting, and is never undone.
     fn enter_cwr(&mut self) {
+        self.undo.prior_ssthresh = 0;
+        self.undo.disarm();
         self.init_cwnd_reduction();
         self.set_ca_state(CaState::Cwr);
     }
@@ -988,7 +1267,9 @@ impl Sender {
                 let prior_lost = self.c.lost;
                 self.rack_detect(now, out);
                 if self.c.lost > prior_lost {
-                    self.fastretrans_alert();
+                    if matches!(self.c.ca_state, CaState::Open | CaState::Disorder | CaState::Cwr) {
+                        self.enter_recovery(false);
+                    }
                     if self.c.ca_state == CaState::Recovery && !self.uses_cong_control() {
                         self.cwnd_reduction(0, true, false);
                     }
@@ -1010,34 +1291,50 @@ impl Sender {
             return;
         }
         self.stats.rto_count += 1;
-        let fresh = matches!(self.c.ca_state, CaState::Open | CaState::Disorder)
-            || self.snd_una >= self.high_seq
-            || (self.c.ca_state == CaState::Loss && self.rtt.backoff == 0);
-        if fresh {
-            self.c.prior_cwnd = self.c.cwnd;
-            self.c.ssthresh = self.cca.ssthresh(&mut self.c);
-            self.cca.cwnd_event(&mut self.c, CaEvent::Loss);
-        }
-        // Everything not sacked is presumed lost; retransmissions restart.
+        let new_recovery = self.c.ca_state < CaState::Recovery;
+        let repeated_timeout = self.rtt.backoff > 0;
+        // `tcp_timeout_mark_lost`: the head and everything not sacked that
+        // RACK would time out (sent more than its RTT ago) is presumed lost;
+        // those retransmissions restart.
+        self.rexmits.clear();
         for i in 0..self.rtxq.len() {
             let s = &mut self.rtxq[i];
+            if s.flags & SACKED != 0 {
+                continue;
+            }
+            if i > 0 && !self.rack.timed_out(s.tx.sent_ns, now) {
+                if s.flags & RETRANS != 0 {
+                    self.rexmits.push_back(s.seq);
+                }
+                continue;
+            }
             if s.flags & RETRANS != 0 {
                 s.flags &= !RETRANS;
                 self.c.retrans_out -= 1;
             }
-            if s.flags & (SACKED | LOST) == 0 {
+            if s.flags & LOST == 0 {
                 s.flags |= LOST;
                 self.c.lost_out += 1;
                 self.c.lost += 1;
             }
         }
-        self.rexmits.clear();
+        let fresh = matches!(self.c.ca_state, CaState::Open | CaState::Disorder)
+            || self.snd_una >= self.high_seq
+            || (self.c.ca_state == CaState::Loss && self.rtt.backoff == 0);
+        if fresh {
+            self.undo.prior_ssthresh = current_ssthresh(&self.c);
+            self.c.prior_cwnd = self.c.cwnd;
+            self.c.ssthresh = self.cca.ssthresh(&mut self.c);
+            self.cca.cwnd_event(&mut self.c, CaEvent::Loss);
+            self.undo.init(self.snd_una, self.c.retrans_out);
+        }
         self.retx_hint = self.snd_una;
         self.rack_hint = self.snd_nxt;
         self.c.cwnd = self.c.packets_in_flight() + 1;
         self.c.cwnd_cnt = 0;
         self.high_seq = self.snd_nxt;
         self.set_ca_state(CaState::Loss);
+        self.frto.enter_loss(new_recovery, repeated_timeout);
         self.rtt.backoff += 1;
         self.tlp_high_seq = None;
         self.pace_next_ns = now;
@@ -1172,5 +1469,102 @@ mod tests {
         // One segment acked: a one-segment write.
         s.on_ack(&ack(5, 22_000_000), 22_000_000, &mut out);
         assert_eq!(sent(&out), vec![(19, true), (20, false)]);
+    }
+
+    /// A connection with ten segments out at t = 10 ms (SYN RTT 10 ms).
+    fn ten_out(cca: &str) -> (Sender, Out) {
+        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name(cca).unwrap(), ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        out.clear();
+        (s, out)
+    }
+
+    /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
+    /// the original transmission's timestamp, so the window cut is undone
+    /// and the connection is Open with its old cwnd and ssthresh.
+    #[test]
+    fn spurious_rto_is_undone() {
+        let (mut s, mut out) = ten_out("reno");
+        let rto_at = s.rto_deadline;
+        s.on_timer(TimerKind::Rto, rto_at, &mut out);
+        // The probe timer fires first with ten segments out; then the RTO.
+        while s.c.ca_state != CaState::Loss {
+            let at = s.rto_deadline.max(s.c.now_ns + 1);
+            s.on_timer(TimerKind::Rto, at, &mut out);
+        }
+        assert!(s.c.cwnd <= 2);
+        let now = s.c.now_ns + 1_000_000;
+        s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, now, &mut out);
+        assert_eq!(s.stats.undo_count, 1);
+        assert_eq!(s.c.ca_state, CaState::Open);
+        assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+        assert!(s.c.cwnd >= 10, "cwnd {} not restored", s.c.cwnd);
+        assert_eq!(s.c.lost_out, 0);
+    }
+
+    /// A real timeout: the ACK echoes the retransmission. F-RTO step 2b
+    /// sends new data rather than retransmitting more; the next ACK that
+    /// only SACKs the new data shows the loss was real (step 3a).
+    #[test]
+    fn real_rto_sends_new_data_then_recovers_conventionally() {
+        let (mut s, mut out) = ten_out("reno");
+        while s.c.ca_state != CaState::Loss {
+            let at = s.rto_deadline.max(s.c.now_ns + 1);
+            s.on_timer(TimerKind::Rto, at, &mut out);
+        }
+        let rexmit_at = s.c.now_ns;
+        out.clear();
+        // The head's retransmission is acked; segments 2..10 are still lost.
+        s.on_ack(&Packet { ack: 1448, ts_ecr: rexmit_at, ..Packet::default() }, rexmit_at + 1_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 0);
+        assert_eq!(s.c.ca_state, CaState::Loss);
+        let first = sent(&out);
+        assert!(!first.is_empty() && first.iter().all(|&(end, _)| end > 10), "new data first, got {first:?}");
+        out.clear();
+        // The new data is sacked above the holes: retransmissions resume.
+        // (Segment 11, the loss probe sent before the timeout, is an
+        // original: its SACK would prove the timeout spurious.)
+        let (end, _) = *first.last().unwrap();
+        let p = Packet { ack: 1448, ts_ecr: rexmit_at, nsack: 1, sack: [((end - 1) * 1448, end * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&p, rexmit_at + 2_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 0);
+        assert!(sent(&out).iter().any(|&(end, _)| end <= 10), "no retransmission after step 3a");
+    }
+
+    /// D-SACKs for every retransmission of a fast recovery undo it (Linux
+    /// `tcp_try_undo_dsack`), restoring the CCA's cwnd (`undo_cwnd`).
+    #[test]
+    fn dsack_of_every_retransmission_undoes_recovery() {
+        let (mut s, mut out) = ten_out("cubic");
+        // Segments 2..4 sacked after segment 1: RACK marks 1 lost at once
+        // (three sacked), recovery retransmits it.
+        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(a * 1448, b * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&sack(1, 4), 20_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+        let prior = s.c.prior_cwnd;
+        assert!(s.c.ssthresh < prior);
+        // The original arrived after all, then the rest of the window: the
+        // receiver reports the retransmission as a duplicate.
+        let d = Packet { ack: 10 * 1448, ts_ecr: 20_000_000, nsack: 1, sack: [(0, 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&d, 31_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 1);
+        assert!(matches!(s.c.ca_state, CaState::Open | CaState::Disorder));
+        assert!(s.c.cwnd >= prior, "cwnd {} < prior {}", s.c.cwnd, prior);
+    }
+
+    /// A real loss repaired by fast retransmit is not undone.
+    #[test]
+    fn real_fast_recovery_is_kept() {
+        let (mut s, mut out) = ten_out("cubic");
+        let sack = Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(1448, 4 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&sack, 20_000_000, &mut out);
+        let ssthresh = s.c.ssthresh;
+        // The retransmission's ACK echoes the retransmission.
+        s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 0);
+        assert_eq!(s.c.ssthresh, ssthresh);
     }
 }
