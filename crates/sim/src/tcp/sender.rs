@@ -676,14 +676,15 @@ impl Sender {
             self.set_xmit_timer(now, out);
         }
         if new_first {
-            // Linux `tcp_xmit_recovery` with REXMIT_NEW: new data first; if
+            // Linux `tcp_xmit_recovery` with REXMIT_NEW: new data only; if
             // none could go, F-RTO gives way to conventional recovery.
             self.new_data_first = true;
             self.send(now, out);
             self.new_data_first = false;
-            if self.snd_nxt <= self.high_seq {
-                self.frto.stop();
+            if self.snd_nxt > self.high_seq {
+                return;
             }
+            self.frto.stop();
         }
         self.send(now, out);
     }
