@@ -96,6 +96,8 @@ pub struct Sender {
     probe_armed: bool,
     /// A loss probe is outstanding up to this sequence (Linux `tlp_high_seq`).
     tlp_high_seq: Option<u64>,
+    /// That probe was a retransmission (Linux `tlp_retrans`).
+    tlp_retrans: bool,
     pub pace_timer: Timer,
     pub reo_timer: Timer,
     /// Earliest departure of the next burst (Linux's `tcp_wstamp_ns`).
@@ -118,6 +120,8 @@ pub struct Sender {
     orig_sack_acked: bool,
     data_sacked: bool,
     lost_retrans: bool,
+    /// A D-SACK of exactly the loss probe's segment (Linux FLAG_DSACK_TLP).
+    dsack_tlp: bool,
     /// F-RTO step 2b: this ACK sends new data before retransmissions.
     new_data_first: bool,
     /// Lowest sequence that may hold a lost, not yet retransmitted segment.
@@ -192,6 +196,7 @@ impl Sender {
             rto_deadline: 0,
             probe_armed: false,
             tlp_high_seq: None,
+            tlp_retrans: false,
             pace_timer: Timer::default(),
             reo_timer: Timer::default(),
             pace_next_ns: 0,
@@ -207,6 +212,7 @@ impl Sender {
             orig_sack_acked: false,
             data_sacked: false,
             lost_retrans: false,
+            dsack_tlp: false,
             new_data_first: false,
             retx_hint: 0,
             rack_hint: 0,
@@ -572,6 +578,7 @@ impl Sender {
         self.orig_sack_acked = false;
         self.data_sacked = false;
         self.lost_retrans = false;
+        self.dsack_tlp = false;
         let mut newest: Option<(Nanos, u64, bool)> = None; // (sent, end seq, retransmitted)
 
         if self.cfg.sack && p.nsack > 0 {
@@ -639,6 +646,9 @@ impl Sender {
         }
         self.cca.in_ack_event(&mut self.c, if ece { ACK_ECE } else { 0 });
 
+        if self.tlp_high_seq.is_some() {
+            self.process_tlp_ack(p.ack, self.snd_una > prior_snd_una || acked > 0);
+        }
         let new_first = self.fastretrans_alert(&AckInfo {
             una_advanced: self.snd_una > prior_snd_una,
             dupack: dupack || self.snd_una == prior_snd_una,
@@ -665,9 +675,6 @@ impl Sender {
         }
 
         self.note_app_refill(self.snd_una - prior_snd_una);
-        if self.tlp_high_seq.is_some_and(|h| self.snd_una >= h) {
-            self.tlp_high_seq = None;
-        }
         if self.c.packets_out == 0 {
             self.rto_timer.cancel();
             self.probe_armed = false;
@@ -737,6 +744,9 @@ impl Sender {
         let dup = start < p.ack || (p.nsack > 1 && start >= p.sack[1].0 && end <= p.sack[1].1);
         if !dup || start >= end {
             return dup;
+        }
+        if end - start <= self.cfg.mss as u64 && self.tlp_high_seq == Some(end) {
+            self.dsack_tlp = true;
         }
         if end <= self.snd_una {
             // Already cumulatively acked: count segments of its length.
@@ -1035,6 +1045,28 @@ impl Sender {
         self.cca.cwnd_event(&mut self.c, CaEvent::CompleteCwr);
     }
 
+    /// `tcp_process_tlp_ack` (RFC 8985 §7.4): once the ACKs reach the loss
+    /// probe's end, the episode ends. A retransmitted probe that got a
+    /// D-SACK, or a pure duplicate ACK, means original and probe both
+    /// arrived: no loss. An ACK beyond it means the probe repaired a loss
+    /// that no other mechanism saw: reduce cwnd once, as for ECN.
+    fn process_tlp_ack(&mut self, ack: u64, progress: bool) {
+        let Some(high) = self.tlp_high_seq else { return };
+        if ack < high {
+            return;
+        }
+        if !self.tlp_retrans || self.dsack_tlp {
+            self.tlp_high_seq = None;
+        } else if ack > high {
+            self.init_cwnd_reduction();
+            self.set_ca_state(CaState::Cwr);
+            self.end_cwnd_reduction();
+            self.try_keep_open();
+        } else if !progress && !self.data_sacked {
+            self.tlp_high_seq = None;
+        }
+    }
+
     /// `tcp_undo_cwnd_reduction`: back to the cwnd (the CCA's `undo_cwnd`)
     /// and ssthresh from before the reduction; with `unmark_loss`, segments
     /// marked lost are in flight again and RACK judges them afresh.
@@ -1163,6 +1195,7 @@ impl Sender {
     /// CWR is signalled to the receiver on the next new segment.
     fn init_cwnd_reduction(&mut self) {
         self.high_seq = self.snd_nxt;
+        self.tlp_high_seq = None;
         self.c.prior_cwnd = self.c.cwnd;
         self.prr.start();
         self.c.ssthresh = self.cca.ssthresh(&mut self.c);
@@ -1377,6 +1410,7 @@ impl Sender {
     fn send_loss_probe(&mut self, now: Nanos, out: &mut Out) {
         self.probe_armed = false;
         self.stats.tlp_count += 1;
+        self.tlp_retrans = false;
         let len = if self.unlimited { self.cfg.mss as u64 } else { (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64) };
         let outstanding = self.snd_nxt + len - self.snd_una;
         if len > 0 && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes {
@@ -1385,6 +1419,7 @@ impl Sender {
         } else if let Some(last) = self.rtxq.len().checked_sub(1) {
             if self.rtxq[last].flags & (SACKED | RETRANS) == 0 {
                 self.transmit(last, true, now, out);
+                self.tlp_retrans = true;
             }
         }
         self.tlp_high_seq = Some(self.snd_nxt);
@@ -1567,5 +1602,49 @@ mod tests {
         s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
         assert_eq!(s.stats.undo_count, 0);
         assert_eq!(s.c.ssthresh, ssthresh);
+    }
+
+    /// Ten segments written, eight acked, the probe timer fired (2·srtt +
+    /// 2 ms after that ACK): the last segment went out again as a probe.
+    fn probed_tail() -> (Sender, Out) {
+        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), ConnOpts::default());
+        let mut out = Out::default();
+        s.write(10 * 1448, 0, &mut out);
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        s.on_ack(&ack(8, 20_000_000), 20_000_000, &mut out);
+        out.clear();
+        assert!(s.probe_armed);
+        s.on_timer(TimerKind::Rto, 100_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(10, false)]);
+        assert!(s.tlp_retrans && s.tlp_high_seq == Some(10 * 1448));
+        (s, out)
+    }
+
+    /// A D-SACK of the probe: original and probe both arrived, no loss.
+    #[test]
+    fn dsacked_loss_probe_is_no_loss() {
+        let (mut s, mut out) = probed_tail();
+        let now = s.c.now_ns + 10_000_000;
+        let d = Packet { ack: 10 * 1448, ts_ecr: 10_000_000, nsack: 1, sack: [(9 * 1448, 10 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&d, now, &mut out);
+        assert_eq!(s.tlp_high_seq, None);
+        assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+    }
+
+    /// No D-SACK: the probe repaired a lost tail, and the first ACK beyond
+    /// it reduces cwnd once (Linux TCPLossProbeRecovery).
+    #[test]
+    fn loss_repaired_by_the_probe_reduces_cwnd() {
+        let (mut s, mut out) = probed_tail();
+        let now = s.c.now_ns + 10_000_000;
+        s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: now - 10_000_000, ..Packet::default() }, now, &mut out);
+        assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+        assert!(s.tlp_high_seq.is_some());
+        s.write(1448, now, &mut out);
+        s.on_ack(&Packet { ack: 11 * 1448, ts_ecr: now, ..Packet::default() }, now + 10_000_000, &mut out);
+        assert!(s.c.ssthresh < INFINITE_SSTHRESH);
+        assert_eq!(s.tlp_high_seq, None);
+        assert_eq!(s.c.ca_state, CaState::Open);
     }
 }
