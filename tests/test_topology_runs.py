@@ -146,14 +146,20 @@ def test_a_route_change_mid_run(tmp_path):
     assert events["kind"] == ["route", "route"] and events["time_us"] == [4_000_000, 7_000_000]
     assert events["flow_id"] == [0, 0] and "r1-r3" in events["detail"][0]
     at = dict(zip(samples["time_us"], zip(samples["srtt_us"], samples["delivered_bytes"])))
-    # the base RTTs of the two paths (propagation only; the pipes and 100 Mbit/s serialisation add ~0.2 ms)
+    # the base RTTs of the two paths (propagation only; the pipes, 100 Mbit/s serialisation and the
+    # paced bursts add 0.2-1.1 ms: srtt swings within that on the primary path)
     primary_rtt, detour_rtt = 20_000, 50_000
     for t in range(1_000_000, 4_000_001, 500_000):
-        assert abs(at[t][0] - primary_rtt) < 1000, (t, at[t])
+        assert abs(at[t][0] - primary_rtt) < 1500, (t, at[t])
     for t in range(4_500_000, 7_000_001, 500_000):
-        assert abs(at[t][0] - detour_rtt) < 1000, (t, at[t])
+        assert abs(at[t][0] - detour_rtt) < 1500, (t, at[t])
     for t in range(7_500_000, 10_000_001, 500_000):
-        assert abs(at[t][0] - primary_rtt) < 1000, (t, at[t])
+        assert abs(at[t][0] - primary_rtt) < 1500, (t, at[t])
+    # the move back reorders (new packets overtake old ones): the fast recovery that starts is
+    # spurious, and the evidence (D-SACKs of its retransmissions, echoed timestamps) undoes it, as in
+    # Linux; before undo was modelled cwnd fell from 90 to 63 segments here
+    cwnd = dict(zip(samples["time_us"], samples["cwnd_bytes"]))
+    assert cwnd[7_500_000] >= cwnd[6_900_000], (cwnd[6_900_000], cwnd[7_500_000])
     # it keeps delivering through both moves (the second after a move to the longer path, its window
     # grows to the new BDP), and at its 20 Mbit/s between them
     ceiling = 20e6 * 1448 / 1500

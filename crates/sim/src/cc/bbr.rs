@@ -970,7 +970,7 @@ impl CongestionControl for Bbr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cc::testutil::{RateSampler, TxState};
+    use crate::cc::testutil::{rate_sample_one, RateSampler, TxState};
     use std::collections::VecDeque;
 
     // ---------- a small closed-loop pipe for BBR ----------
@@ -1055,7 +1055,7 @@ mod tests {
             if self.c.packets_out == 0 {
                 self.bbr.cwnd_event(&mut self.c, CaEvent::TxStart);
             }
-            let p = Sent { seq: self.next_seq, tx: self.rate.on_send(&self.c) };
+            let p = Sent { seq: self.next_seq, tx: self.rate.on_send(&self.c, self.now_ns) };
             self.next_seq += 1;
             self.c.packets_out += 1;
             self.c.max_packets_out = self.c.max_packets_out.max(self.c.packets_out);
@@ -1087,7 +1087,7 @@ mod tests {
             self.next_send_ns = self.now_ns + 1448 * 1_000_000_000 / rate;
         }
 
-        fn ack(&mut self, p: Sent) {
+        fn ack(&mut self, mut p: Sent) {
             let now_us = self.c.now_us;
             let prior_in_flight = self.c.packets_in_flight();
             self.c.packets_out -= 1;
@@ -1102,7 +1102,7 @@ mod tests {
             self.c.lost += losses as u64;
             self.c.packets_out -= losses;
 
-            let rtt = (now_us - p.tx.sent_us) as i64;
+            let rtt = (now_us - p.tx.sent_ns / 1000) as i64;
             self.c.min_rtt_us = self.c.min_rtt_us.min(rtt as u32);
             self.c.srtt_us = if self.c.srtt_us == 0 {
                 rtt as u32
@@ -1110,7 +1110,7 @@ mod tests {
                 (self.c.srtt_us as i64 + (rtt - self.c.srtt_us as i64) / 8) as u32
             };
 
-            let rs = self.rate.on_ack(&mut self.c, &p.tx, losses, prior_in_flight);
+            let rs = rate_sample_one(&mut self.rate, &mut self.c, &mut p.tx, losses, prior_in_flight);
             assert!(self.bbr.cong_control(&mut self.c, &rs));
             self.trace.push(Snap {
                 t_us: now_us,

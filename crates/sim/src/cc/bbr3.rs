@@ -1415,7 +1415,7 @@ impl CongestionControl for Bbr3 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cc::testutil::{RateSampler, TxState};
+    use crate::cc::testutil::{rate_sample_one, RateSampler, TxState};
     use std::collections::VecDeque;
 
     const MSS: u32 = 1448;
@@ -1513,7 +1513,7 @@ mod tests {
                 self.b.cwnd_event(&mut self.c, CaEvent::TxStart);
             }
             let queued = self.link_free_ns.saturating_sub(now).div_ceil(self.pkt_ns);
-            let mut seg = Seg { seq: self.next_seq, sent_ns: now, tx: self.rate.on_send(&self.c), ce: false };
+            let mut seg = Seg { seq: self.next_seq, sent_ns: now, tx: self.rate.on_send(&self.c, now), ce: false };
             self.next_seq += 1;
             self.sent += 1;
             self.c.packets_out += 1;
@@ -1548,7 +1548,7 @@ mod tests {
             }
         }
 
-        fn on_ack(&mut self, seg: Seg) {
+        fn on_ack(&mut self, mut seg: Seg) {
             let now = self.now_ns;
             let prior_in_flight = self.c.packets_in_flight();
             // Earlier segments still missing were dropped.
@@ -1573,7 +1573,7 @@ mod tests {
                 (7 * self.srtt_ns + rtt) / 8
             };
             self.c.srtt_us = (self.srtt_ns / 1000) as u32;
-            let rs = self.rate.on_ack(&mut self.c, &seg.tx, losses as u32, prior_in_flight);
+            let rs = rate_sample_one(&mut self.rate, &mut self.c, &mut seg.tx, losses as u32, prior_in_flight);
             // Loss state machine, as the engine's.
             if losses > 0 && matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
                 self.high_seq = self.next_seq;

@@ -15,6 +15,12 @@
 //!    cwnd and pacing rate entirely, like BBR; otherwise, outside recovery and
 //!    only when `conn.is_cwnd_limited()`, `cong_avoid(acked)`.
 //!
+//! When a reduction proves spurious (D-SACK, timestamps or F-RTO; see
+//! `crate::tcp`'s undo), the engine sets cwnd to `undo_cwnd()` and restores
+//! the ssthresh from before it. As in Linux, only BBR, BBRv3, DCTCP and
+//! H-TCP (and a BPF CCA) restore state of their own; the others, CUBIC and
+//! BIC included, use Reno's max(cwnd, prior_cwnd).
+//!
 //! Units follow Linux: cwnd and ssthresh in segments, times in microseconds,
 //! pacing rate in bytes per second.
 

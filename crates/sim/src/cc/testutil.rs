@@ -1,6 +1,6 @@
 //! Test senders shared by the CCAs' unit tests: ACK loops for window-based
-//! algorithms, a queueing pipe for the delay-based ones, and Linux's
-//! delivery-rate sampling for the rate-based ones.
+//! algorithms, a queueing pipe for the delay-based ones, and the engine's
+//! delivery-rate sampler for the rate-based ones.
 
 use super::{AckSample, CongestionControl, Conn, RateSample};
 use std::collections::VecDeque;
@@ -105,70 +105,16 @@ impl<C: CongestionControl> QueuePipe<C> {
     }
 }
 
-/// What tcp_rate.c keeps in a segment when it is sent.
-#[derive(Clone, Copy, Debug)]
-pub struct TxState {
-    pub sent_us: u64,
-    delivered: u64,
-    delivered_ce: u64,
-    delivered_us: u64,
-    first_tx_us: u64,
-    app_limited: bool,
-}
+pub use crate::tcp::rate::{RateSampler, TxState};
 
-/// Linux's delivery-rate sampling (tcp_rate.c) for a test sender whose
-/// ACKs each deliver one segment, on the connection's µs clock.
-#[derive(Default)]
-pub struct RateSampler {
-    first_tx_us: u64,
-    delivered_us: u64,
-}
-
-impl RateSampler {
-    /// `tcp_rate_skb_sent`: the state of a segment sent now, before
-    /// `packets_out` counts it. A send into an empty pipe starts a new
-    /// sampling interval.
-    pub fn on_send(&mut self, c: &Conn) -> TxState {
-        if c.packets_out == 0 {
-            self.first_tx_us = c.now_us;
-            self.delivered_us = c.now_us;
-        }
-        TxState {
-            sent_us: c.now_us,
-            delivered: c.delivered,
-            delivered_ce: c.delivered_ce,
-            delivered_us: self.delivered_us,
-            first_tx_us: self.first_tx_us,
-            app_limited: c.app_limited != 0,
-        }
-    }
-
-    /// `tcp_rate_skb_delivered` + `tcp_rate_gen` for the ACK of `tx`, once
-    /// `c.delivered` (and `delivered_ce`, `min_rtt_us`) count it.
-    pub fn on_ack(&mut self, c: &mut Conn, tx: &TxState, losses: u32, prior_in_flight: u32) -> RateSample {
-        if c.app_limited != 0 && c.delivered > c.app_limited {
-            c.app_limited = 0;
-        }
-        let send_elapsed = tx.sent_us - tx.first_tx_us;
-        let ack_elapsed = c.now_us - tx.delivered_us;
-        self.first_tx_us = tx.sent_us;
-        self.delivered_us = c.now_us;
-        let mut interval = send_elapsed.max(ack_elapsed) as i64;
-        // Shorter than the min RTT: too short to measure a rate (Linux drops it).
-        if interval < c.min_rtt_us as i64 {
-            interval = -1;
-        }
-        RateSample {
-            prior_delivered: tx.delivered,
-            delivered: (c.delivered - tx.delivered) as i64,
-            delivered_ce: (c.delivered_ce - tx.delivered_ce) as i64,
-            interval_us: interval,
-            rtt_us: (c.now_us - tx.sent_us) as i64,
-            losses,
-            acked_sacked: 1,
-            prior_in_flight,
-            is_app_limited: tx.app_limited,
-            ..RateSample::default()
-        }
-    }
+/// The rate sample of an ACK that delivers the one segment `tx`, through
+/// the engine's own sampler (`tcp_rate_skb_delivered` + `tcp_rate_gen`),
+/// once `c.delivered` (and `delivered_ce`, `min_rtt_us`) count it.
+pub fn rate_sample_one(rate: &mut RateSampler, c: &mut Conn, tx: &mut TxState, losses: u32, prior_in_flight: u32) -> RateSample {
+    let mut rs = RateSample { losses, acked_sacked: 1, prior_in_flight, ..RateSample::default() };
+    rs.rtt_us = (c.now_ns.saturating_sub(tx.sent_ns) / 1000) as i64;
+    rate.begin_ack();
+    rate.on_delivered(&mut rs, tx, c.snd_una, false);
+    rate.gen(c, &mut rs, c.now_ns);
+    rs
 }

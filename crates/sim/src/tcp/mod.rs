@@ -2,8 +2,14 @@
 //! flows one way. An RPC flow uses two connections (request and response
 //! streams) that share one handshake.
 
+pub(crate) mod frto;
+pub(crate) mod prr;
+pub(crate) mod rack;
+pub(crate) mod rate;
 mod receiver;
+pub(crate) mod rtt;
 mod sender;
+pub(crate) mod undo;
 
 pub use receiver::Receiver;
 pub use sender::{Sender, SenderStats};

@@ -77,6 +77,9 @@ pub struct Receiver {
     ooo: Vec<Range>,
     touch: u64,
     ts_recent: u64,
+    /// Data that arrived twice, reported once as the first SACK block of
+    /// the next ACK (D-SACK, RFC 2883; Linux `tcp_dsack_set`).
+    dsack: Option<(u64, u64)>,
     quickacks: u32,
     window: WindowGrowth,
     /// RFC 3168: echo ECE from a CE mark until the sender's CWR.
@@ -97,6 +100,7 @@ impl Receiver {
             ooo: Vec::new(),
             touch: 0,
             ts_recent: 0,
+            dsack: None,
             quickacks: QUICKACKS,
             window: WindowGrowth::new(cfg),
             ce_state: false,
@@ -154,6 +158,9 @@ impl Receiver {
             self.quickacks |= 1;
         }
         let mut immediate = false;
+        if self.cfg.sack {
+            self.note_duplicate(p.seq, end);
+        }
         if p.seq <= self.rcv_nxt && end > self.rcv_nxt {
             self.rcv_nxt = end;
             if !self.ooo.is_empty() {
@@ -193,6 +200,18 @@ impl Receiver {
             }
         }
         self.rcv_nxt - before
+    }
+
+    /// The part of [seq, end) already received: below rcv_nxt, or inside an
+    /// out-of-order range (Linux `tcp_data_queue` / `tcp_data_queue_ofo`).
+    fn note_duplicate(&mut self, seq: u64, end: u64) {
+        if seq < self.rcv_nxt {
+            self.dsack = Some((seq, end.min(self.rcv_nxt)));
+            return;
+        }
+        if let Some(r) = self.ooo.iter().find(|r| r.start < end && seq < r.end) {
+            self.dsack = Some((seq.max(r.start), end.min(r.end)));
+        }
     }
 
     fn insert_ooo(&mut self, start: u64, end: u64) {
@@ -251,14 +270,20 @@ impl Receiver {
         }
         let mut a = self.ack_packet();
         a.ece = self.opts.ecn && self.ce_state;
+        // A D-SACK block goes first and is sent once.
+        let mut n = 0;
+        if let Some(d) = self.dsack.take() {
+            a.sack[0] = d;
+            n = 1;
+        }
         if self.cfg.sack && !self.ooo.is_empty() {
             // The most recently changed blocks first (RFC 2018).
+            let first = n;
             let mut picked: [usize; MAX_SACK] = [usize::MAX; MAX_SACK];
-            let mut n = 0;
             while n < MAX_SACK {
                 let mut best: Option<usize> = None;
                 for (i, r) in self.ooo.iter().enumerate() {
-                    if picked[..n].contains(&i) {
+                    if picked[first..n].contains(&i) {
                         continue;
                     }
                     if best.map_or(true, |b| r.touched > self.ooo[b].touched) {
@@ -274,6 +299,8 @@ impl Receiver {
                     None => break,
                 }
             }
+        }
+        if n > 0 {
             a.nsack = n as u8;
             a.wire += 4 + 8 * n as u32;
         }
@@ -347,5 +374,32 @@ mod tests {
         let small = TcpConfig { rmem_bytes: 65_536, ..tcp_cfg() };
         let w = WindowGrowth::new(&small);
         assert_eq!((w.rcv_ssthresh, w.window_clamp), (32_768, 40_960));
+    }
+
+    /// A segment that arrives twice is reported once, as the first SACK
+    /// block of the next ACK (D-SACK, RFC 2883), before the regular blocks.
+    #[test]
+    fn duplicates_are_reported_by_dsack() {
+        let mut r = Receiver::new(0, 0, &tcp_cfg(), ConnOpts::default());
+        let mut out = Out::default();
+        let data = |n: u64| Packet { seq: n * 1448, len: 1448, ..Packet::default() };
+        r.on_data(&data(0), 0, &mut out);
+        r.on_data(&data(2), 0, &mut out);
+        out.clear();
+        // Segment 0 again: below rcv_nxt.
+        r.on_data(&data(0), 0, &mut out);
+        let a = out.pkts.last().unwrap();
+        assert_eq!(a.nsack, 2);
+        assert_eq!(a.sack[0], (0, 1448));
+        assert_eq!(a.sack[1], (2 * 1448, 3 * 1448));
+        out.clear();
+        // Segment 2 again: inside the out-of-order range.
+        r.on_data(&data(2), 0, &mut out);
+        assert_eq!(out.pkts.last().unwrap().sack[0], (2 * 1448, 3 * 1448));
+        out.clear();
+        // New data: no D-SACK any more.
+        r.on_data(&data(1), 0, &mut out);
+        let a = out.pkts.last().unwrap();
+        assert_eq!((a.ack, a.nsack), (3 * 1448, 0));
     }
 }

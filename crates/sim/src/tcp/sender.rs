@@ -1,10 +1,18 @@
 //! The sending side of a TCP connection, after Linux: a retransmit queue of
-//! segments with SACK scoreboard flags, RACK loss detection (and dupack
-//! counting without SACK), PRR during fast recovery, RTO with exponential
-//! backoff, pacing, and delivery-rate sampling per
-//! draft-cheng-iccrg-delivery-rate-estimation. The congestion controller is
-//! called through the `tcp_congestion_ops`-shaped trait in `crate::cc`.
+//! segments with SACK scoreboard flags, the loss state machine, sending and
+//! pacing, and the timers. It orchestrates the parts Linux also keeps apart:
+//! RTT/RTO estimation (`rtt`), RACK loss detection (`rack`; dupack counting
+//! without SACK stays here), PRR (`prr`), delivery-rate sampling (`rate`),
+//! undo of spurious reductions (`undo`) and F-RTO (`frto`). The congestion
+//! controller is called through the `tcp_congestion_ops`-shaped trait in
+//! `crate::cc`.
 
+use super::frto::{Frto, LossAck, Verdict};
+use super::prr::Prr;
+use super::rack::{Rack, DUPTHRESH};
+use super::rate::{RateSampler, TxState};
+use super::rtt::RttEstimator;
+use super::undo::{current_ssthresh, Undo};
 use super::{ConnOpts, Out, TimerKind};
 use crate::cc::{AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH};
 use crate::config::{Pacing, TcpConfig};
@@ -19,15 +27,9 @@ const LOST: u8 = 2;
 /// A retransmission of this segment is in flight (Linux TCPCB_SACKED_RETRANS).
 const RETRANS: u8 = 4;
 const EVER_RETRANS: u8 = 8;
-const APP_LIMITED: u8 = 16;
 /// The segment carries PSH: it ends an application write.
 const PUSH: u8 = 32;
 
-/// Linux TCP_TIMEOUT_INIT and TCP_RTO_MAX.
-const RTO_INIT: Nanos = NS_PER_SEC;
-const RTO_MAX: Nanos = 120 * NS_PER_SEC;
-/// Linux `tcp_reordering` default: the dupack threshold without SACK.
-const DUPTHRESH: u32 = 3;
 /// Segments sent before Linux starts pacing (`tp->data_segs_out >= 10`).
 const UNPACED_SEGS: u64 = 10;
 
@@ -37,21 +39,23 @@ struct Seg {
     seq: u64,
     len: u32,
     flags: u8,
-    /// Last (re)transmission time.
-    sent_ns: Nanos,
-    /// Delivery-rate snapshot taken at that transmission.
-    first_tx_ns: Nanos,
-    delivered_ns: Nanos,
-    delivered: u64,
-    delivered_ce: u64,
-    /// Already counted in a rate sample.
-    rate_done: bool,
+    /// Last (re)transmission time and the delivery-rate snapshot taken then.
+    tx: TxState,
 }
 
 impl Seg {
     fn end(&self) -> u64 {
         self.seq + self.len as u64
     }
+}
+
+/// What one ACK brought for the loss state machine.
+struct AckInfo {
+    una_advanced: bool,
+    /// A duplicate ACK: no progress (the simulator's ACKs carry no data).
+    dupack: bool,
+    ts_ecr: Nanos,
+    ece: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,11 +91,7 @@ pub struct Sender {
     push_seqs: VecDeque<u64>,
     rtxq: VecDeque<Seg>,
 
-    // RTT and RTO (RFC 6298 as Linux computes it)
-    srtt_ns: Nanos,
-    rttvar_ns: Nanos,
-    rto_ns: Nanos,
-    backoff: u32,
+    rtt: RttEstimator,
     /// The retransmission timer; it also carries the tail loss probe.
     pub rto_timer: Timer,
     /// When the RTO would fire, and whether the timer is set for a probe.
@@ -99,6 +99,8 @@ pub struct Sender {
     probe_armed: bool,
     /// A loss probe is outstanding up to this sequence (Linux `tlp_high_seq`).
     tlp_high_seq: Option<u64>,
+    /// That probe was a retransmission (Linux `tlp_retrans`).
+    tlp_retrans: bool,
     pub pace_timer: Timer,
     pub reo_timer: Timer,
     /// Earliest departure of the next burst (Linux's `tcp_wstamp_ns`).
@@ -111,12 +113,20 @@ pub struct Sender {
 
     // loss recovery
     high_seq: u64,
-    prr_delivered: u32,
-    prr_out: u32,
-    rack_xmit_ns: Nanos,
-    rack_end_seq: u64,
-    rack_rtt_ns: Nanos,
-    rack_valid: bool,
+    prr: Prr,
+    rack: Rack,
+    undo: Undo,
+    frto: Frto,
+    /// This ACK's news for the loss state machine (Linux's `flag` bits):
+    /// never-retransmitted data below high_seq (s)acked, new SACKs, and a
+    /// retransmission found lost.
+    orig_sack_acked: bool,
+    data_sacked: bool,
+    lost_retrans: bool,
+    /// A D-SACK of exactly the loss probe's segment (Linux FLAG_DSACK_TLP).
+    dsack_tlp: bool,
+    /// F-RTO step 2b: this ACK sends new data before retransmissions.
+    new_data_first: bool,
     /// Lowest sequence that may hold a lost, not yet retransmitted segment.
     retx_hint: u64,
     /// Lowest sequence of a never-retransmitted segment RACK has not settled.
@@ -128,14 +138,8 @@ pub struct Sender {
     nsack_cache: usize,
     cwnd_usage_seq: u64,
 
-    // delivery-rate estimation
-    first_tx_ns: Nanos,
-    delivered_ns: Nanos,
+    rate: RateSampler,
     data_segs_out: u64,
-    /// Per-ACK rate-sample scratch: `delivered_ns` snapshot and the send
-    /// time / end of the segment the sample is taken from.
-    rate_prior_ns: Nanos,
-    rs_key: (Nanos, u64),
 
     // what the samples and flow summaries report
     pub stats: SenderStats,
@@ -150,6 +154,8 @@ pub struct SenderStats {
     pub delivery_rate_bps: f64,
     pub rto_count: u64,
     pub tlp_count: u64,
+    /// Reductions undone as spurious (D-SACK, timestamps or F-RTO).
+    pub undo_count: u64,
 }
 
 impl Sender {
@@ -189,14 +195,12 @@ impl Sender {
             unlimited: false,
             push_seqs: VecDeque::new(),
             rtxq: VecDeque::with_capacity(256),
-            srtt_ns: 0,
-            rttvar_ns: 0,
-            rto_ns: RTO_INIT,
-            backoff: 0,
+            rtt: RttEstimator::new(cfg.min_rto_ns),
             rto_timer: Timer::default(),
             rto_deadline: 0,
             probe_armed: false,
             tlp_high_seq: None,
+            tlp_retrans: false,
             pace_timer: Timer::default(),
             reo_timer: Timer::default(),
             pace_next_ns: 0,
@@ -205,23 +209,23 @@ impl Sender {
             burst_goal: 1,
             last_send_ns: 0,
             high_seq: 0,
-            prr_delivered: 0,
-            prr_out: 0,
-            rack_xmit_ns: 0,
-            rack_end_seq: 0,
-            rack_rtt_ns: 0,
-            rack_valid: false,
+            prr: Prr::default(),
+            rack: Rack::default(),
+            undo: Undo::default(),
+            frto: Frto::default(),
+            orig_sack_acked: false,
+            data_sacked: false,
+            lost_retrans: false,
+            dsack_tlp: false,
+            new_data_first: false,
             retx_hint: 0,
             rack_hint: 0,
             rexmits: VecDeque::new(),
             sack_cache: [(0, 0); crate::packet::MAX_SACK],
             nsack_cache: 0,
             cwnd_usage_seq: 0,
-            first_tx_ns: 0,
-            delivered_ns: 0,
+            rate: RateSampler::default(),
             data_segs_out: 0,
-            rate_prior_ns: 0,
-            rs_key: (0, 0),
             stats: SenderStats::default(),
         }
     }
@@ -251,7 +255,7 @@ impl Sender {
         p.syn = true;
         p.wire = self.cfg.header_bytes + 8; // MSS, SACK-permitted, window scale
         out.pkts.push(p);
-        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rto_ns)) {
+        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rtt.rto_ns())) {
             out.timers.push((t, self.conn_id, TimerKind::Rto));
         }
     }
@@ -272,11 +276,11 @@ impl Sender {
         self.set_now(now);
         self.rto_timer.cancel();
         // A SYN RTT is only trusted when the SYN was not retransmitted (Karn).
-        if self.backoff == 0 {
+        if self.rtt.backoff == 0 {
             self.rtt_sample(now.saturating_sub(p.ts_ecr));
         }
-        self.backoff = 0;
-        self.update_rto();
+        self.rtt.backoff = 0;
+        self.rtt.update_rto();
         self.state = State::Established;
         self.cca.init(&mut self.c);
         self.send(now, out);
@@ -305,7 +309,7 @@ impl Sender {
     }
 
     pub fn srtt_us(&self) -> u64 {
-        self.srtt_ns / NS_PER_US
+        self.rtt.srtt_ns() / NS_PER_US
     }
 
     pub fn pacing_rate_bps(&self) -> Option<f64> {
@@ -350,7 +354,7 @@ impl Sender {
                 self.burst_goal = self.tso_segs();
             }
             let in_flight = self.c.packets_in_flight();
-            if let Some(i) = self.next_retransmit() {
+            if let Some(i) = if self.new_data_first { None } else { self.next_retransmit() } {
                 if in_flight >= self.c.cwnd {
                     cwnd_limited = true;
                     break;
@@ -423,12 +427,7 @@ impl Sender {
             seq: self.snd_nxt,
             len: len as u32,
             flags: if push { PUSH } else { 0 },
-            sent_ns: 0,
-            first_tx_ns: 0,
-            delivered_ns: 0,
-            delivered: 0,
-            delivered_ce: 0,
-            rate_done: false,
+            tx: TxState::default(),
         });
         self.snd_nxt += len;
         self.c.snd_nxt = self.snd_nxt;
@@ -480,14 +479,15 @@ impl Sender {
         }
         self.cca.cwnd_event(&mut self.c, CaEvent::TxStart);
         let idle = now.saturating_sub(self.last_send_ns);
-        if idle > self.rto_ns && !self.uses_cong_control() {
+        let rto = self.rtt.rto_ns();
+        if idle > rto && !self.uses_cong_control() {
             self.c.ssthresh = self.c.ssthresh.max((self.c.cwnd >> 1) + (self.c.cwnd >> 2));
             let restart = self.cfg.init_cwnd.min(self.c.cwnd);
             let mut cwnd = self.c.cwnd;
             let mut left = idle;
-            while left > self.rto_ns && cwnd > restart {
+            while left > rto && cwnd > restart {
                 cwnd >>= 1;
-                left -= self.rto_ns;
+                left -= rto;
             }
             self.c.cwnd = cwnd.max(restart);
         }
@@ -521,37 +521,22 @@ impl Sender {
     }
 
     fn transmit(&mut self, i: usize, retrans: bool, now: Nanos, out: &mut Out) {
-        if self.c.packets_out == 0 {
-            self.first_tx_ns = now;
-            self.delivered_ns = now;
-        }
-        let app_limited = self.c.app_limited != 0;
-        let (first_tx, delivered_ns, delivered, delivered_ce) =
-            (self.first_tx_ns, self.delivered_ns, self.c.delivered, self.c.delivered_ce);
+        let tx = self.rate.on_send(&self.c, now);
         let s = &mut self.rtxq[i];
-        s.sent_ns = now;
-        s.first_tx_ns = first_tx;
-        s.delivered_ns = delivered_ns;
-        s.delivered = delivered;
-        s.delivered_ce = delivered_ce;
-        s.rate_done = false;
-        if app_limited {
-            s.flags |= APP_LIMITED;
-        } else {
-            s.flags &= !APP_LIMITED;
-        }
+        s.tx = tx;
         let (seq, len) = (s.seq, s.len);
         if retrans {
             s.flags |= RETRANS | EVER_RETRANS;
             self.c.retrans_out += 1;
             self.stats.retrans_segs += 1;
+            self.undo.on_retransmit(now);
             self.rexmits.push_back(seq);
         } else {
             self.c.packets_out += 1;
         }
         // PRR counts what is sent during any cwnd reduction (loss or ECN).
         if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
-            self.prr_out += 1;
+            self.prr.on_sent();
         }
         self.stats.sent_segs += 1;
         self.data_segs_out += 1;
@@ -593,7 +578,11 @@ impl Sender {
         let prior_lost = self.c.lost;
         let prior_snd_una = self.snd_una;
         let mut rs = RateSample { prior_in_flight, ..RateSample::default() };
-        self.rs_key = (0, 0);
+        self.rate.begin_ack();
+        self.orig_sack_acked = false;
+        self.data_sacked = false;
+        self.lost_retrans = false;
+        self.dsack_tlp = false;
         let mut newest: Option<(Nanos, u64, bool)> = None; // (sent, end seq, retransmitted)
 
         if self.cfg.sack && p.nsack > 0 {
@@ -630,8 +619,8 @@ impl Sender {
             self.c.min_rtt_us = self.c.min_rtt_us.min((r / NS_PER_US).max(1) as u32);
         }
         if self.snd_una > prior_snd_una {
-            self.backoff = 0;
-            self.update_rto();
+            self.rtt.backoff = 0;
+            self.rtt.update_rto();
         }
         if self.c.delivered > prior_delivered {
             // Linux passes the CCA `ca_rtt_us`: the RTT of the most recently
@@ -661,7 +650,15 @@ impl Sender {
         }
         self.cca.in_ack_event(&mut self.c, if ece { ACK_ECE } else { 0 });
 
-        self.fastretrans_alert();
+        if self.tlp_high_seq.is_some() {
+            self.process_tlp_ack(p.ack, self.snd_una > prior_snd_una || acked > 0);
+        }
+        let new_first = self.fastretrans_alert(&AckInfo {
+            una_advanced: self.snd_una > prior_snd_una,
+            dupack: dupack || self.snd_una == prior_snd_una,
+            ts_ecr: p.ts_ecr,
+            ece,
+        });
         if ece && matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
             self.enter_cwr();
         }
@@ -682,15 +679,23 @@ impl Sender {
         }
 
         self.note_app_refill(self.snd_una - prior_snd_una);
-        if self.tlp_high_seq.is_some_and(|h| self.snd_una >= h) {
-            self.tlp_high_seq = None;
-        }
         if self.c.packets_out == 0 {
             self.rto_timer.cancel();
             self.probe_armed = false;
         } else if self.snd_una > prior_snd_una {
             self.rto_deadline = now + self.current_rto();
             self.set_xmit_timer(now, out);
+        }
+        if new_first {
+            // Linux `tcp_xmit_recovery` with REXMIT_NEW: new data only; if
+            // none could go, F-RTO gives way to conventional recovery.
+            self.new_data_first = true;
+            self.send(now, out);
+            self.new_data_first = false;
+            if self.snd_nxt > self.high_seq {
+                return;
+            }
+            self.frto.stop();
         }
         self.send(now, out);
     }
@@ -700,7 +705,8 @@ impl Sender {
     fn sacktag(&mut self, p: &Packet, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
         let cache = self.sack_cache;
         let ncache = self.nsack_cache;
-        for b in 0..p.nsack as usize {
+        let first = if self.check_dsack(p) { 1 } else { 0 };
+        for b in first..p.nsack as usize {
             let (mut start, end) = p.sack[b];
             start = start.max(self.snd_una);
             if start >= end || end > self.snd_nxt {
@@ -728,8 +734,39 @@ impl Sender {
                 pos = next_pos;
             }
         }
-        self.sack_cache = p.sack;
-        self.nsack_cache = p.nsack as usize;
+        let n = p.nsack as usize - first;
+        self.sack_cache = [(0, 0); crate::packet::MAX_SACK];
+        self.sack_cache[..n].copy_from_slice(&p.sack[first..p.nsack as usize]);
+        self.nsack_cache = n;
+    }
+
+    /// D-SACK (RFC 2883, Linux `tcp_check_dsack`): a first block below the
+    /// cumulative ACK, or inside the second block, reports data that arrived
+    /// twice. Each such retransmission was unnecessary (`undo_retrans`).
+    fn check_dsack(&mut self, p: &Packet) -> bool {
+        let (start, end) = p.sack[0];
+        let dup = start < p.ack || (p.nsack > 1 && start >= p.sack[1].0 && end <= p.sack[1].1);
+        if !dup || start >= end {
+            return dup;
+        }
+        if end - start <= self.cfg.mss as u64 && self.tlp_high_seq == Some(end) {
+            self.dsack_tlp = true;
+        }
+        if end <= self.snd_una {
+            // Already cumulatively acked: count segments of its length.
+            let segs = (end - start).div_ceil(self.cfg.mss as u64).max(1) as u32;
+            self.undo.on_dsack(end, segs);
+        } else {
+            let mut i = self.index_of(start);
+            while i < self.rtxq.len() && self.rtxq[i].seq < end {
+                let s = self.rtxq[i];
+                if s.seq >= start && s.end() <= end && s.flags & EVER_RETRANS != 0 {
+                    self.undo.on_dsack(s.end(), 1);
+                }
+                i += 1;
+            }
+        }
+        true
     }
 
     fn sack_range(&mut self, start: u64, end: u64, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
@@ -740,6 +777,10 @@ impl Sender {
                 break;
             }
             if s.seq >= start && s.flags & SACKED == 0 {
+                self.data_sacked = true;
+                if s.flags & EVER_RETRANS == 0 && s.end() <= self.high_seq {
+                    self.orig_sack_acked = true;
+                }
                 self.mark_delivered(i, rs, newest);
                 let s = &mut self.rtxq[i];
                 if s.flags & LOST != 0 {
@@ -760,40 +801,14 @@ impl Sender {
     fn mark_delivered(&mut self, i: usize, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
         let s = &mut self.rtxq[i];
         self.c.delivered += 1;
-        if !s.rate_done {
-            s.rate_done = true;
-            // The sample is taken from the most recently sent delivered segment.
-            if rs.delivered < 0 || (s.sent_ns, s.end()) > self.rs_key {
-                self.rs_key = (s.sent_ns, s.end());
-                rs.prior_delivered = s.delivered;
-                rs.delivered = 0; // marks the sample as started; set in rate_gen
-                rs.delivered_ce = s.delivered_ce as i64;
-                rs.is_app_limited = s.flags & APP_LIMITED != 0;
-                rs.is_retrans = s.flags & EVER_RETRANS != 0;
-                rs.interval_us = (s.sent_ns.saturating_sub(s.first_tx_ns) / NS_PER_US) as i64;
-                self.rate_prior_ns = s.delivered_ns;
-                self.first_tx_ns = s.sent_ns;
-            }
-        }
-        let retrans = s.flags & EVER_RETRANS != 0;
-        let cand = (s.sent_ns, s.end(), retrans);
+        let (end, retrans) = (s.end(), s.flags & EVER_RETRANS != 0);
+        self.rate.on_delivered(rs, &mut s.tx, end, retrans);
+        let cand = (s.tx.sent_ns, end, retrans);
         match newest {
             Some((t, e, _)) if (*t, *e) >= (cand.0, cand.1) => {}
             _ => *newest = Some(cand),
         }
-        // RACK: remember the most recently sent segment that was delivered.
-        let now = self.c.now_ns;
-        let rtt = now.saturating_sub(s.sent_ns);
-        // A retransmission acked faster than min RTT was probably the original.
-        if retrans && rtt < self.c.min_rtt_us as u64 * NS_PER_US {
-            return;
-        }
-        if !self.rack_valid || (s.sent_ns, s.end()) > (self.rack_xmit_ns, self.rack_end_seq) {
-            self.rack_valid = true;
-            self.rack_xmit_ns = s.sent_ns;
-            self.rack_end_seq = s.end();
-            self.rack_rtt_ns = rtt;
-        }
+        self.rack.advance(cand.0, end, retrans, self.c.now_ns, self.c.min_rtt_us);
     }
 
     /// Remove cumulatively acked segments. Returns how many, the RTT of the
@@ -821,8 +836,13 @@ impl Sender {
             }
             if s.flags & EVER_RETRANS != 0 {
                 retrans_acked = true;
-            } else if seq_rtt.is_none() && s.flags & SACKED == 0 {
-                seq_rtt = Some(now.saturating_sub(s.sent_ns));
+            } else if s.flags & SACKED == 0 {
+                if seq_rtt.is_none() {
+                    seq_rtt = Some(now.saturating_sub(s.tx.sent_ns));
+                }
+                if s.end() <= self.high_seq {
+                    self.orig_sack_acked = true;
+                }
             }
             self.c.packets_out -= 1;
             acked += 1;
@@ -859,18 +879,11 @@ impl Sender {
     /// RACK (RFC 8985): a segment sent before the most recently delivered one
     /// is lost once that one's RTT plus a reordering window has passed.
     fn rack_detect(&mut self, now: Nanos, out: &mut Out) {
-        if !self.rack_valid {
+        if !self.rack.valid() {
             return;
         }
-        // Linux tcp_rack_reo_wnd without observed reordering: none in
-        // recovery or once DUPTHRESH segments are sacked, else min_rtt/4.
-        let reo_wnd = if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || self.c.sacked_out >= DUPTHRESH {
-            0
-        } else {
-            (self.c.min_rtt_us as u64 * NS_PER_US / 4).min(self.srtt_ns)
-        };
+        let reo_wnd = Rack::reo_wnd(self.c.ca_state, self.c.sacked_out, self.c.min_rtt_us, self.rtt.srtt_ns());
         let mut wait: Option<Nanos> = None;
-        let rack_key = (self.rack_xmit_ns, self.rack_end_seq);
         // Original transmissions: sent in sequence order.
         let mut i = self.index_of(self.rack_hint.max(self.snd_una));
         while i < self.rtxq.len() {
@@ -880,10 +893,9 @@ impl Sender {
                 self.rack_hint = s.end();
                 continue;
             }
-            if (s.sent_ns, s.end()) >= rack_key {
+            let Some(deadline) = self.rack.deadline(s.tx.sent_ns, s.end(), reo_wnd) else {
                 break;
-            }
-            let deadline = s.sent_ns + self.rack_rtt_ns + reo_wnd;
+            };
             if deadline <= now {
                 self.mark_lost(i);
                 self.rack_hint = s.end();
@@ -902,12 +914,12 @@ impl Sender {
                 continue;
             }
             let s = self.rtxq[j];
-            if (s.sent_ns, s.end()) >= rack_key {
+            let Some(deadline) = self.rack.deadline(s.tx.sent_ns, s.end(), reo_wnd) else {
                 break;
-            }
-            let deadline = s.sent_ns + self.rack_rtt_ns + reo_wnd;
+            };
             if deadline <= now {
                 self.mark_lost(j);
+                self.lost_retrans = true;
                 self.rexmits.pop_front();
             } else {
                 wait = Some(wait.map_or(deadline, |w: Nanos| w.min(deadline)));
@@ -938,37 +950,242 @@ impl Sender {
         }
     }
 
-    /// The loss state machine (Linux `tcp_fastretrans_alert`, simplified:
-    /// no undo, since the simulator never reorders).
-    fn fastretrans_alert(&mut self) {
+    /// The loss state machine (Linux `tcp_fastretrans_alert`), with undo of
+    /// spurious reductions and F-RTO. Returns true when F-RTO wants new data
+    /// sent before retransmissions (Linux REXMIT_NEW).
+    fn fastretrans_alert(&mut self, a: &AckInfo) -> bool {
+        if a.ece {
+            self.undo.prior_ssthresh = 0;
+        }
+        let state = self.c.ca_state;
+        if state == CaState::Open {
+            self.undo.clear_stamp();
+        } else if self.snd_una >= self.high_seq {
+            match state {
+                CaState::Cwr => self.end_cwnd_reduction(),
+                CaState::Recovery => {
+                    if self.try_undo_recovery(a.ts_ecr) {
+                        return false;
+                    }
+                    self.end_cwnd_reduction();
+                }
+                _ => {}
+            }
+        }
         match self.c.ca_state {
-            CaState::Recovery | CaState::Loss | CaState::Cwr if self.snd_una >= self.high_seq => {
-                let was_recovery = matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr);
-                // tcp_end_cwnd_reduction leaves cwnd to a CCA with cong_control.
-                if was_recovery && self.c.ssthresh < INFINITE_SSTHRESH && !self.uses_cong_control() {
-                    // tcp_end_cwnd_reduction
-                    self.c.cwnd = self.c.ssthresh.max(1);
-                    self.c.cwnd_cnt = 0;
+            CaState::Recovery => {
+                if a.una_advanced && self.try_undo_partial(a.ts_ecr) {
+                    return false;
                 }
-                self.set_ca_state(CaState::Open);
-                if was_recovery {
-                    self.cca.cwnd_event(&mut self.c, CaEvent::CompleteCwr);
+                if self.try_undo_dsack() {
+                    self.try_keep_open();
                 }
+                if self.c.ca_state != CaState::Recovery && self.c.lost_out > 0 {
+                    self.enter_recovery(a.ece);
+                }
+                false
             }
-            _ => {}
-        }
-        if matches!(self.c.ca_state, CaState::Open | CaState::Disorder | CaState::Cwr) {
-            if self.c.lost_out > 0 {
-                // Loss takes over from an ECN reduction in progress.
-                self.enter_recovery();
-            } else if self.c.ca_state == CaState::Cwr {
-                // Stay in CWR until the reduction completes.
-            } else if self.c.sacked_out > 0 {
-                self.set_ca_state(CaState::Disorder);
-            } else {
-                self.set_ca_state(CaState::Open);
+            CaState::Loss => {
+                let new_first = self.process_loss(a);
+                // Leave Loss when undone, or for fast recovery when a
+                // retransmission is lost again.
+                if self.c.ca_state == CaState::Open || self.lost_retrans {
+                    self.open_or_recover(a);
+                    return false;
+                }
+                new_first
+            }
+            _ => {
+                self.open_or_recover(a);
+                false
             }
         }
+    }
+
+    /// The default branch of `tcp_fastretrans_alert`: fast recovery when a
+    /// loss is known (`tcp_time_to_recover`), else `tcp_try_to_open`.
+    fn open_or_recover(&mut self, a: &AckInfo) {
+        if self.c.ca_state <= CaState::Disorder {
+            self.try_undo_dsack();
+        }
+        if self.c.lost_out > 0 {
+            // Loss takes over from an ECN reduction in progress.
+            self.enter_recovery(a.ece);
+            return;
+        }
+        if !self.any_retrans_done() {
+            self.undo.clear_stamp();
+        }
+        if self.c.ca_state != CaState::Cwr {
+            self.try_keep_open();
+        }
+    }
+
+    /// `tcp_try_keep_open`: Disorder while anything is sacked, lost or
+    /// retransmitted, else Open.
+    fn try_keep_open(&mut self) {
+        let left_out = self.c.sacked_out + self.c.lost_out > 0;
+        let target = if left_out || self.any_retrans_done() { CaState::Disorder } else { CaState::Open };
+        if self.c.ca_state != target {
+            self.set_ca_state(target);
+            self.high_seq = self.snd_nxt;
+        }
+    }
+
+    /// `tcp_any_retrans_done`.
+    fn any_retrans_done(&self) -> bool {
+        self.c.retrans_out > 0 || self.rtxq.front().is_some_and(|s| s.flags & EVER_RETRANS != 0)
+    }
+
+    /// `tcp_end_cwnd_reduction`: cwnd = ssthresh unless the reduction was
+    /// undone; a CCA with `cong_control` keeps cwnd.
+    fn end_cwnd_reduction(&mut self) {
+        let reduced = self.c.ca_state == CaState::Cwr || self.undo.armed();
+        if reduced && self.c.ssthresh < INFINITE_SSTHRESH && !self.uses_cong_control() {
+            self.c.cwnd = self.c.ssthresh.max(1);
+            self.c.cwnd_cnt = 0;
+        }
+        self.set_ca_state(CaState::Open);
+        self.cca.cwnd_event(&mut self.c, CaEvent::CompleteCwr);
+    }
+
+    /// `tcp_process_tlp_ack` (RFC 8985 §7.4): once the ACKs reach the loss
+    /// probe's end, the episode ends. A retransmitted probe that got a
+    /// D-SACK, or a pure duplicate ACK, means original and probe both
+    /// arrived: no loss. An ACK beyond it means the probe repaired a loss
+    /// that no other mechanism saw: reduce cwnd once, as for ECN.
+    fn process_tlp_ack(&mut self, ack: u64, progress: bool) {
+        let Some(high) = self.tlp_high_seq else { return };
+        if ack < high {
+            return;
+        }
+        if !self.tlp_retrans || self.dsack_tlp {
+            self.tlp_high_seq = None;
+        } else if ack > high {
+            self.init_cwnd_reduction();
+            self.set_ca_state(CaState::Cwr);
+            self.end_cwnd_reduction();
+            self.try_keep_open();
+        } else if !progress && !self.data_sacked {
+            self.tlp_high_seq = None;
+        }
+    }
+
+    /// `tcp_undo_cwnd_reduction`: back to the cwnd (the CCA's `undo_cwnd`)
+    /// and ssthresh from before the reduction; with `unmark_loss`, segments
+    /// marked lost are in flight again and RACK judges them afresh.
+    fn undo_cwnd_reduction(&mut self, unmark_loss: bool) {
+        if unmark_loss {
+            for s in self.rtxq.iter_mut() {
+                s.flags &= !LOST;
+            }
+            self.c.lost_out = 0;
+            self.retx_hint = self.snd_una;
+            self.rack_hint = self.snd_una;
+        }
+        if self.undo.prior_ssthresh != 0 {
+            self.c.cwnd = self.cca.undo_cwnd(&mut self.c).clamp(1, self.c.cwnd_clamp);
+            if self.undo.prior_ssthresh > self.c.ssthresh {
+                self.c.ssthresh = self.undo.prior_ssthresh;
+                self.cwr_pending = false;
+            }
+        }
+        self.undo.disarm();
+        self.stats.undo_count += 1;
+    }
+
+    /// `tcp_try_undo_recovery`, at the end of Recovery or Loss. Without
+    /// SACK the state holds until an ACK above high_seq (RFC 6582).
+    fn try_undo_recovery(&mut self, ts_ecr: Nanos) -> bool {
+        if self.undo.may_undo(ts_ecr) {
+            self.undo_cwnd_reduction(false);
+        }
+        if self.non_sack_holds() {
+            return true;
+        }
+        self.set_ca_state(CaState::Open);
+        false
+    }
+
+    /// `tcp_is_non_sack_preventing_reopen`.
+    fn non_sack_holds(&mut self) -> bool {
+        if !self.cfg.sack && self.snd_una == self.high_seq {
+            if !self.any_retrans_done() {
+                self.undo.clear_stamp();
+            }
+            return true;
+        }
+        false
+    }
+
+    /// `tcp_try_undo_partial`: a partial ACK echoing an original's
+    /// timestamp; undo once no retransmission is in flight.
+    fn try_undo_partial(&mut self, ts_ecr: Nanos) -> bool {
+        if self.undo.armed() && self.undo.packet_delayed(ts_ecr) {
+            if self.c.retrans_out > 0 {
+                return true;
+            }
+            if !self.any_retrans_done() {
+                self.undo.clear_stamp();
+            }
+            self.undo_cwnd_reduction(true);
+            self.try_keep_open();
+        }
+        false
+    }
+
+    /// `tcp_try_undo_dsack`: D-SACKs showed every retransmission needless.
+    fn try_undo_dsack(&mut self) -> bool {
+        if self.undo.all_dsacked() {
+            self.undo_cwnd_reduction(false);
+            return true;
+        }
+        false
+    }
+
+    /// `tcp_try_undo_loss`: the RTO proved spurious.
+    fn try_undo_loss(&mut self, frto_undo: bool, ts_ecr: Nanos) -> bool {
+        if !(frto_undo || self.undo.may_undo(ts_ecr)) {
+            return false;
+        }
+        self.undo_cwnd_reduction(true);
+        if !self.non_sack_holds() && (frto_undo || self.cfg.sack) {
+            self.set_ca_state(CaState::Open);
+        }
+        true
+    }
+
+    /// `tcp_process_loss`: an ACK in the Loss state, with F-RTO.
+    fn process_loss(&mut self, a: &AckInfo) -> bool {
+        let recovered = self.snd_una >= self.high_seq;
+        if a.una_advanced && self.try_undo_loss(false, a.ts_ecr) {
+            return false;
+        }
+        let la = LossAck {
+            una_advanced: a.una_advanced,
+            orig_sack_acked: self.orig_sack_acked,
+            sacked_or_dupack: self.data_sacked || a.dupack,
+            recovered,
+            can_send_new: self.can_send_new(),
+        };
+        match self.frto.on_ack(&la, self.snd_nxt, &mut self.high_seq) {
+            Verdict::Spurious => {
+                self.try_undo_loss(true, a.ts_ecr);
+                return false;
+            }
+            Verdict::SendNew => return true,
+            Verdict::Continue => {}
+        }
+        if recovered {
+            self.try_undo_recovery(a.ts_ecr);
+        }
+        false
+    }
+
+    /// Data is queued and the receive window and send buffer take more.
+    fn can_send_new(&self) -> bool {
+        let outstanding = self.snd_nxt + self.cfg.mss as u64 - self.snd_una;
+        self.has_data() && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes
     }
 
     fn set_ca_state(&mut self, s: CaState) {
@@ -982,9 +1199,9 @@ impl Sender {
     /// CWR is signalled to the receiver on the next new segment.
     fn init_cwnd_reduction(&mut self) {
         self.high_seq = self.snd_nxt;
+        self.tlp_high_seq = None;
         self.c.prior_cwnd = self.c.cwnd;
-        self.prr_delivered = 0;
-        self.prr_out = 0;
+        self.prr.start();
         self.c.ssthresh = self.cca.ssthresh(&mut self.c);
         self.c.cwnd_cnt = 0;
         if self.opts.ecn {
@@ -993,134 +1210,85 @@ impl Sender {
     }
 
     /// `tcp_enter_recovery`. A reduction for ECN already under way keeps its
-    /// ssthresh (one reduction per window).
-    fn enter_recovery(&mut self) {
+    /// ssthresh (one reduction per window). The ssthresh to restore on undo
+    /// is kept unless ECN asked for the reduction.
+    fn enter_recovery(&mut self, ece: bool) {
+        self.undo.prior_ssthresh = 0;
+        self.undo.init(self.snd_una, self.c.retrans_out);
         if self.c.ca_state == CaState::Cwr {
             self.high_seq = self.snd_nxt;
         } else {
+            if !ece {
+                self.undo.prior_ssthresh = current_ssthresh(&self.c);
+            }
             self.init_cwnd_reduction();
         }
         self.set_ca_state(CaState::Recovery);
     }
 
     /// `tcp_enter_cwr`: an ECN echo reduces cwnd like a loss, without
-    /// retransmitting.
+    /// retransmitting, and is never undone.
     fn enter_cwr(&mut self) {
+        self.undo.prior_ssthresh = 0;
+        self.undo.disarm();
         self.init_cwnd_reduction();
         self.set_ca_state(CaState::Cwr);
     }
 
     /// Proportional rate reduction (RFC 6937, as Linux `tcp_cwnd_reduction`).
     fn cwnd_reduction(&mut self, newly_acked_sacked: u32, newly_lost: bool, una_advanced: bool) {
-        if newly_acked_sacked == 0 && !newly_lost {
-            return;
+        let in_flight = self.c.packets_in_flight();
+        if let Some(cwnd) = self.prr.cwnd(in_flight, self.c.ssthresh, self.c.prior_cwnd, newly_acked_sacked, newly_lost, una_advanced) {
+            self.c.cwnd = cwnd;
         }
-        let in_flight = self.c.packets_in_flight() as i64;
-        let ssthresh = self.c.ssthresh as i64;
-        let delta = ssthresh - in_flight;
-        self.prr_delivered += newly_acked_sacked;
-        let prr_delivered = self.prr_delivered as i64;
-        let prr_out = self.prr_out as i64;
-        let mut sndcnt = if delta < 0 {
-            let prior = (self.c.prior_cwnd as i64).max(1);
-            (ssthresh * prr_delivered + prior - 1) / prior - prr_out
-        } else if una_advanced && !newly_lost {
-            delta.min((prr_delivered - prr_out).max(newly_acked_sacked as i64) + 1)
-        } else {
-            delta.min(newly_acked_sacked as i64)
-        };
-        // Always allow the fast retransmit itself.
-        sndcnt = sndcnt.max(if self.prr_out == 0 { 1 } else { 0 });
-        self.c.cwnd = (in_flight + sndcnt).max(1) as u32;
     }
 
-    /// Close a rate sample (Linux `tcp_rate_gen`).
+    /// Close a rate sample (Linux `tcp_rate_gen`), with the RTT of the
+    /// newest delivered segment if it was never retransmitted.
     fn rate_gen(&mut self, rs: &mut RateSample, newest: Option<(Nanos, u64, bool)>, now: Nanos) {
-        if self.c.app_limited != 0 && self.c.delivered > self.c.app_limited {
-            self.c.app_limited = 0;
+        if let Some((sent, _, false)) = newest {
+            rs.rtt_us = (now.saturating_sub(sent) / NS_PER_US) as i64;
         }
-        if rs.acked_sacked > 0 {
-            self.delivered_ns = now;
-        }
-        if let Some((sent, _, retrans)) = newest {
-            if !retrans {
-                rs.rtt_us = (now.saturating_sub(sent) / NS_PER_US) as i64;
-            }
-        }
-        if rs.delivered < 0 || rs.interval_us < 0 {
-            rs.delivered = -1;
-            rs.interval_us = -1;
-            return;
-        }
-        rs.delivered = (self.c.delivered - rs.prior_delivered) as i64;
-        rs.delivered_ce = self.c.delivered_ce as i64 - rs.delivered_ce;
-        let snd_us = rs.interval_us;
-        let ack_us = (now.saturating_sub(self.rate_prior_ns) / NS_PER_US) as i64;
-        rs.interval_us = snd_us.max(ack_us);
-        // Intervals shorter than min RTT come from ACK compression: unusable.
-        if rs.interval_us < self.c.min_rtt_us as i64 {
-            rs.interval_us = -1;
-            return;
-        }
-        if rs.interval_us > 0 {
-            let bps = rs.delivered as f64 * self.c.mss as f64 * 8.0 * 1e6 / rs.interval_us as f64;
-            if !rs.is_app_limited || bps >= self.stats.delivery_rate_bps {
-                self.stats.delivery_rate_bps = bps;
-            }
-        }
+        self.rate.gen(&mut self.c, rs, now);
+        self.stats.delivery_rate_bps = self.rate.delivery_rate_bps();
     }
 
     /// Linux `tcp_update_pacing_rate` for CCAs that do not set it themselves:
     /// 200% of cwnd/srtt in slow start, 120% after.
     fn update_pacing_rate(&mut self) {
-        if self.srtt_ns == 0 {
+        let srtt_ns = self.rtt.srtt_ns();
+        if srtt_ns == 0 {
             return;
         }
         let factor = if self.c.cwnd < self.c.ssthresh / 2 { 2.0 } else { 1.2 };
         let segs = self.c.cwnd.max(self.c.packets_out) as f64;
-        let rate = factor * segs * self.c.mss as f64 * NS_PER_SEC as f64 / self.srtt_ns as f64;
+        let rate = factor * segs * self.c.mss as f64 * NS_PER_SEC as f64 / srtt_ns as f64;
         self.c.pacing_rate = rate as u64;
     }
 
     // ---------------------------------------------------------------- RTT, RTO
 
+    /// One RTT measurement: the estimator, min RTT and the flow's statistics.
     fn rtt_sample(&mut self, rtt: Nanos) {
-        let rtt = rtt.max(1_000);
+        let first = self.rtt.srtt_ns() == 0;
+        let rtt = self.rtt.sample(rtt);
         // The flow's RTT statistic (docs/analysis.md "RTT statistics"): the
         // first sample, then one per round, the first after the cumulative
         // ACK passes the snd_nxt of the previous counted one — where Linux's
         // tcp_rtt_estimator calls BPF_SOCK_OPS_RTT_CB, which the linux
         // backend counts. The minimum is over every sample.
-        if self.srtt_ns == 0 || self.snd_una > self.rtt_seq {
+        if first || self.snd_una > self.rtt_seq {
             self.stats.rtt.add(rtt / NS_PER_US);
             self.rtt_seq = self.snd_nxt;
         } else {
             self.stats.rtt.note_min(rtt / NS_PER_US);
         }
         self.c.min_rtt_us = self.c.min_rtt_us.min((rtt / NS_PER_US).max(1) as u32);
-        if self.srtt_ns == 0 {
-            self.srtt_ns = rtt;
-            self.rttvar_ns = rtt / 2;
-        } else {
-            let err = rtt.abs_diff(self.srtt_ns);
-            self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
-            self.srtt_ns = (7 * self.srtt_ns + rtt) / 8;
-        }
-        self.c.srtt_us = (self.srtt_ns / NS_PER_US).max(1) as u32;
-        self.update_rto();
-    }
-
-    /// Linux: RTO = srtt + max(4·rttvar, rto_min), so rto_min acts as a floor
-    /// on the variance term rather than on the whole timeout.
-    fn update_rto(&mut self) {
-        if self.srtt_ns == 0 {
-            return;
-        }
-        self.rto_ns = (self.srtt_ns + (4 * self.rttvar_ns).max(self.cfg.min_rto_ns)).min(RTO_MAX);
+        self.c.srtt_us = (self.rtt.srtt_ns() / NS_PER_US).max(1) as u32;
     }
 
     fn current_rto(&self) -> Nanos {
-        (self.rto_ns << self.backoff.min(16)).min(RTO_MAX)
+        self.rtt.current_rto()
     }
 
     // ---------------------------------------------------------------- timers
@@ -1148,7 +1316,9 @@ impl Sender {
                 let prior_lost = self.c.lost;
                 self.rack_detect(now, out);
                 if self.c.lost > prior_lost {
-                    self.fastretrans_alert();
+                    if matches!(self.c.ca_state, CaState::Open | CaState::Disorder | CaState::Cwr) {
+                        self.enter_recovery(false);
+                    }
                     if self.c.ca_state == CaState::Recovery && !self.uses_cong_control() {
                         self.cwnd_reduction(0, true, false);
                     }
@@ -1162,8 +1332,7 @@ impl Sender {
     /// Retransmission timeout (Linux `tcp_retransmit_timer` + `tcp_enter_loss`).
     fn on_rto(&mut self, now: Nanos, out: &mut Out) {
         if self.state == State::SynSent {
-            self.backoff += 1;
-            self.rto_ns = (self.rto_ns * 2).min(RTO_MAX);
+            self.rtt.syn_timeout();
             self.send_syn(now, out);
             return;
         }
@@ -1171,35 +1340,51 @@ impl Sender {
             return;
         }
         self.stats.rto_count += 1;
-        let fresh = matches!(self.c.ca_state, CaState::Open | CaState::Disorder)
-            || self.snd_una >= self.high_seq
-            || (self.c.ca_state == CaState::Loss && self.backoff == 0);
-        if fresh {
-            self.c.prior_cwnd = self.c.cwnd;
-            self.c.ssthresh = self.cca.ssthresh(&mut self.c);
-            self.cca.cwnd_event(&mut self.c, CaEvent::Loss);
-        }
-        // Everything not sacked is presumed lost; retransmissions restart.
+        let new_recovery = self.c.ca_state < CaState::Recovery;
+        let repeated_timeout = self.rtt.backoff > 0;
+        // `tcp_timeout_mark_lost`: the head and everything not sacked that
+        // RACK would time out (sent more than its RTT ago) is presumed lost;
+        // those retransmissions restart.
+        self.rexmits.clear();
         for i in 0..self.rtxq.len() {
             let s = &mut self.rtxq[i];
+            if s.flags & SACKED != 0 {
+                continue;
+            }
+            if i > 0 && !self.rack.timed_out(s.tx.sent_ns, now) {
+                if s.flags & RETRANS != 0 {
+                    self.rexmits.push_back(s.seq);
+                }
+                continue;
+            }
             if s.flags & RETRANS != 0 {
                 s.flags &= !RETRANS;
                 self.c.retrans_out -= 1;
             }
-            if s.flags & (SACKED | LOST) == 0 {
+            if s.flags & LOST == 0 {
                 s.flags |= LOST;
                 self.c.lost_out += 1;
                 self.c.lost += 1;
             }
         }
-        self.rexmits.clear();
+        let fresh = matches!(self.c.ca_state, CaState::Open | CaState::Disorder)
+            || self.snd_una >= self.high_seq
+            || (self.c.ca_state == CaState::Loss && self.rtt.backoff == 0);
+        if fresh {
+            self.undo.prior_ssthresh = current_ssthresh(&self.c);
+            self.c.prior_cwnd = self.c.cwnd;
+            self.c.ssthresh = self.cca.ssthresh(&mut self.c);
+            self.cca.cwnd_event(&mut self.c, CaEvent::Loss);
+            self.undo.init(self.snd_una, self.c.retrans_out);
+        }
         self.retx_hint = self.snd_una;
         self.rack_hint = self.snd_nxt;
         self.c.cwnd = self.c.packets_in_flight() + 1;
         self.c.cwnd_cnt = 0;
         self.high_seq = self.snd_nxt;
         self.set_ca_state(CaState::Loss);
-        self.backoff += 1;
+        self.frto.enter_loss(new_recovery, repeated_timeout);
+        self.rtt.backoff += 1;
         self.tlp_high_seq = None;
         self.pace_next_ns = now;
         self.send(now, out);
@@ -1219,11 +1404,11 @@ impl Sender {
         if self.cfg.sack
             && self.c.ca_state == CaState::Open
             && self.tlp_high_seq.is_none()
-            && self.srtt_ns > 0
+            && self.rtt.srtt_ns() > 0
             && !could_send_new
         {
             let extra = if self.c.packets_out == 1 { self.cfg.min_rto_ns } else { 2_000_000 };
-            let pto = now + 2 * self.srtt_ns + extra;
+            let pto = now + 2 * self.rtt.srtt_ns() + extra;
             if pto < at {
                 at = pto;
                 self.probe_armed = true;
@@ -1240,6 +1425,7 @@ impl Sender {
     fn send_loss_probe(&mut self, now: Nanos, out: &mut Out) {
         self.probe_armed = false;
         self.stats.tlp_count += 1;
+        self.tlp_retrans = false;
         let len = if self.unlimited { self.cfg.mss as u64 } else { (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64) };
         let outstanding = self.snd_nxt + len - self.snd_una;
         if len > 0 && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes {
@@ -1248,6 +1434,7 @@ impl Sender {
         } else if let Some(last) = self.rtxq.len().checked_sub(1) {
             if self.rtxq[last].flags & (SACKED | RETRANS) == 0 {
                 self.transmit(last, true, now, out);
+                self.tlp_retrans = true;
             }
         }
         self.tlp_high_seq = Some(self.snd_nxt);
@@ -1333,5 +1520,146 @@ mod tests {
         // One segment acked: a one-segment write.
         s.on_ack(&ack(5, 22_000_000), 22_000_000, &mut out);
         assert_eq!(sent(&out), vec![(19, true), (20, false)]);
+    }
+
+    /// A connection with ten segments out at t = 10 ms (SYN RTT 10 ms).
+    fn ten_out(cca: &str) -> (Sender, Out) {
+        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name(cca).unwrap(), ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        out.clear();
+        (s, out)
+    }
+
+    /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
+    /// the original transmission's timestamp, so the window cut is undone
+    /// and the connection is Open with its old cwnd and ssthresh.
+    #[test]
+    fn spurious_rto_is_undone() {
+        let (mut s, mut out) = ten_out("reno");
+        let rto_at = s.rto_deadline;
+        s.on_timer(TimerKind::Rto, rto_at, &mut out);
+        // The probe timer fires first with ten segments out; then the RTO.
+        while s.c.ca_state != CaState::Loss {
+            let at = s.rto_deadline.max(s.c.now_ns + 1);
+            s.on_timer(TimerKind::Rto, at, &mut out);
+        }
+        assert!(s.c.cwnd <= 2);
+        let now = s.c.now_ns + 1_000_000;
+        s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, now, &mut out);
+        assert_eq!(s.stats.undo_count, 1);
+        assert_eq!(s.c.ca_state, CaState::Open);
+        assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+        assert!(s.c.cwnd >= 10, "cwnd {} not restored", s.c.cwnd);
+        assert_eq!(s.c.lost_out, 0);
+    }
+
+    /// A real timeout: the ACK echoes the retransmission. F-RTO step 2b
+    /// sends new data rather than retransmitting more; the next ACK that
+    /// only SACKs the new data shows the loss was real (step 3a).
+    #[test]
+    fn real_rto_sends_new_data_then_recovers_conventionally() {
+        let (mut s, mut out) = ten_out("reno");
+        while s.c.ca_state != CaState::Loss {
+            let at = s.rto_deadline.max(s.c.now_ns + 1);
+            s.on_timer(TimerKind::Rto, at, &mut out);
+        }
+        let rexmit_at = s.c.now_ns;
+        out.clear();
+        // The head's retransmission is acked; segments 2..10 are still lost.
+        s.on_ack(&Packet { ack: 1448, ts_ecr: rexmit_at, ..Packet::default() }, rexmit_at + 1_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 0);
+        assert_eq!(s.c.ca_state, CaState::Loss);
+        let first = sent(&out);
+        assert!(!first.is_empty() && first.iter().all(|&(end, _)| end > 10), "new data first, got {first:?}");
+        out.clear();
+        // The new data is sacked above the holes: retransmissions resume.
+        // (Segment 11, the loss probe sent before the timeout, is an
+        // original: its SACK would prove the timeout spurious.)
+        let (end, _) = *first.last().unwrap();
+        let p = Packet { ack: 1448, ts_ecr: rexmit_at, nsack: 1, sack: [((end - 1) * 1448, end * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&p, rexmit_at + 2_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 0);
+        assert!(sent(&out).iter().any(|&(end, _)| end <= 10), "no retransmission after step 3a");
+    }
+
+    /// D-SACKs for every retransmission of a fast recovery undo it (Linux
+    /// `tcp_try_undo_dsack`), restoring the CCA's cwnd (`undo_cwnd`).
+    #[test]
+    fn dsack_of_every_retransmission_undoes_recovery() {
+        let (mut s, mut out) = ten_out("cubic");
+        // Segments 2..4 sacked after segment 1: RACK marks 1 lost at once
+        // (three sacked), recovery retransmits it.
+        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(a * 1448, b * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&sack(1, 4), 20_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+        let prior = s.c.prior_cwnd;
+        assert!(s.c.ssthresh < prior);
+        // The original arrived after all, then the rest of the window: the
+        // receiver reports the retransmission as a duplicate.
+        let d = Packet { ack: 10 * 1448, ts_ecr: 20_000_000, nsack: 1, sack: [(0, 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&d, 31_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 1);
+        assert!(matches!(s.c.ca_state, CaState::Open | CaState::Disorder));
+        assert!(s.c.cwnd >= prior, "cwnd {} < prior {}", s.c.cwnd, prior);
+    }
+
+    /// A real loss repaired by fast retransmit is not undone.
+    #[test]
+    fn real_fast_recovery_is_kept() {
+        let (mut s, mut out) = ten_out("cubic");
+        let sack = Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(1448, 4 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&sack, 20_000_000, &mut out);
+        let ssthresh = s.c.ssthresh;
+        // The retransmission's ACK echoes the retransmission.
+        s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 0);
+        assert_eq!(s.c.ssthresh, ssthresh);
+    }
+
+    /// Ten segments written, eight acked, the probe timer fired (2·srtt +
+    /// 2 ms after that ACK): the last segment went out again as a probe.
+    fn probed_tail() -> (Sender, Out) {
+        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), ConnOpts::default());
+        let mut out = Out::default();
+        s.write(10 * 1448, 0, &mut out);
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        s.on_ack(&ack(8, 20_000_000), 20_000_000, &mut out);
+        out.clear();
+        assert!(s.probe_armed);
+        s.on_timer(TimerKind::Rto, 100_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(10, false)]);
+        assert!(s.tlp_retrans && s.tlp_high_seq == Some(10 * 1448));
+        (s, out)
+    }
+
+    /// A D-SACK of the probe: original and probe both arrived, no loss.
+    #[test]
+    fn dsacked_loss_probe_is_no_loss() {
+        let (mut s, mut out) = probed_tail();
+        let now = s.c.now_ns + 10_000_000;
+        let d = Packet { ack: 10 * 1448, ts_ecr: 10_000_000, nsack: 1, sack: [(9 * 1448, 10 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&d, now, &mut out);
+        assert_eq!(s.tlp_high_seq, None);
+        assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+    }
+
+    /// No D-SACK: the probe repaired a lost tail, and the first ACK beyond
+    /// it reduces cwnd once (Linux TCPLossProbeRecovery).
+    #[test]
+    fn loss_repaired_by_the_probe_reduces_cwnd() {
+        let (mut s, mut out) = probed_tail();
+        let now = s.c.now_ns + 10_000_000;
+        s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: now - 10_000_000, ..Packet::default() }, now, &mut out);
+        assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+        assert!(s.tlp_high_seq.is_some());
+        s.write(1448, now, &mut out);
+        s.on_ack(&Packet { ack: 11 * 1448, ts_ecr: now, ..Packet::default() }, now + 10_000_000, &mut out);
+        assert!(s.c.ssthresh < INFINITE_SSTHRESH);
+        assert_eq!(s.tlp_high_seq, None);
+        assert_eq!(s.c.ca_state, CaState::Open);
     }
 }

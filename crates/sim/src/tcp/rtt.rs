@@ -1,0 +1,120 @@
+//! RTT smoothing and the retransmission timeout (RFC 6298 as Linux's
+//! `tcp_rtt_estimator` and `tcp_set_rto` compute it), with exponential
+//! backoff.
+
+use netcore::{Nanos, NS_PER_SEC};
+
+/// Linux TCP_TIMEOUT_INIT and TCP_RTO_MAX.
+pub const RTO_INIT: Nanos = NS_PER_SEC;
+pub const RTO_MAX: Nanos = 120 * NS_PER_SEC;
+/// Linux measures RTT in µs and counts a 0 µs sample as 1 µs.
+const MIN_SAMPLE: Nanos = 1_000;
+
+#[derive(Clone, Debug)]
+pub struct RttEstimator {
+    srtt_ns: Nanos,
+    rttvar_ns: Nanos,
+    rto_ns: Nanos,
+    min_rto_ns: Nanos,
+    /// Consecutive timeouts without an RTT-advancing ACK (`icsk_backoff`).
+    pub backoff: u32,
+}
+
+impl RttEstimator {
+    pub fn new(min_rto_ns: Nanos) -> RttEstimator {
+        RttEstimator { srtt_ns: 0, rttvar_ns: 0, rto_ns: RTO_INIT, min_rto_ns, backoff: 0 }
+    }
+
+    /// Smoothed RTT, 0 before the first sample.
+    pub fn srtt_ns(&self) -> Nanos {
+        self.srtt_ns
+    }
+
+    /// The RTO before backoff.
+    pub fn rto_ns(&self) -> Nanos {
+        self.rto_ns
+    }
+
+    /// Feed one RTT measurement; returns it as used (floored at 1 µs).
+    pub fn sample(&mut self, rtt: Nanos) -> Nanos {
+        let rtt = rtt.max(MIN_SAMPLE);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = rtt;
+            self.rttvar_ns = rtt / 2;
+        } else {
+            let err = rtt.abs_diff(self.srtt_ns);
+            self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
+            self.srtt_ns = (7 * self.srtt_ns + rtt) / 8;
+        }
+        self.update_rto();
+        rtt
+    }
+
+    /// Linux: RTO = srtt + max(4·rttvar, rto_min), so rto_min acts as a floor
+    /// on the variance term rather than on the whole timeout.
+    pub fn update_rto(&mut self) {
+        if self.srtt_ns == 0 {
+            return;
+        }
+        self.rto_ns = (self.srtt_ns + (4 * self.rttvar_ns).max(self.min_rto_ns)).min(RTO_MAX);
+    }
+
+    /// A SYN timed out: without an RTT yet, the base RTO itself doubles.
+    pub fn syn_timeout(&mut self) {
+        self.backoff += 1;
+        self.rto_ns = (self.rto_ns * 2).min(RTO_MAX);
+    }
+
+    /// The timeout to arm now: the RTO doubled per backoff, capped.
+    pub fn current_rto(&self) -> Nanos {
+        (self.rto_ns << self.backoff.min(16)).min(RTO_MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    #[test]
+    fn first_sample_sets_srtt_and_half_variance() {
+        let mut e = RttEstimator::new(200 * MS);
+        assert_eq!(e.current_rto(), RTO_INIT);
+        e.sample(100 * MS);
+        assert_eq!(e.srtt_ns(), 100 * MS);
+        // 4·rttvar = 200 ms is no less than rto_min.
+        assert_eq!(e.rto_ns(), 300 * MS);
+    }
+
+    /// RFC 6298's gains of 1/8 and 1/4, and rto_min as a floor on the
+    /// variance term: a 1 ms path still waits srtt + 200 ms.
+    #[test]
+    fn smoothing_gains_and_min_rto_floor() {
+        let mut e = RttEstimator::new(200 * MS);
+        e.sample(MS);
+        e.sample(9 * MS);
+        assert_eq!(e.srtt_ns(), 2 * MS);
+        assert_eq!(e.rttvar_ns, (3 * MS / 2 + 8 * MS) / 4);
+        assert_eq!(e.rto_ns(), 2 * MS + 200 * MS);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let mut e = RttEstimator::new(200 * MS);
+        e.sample(100 * MS);
+        e.backoff = 3;
+        assert_eq!(e.current_rto(), 8 * 300 * MS);
+        e.backoff = 40;
+        assert_eq!(e.current_rto(), RTO_MAX);
+        let mut syn = RttEstimator::new(200 * MS);
+        syn.syn_timeout();
+        assert_eq!((syn.backoff, syn.rto_ns()), (1, 2 * RTO_INIT));
+    }
+
+    #[test]
+    fn samples_are_floored_at_one_microsecond() {
+        let mut e = RttEstimator::new(200 * MS);
+        assert_eq!(e.sample(10), 1_000);
+    }
+}
