@@ -206,6 +206,26 @@ def test_sim_runs_get_the_kernels_hz_without_changing_run_ids(monkeypatch):
 
 
 
+def test_sim_host_jitter_reaches_the_sim_runs_only_without_changing_run_ids(capsys):
+    from ccbench.backends.sim import core_config
+    from ccbench.core import load
+
+    plain = validate.plan("quick", duration="3s", reps=1)
+    p = validate.plan("quick", duration="3s", reps=1, sim_host_jitter="200us")
+    assert [r.run_id for r in p.runs("sim")] == [r.run_id for r in plain.runs("sim")]
+    assert {r.config["tcp"]["host_jitter_ns"] for r in p.runs("sim")} == {200_000}
+    assert all("host_jitter_ns" not in r.config["tcp"] for r in p.runs("linux"))
+    assert p.sim_tcp["host_jitter_ns"] == 200_000
+    # It changes what the simulator does: the same run, with and without it.
+    a, b = plain.runs("sim")[0], p.runs("sim")[0]
+    sim = load()
+    assert sim.simulate(json.dumps(core_config(a.config))) != sim.simulate(json.dumps(core_config(b.config)))
+    for bad, why in (("20ms", "out of range"), ("soon", "--sim-host-jitter")):
+        assert main(["validate", "--quick", "--no-run", "--sim-host-jitter", bad]) == 2
+        err = capsys.readouterr().err
+        assert why in err and bad in err and "Traceback" not in err
+
+
 def test_grid_run_ids_are_unchanged():
     """Validation halves are paired by run id, also across ccbench versions (a
     linux half collected earlier): the grids' run ids are pinned."""

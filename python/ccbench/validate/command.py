@@ -2,6 +2,7 @@
 
     ccbench validate [--grid quick|medium|full | --quick] [--cca CCA ...] [--reps N] [--duration T]
                      [--out DIR] [--jobs N] [--retry-suspect N] [--rerun-sim] [--no-run]
+                     [--sim-host-jitter TIME]
                      [--format table|csv|json|markdown]
 
 Runs the grid (validate/grid.py) on both backends (validate/running.py) into
@@ -46,6 +47,9 @@ def add_command(sub: Any) -> None:
                    help="sim runs at the same time (default 1; 0 = one per CPU); linux runs are always serial")
     v.add_argument("--retry-suspect", type=int, default=1, metavar="N",
                    help="run a linux run that came back suspect again, up to N times (default 1)")
+    v.add_argument("--sim-host-jitter", metavar="TIME",
+                   help="give the sim runs this seeded per-packet host jitter (tcp.host_jitter, e.g. 200us; "
+                        "outside the run ids, so they still pair with the linux runs)")
     v.add_argument("--rerun-sim", action="store_true",
                    help="run the sim half again even where it is finished (after a change to the simulator); "
                         "the linux runs are kept")
@@ -73,6 +77,8 @@ def _command(grid: str, args: Any, out: Path) -> str:
         cmd += ["--reps", str(args.reps)]
     if args.duration:
         cmd += ["--duration", args.duration]
+    if args.sim_host_jitter:
+        cmd += ["--sim-host-jitter", args.sim_host_jitter]
     if args.out:
         cmd += ["--out", str(out)]
     return shlex.join(cmd)
@@ -87,7 +93,7 @@ def cmd_validate(args: Any) -> int:
     if args.retry_suspect < 0:
         raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
     jobs = worker_count(args.jobs)
-    p = plan(grid, args.duration, args.reps, args.cca)
+    p = plan(grid, args.duration, args.reps, args.cca, args.sim_host_jitter)
     out = Path(args.out) if args.out else DEFAULT_OUT
     show = args.format == "table"
     con = console.stdout()

@@ -177,11 +177,27 @@ def warmup_us(duration_us: int) -> int:
     return int(min(max(WARMUP_FRACTION * duration_us, WARMUP_MIN_S * 1e6), duration_us / 2))
 
 
+def _host_jitter(value: str) -> dict:
+    """``--sim-host-jitter`` as the sim runs' resolved tcp setting, checked
+    as the study field ``tcp.host_jitter`` is."""
+    from ccbench.errors import UsageError
+    from ccbench.spec import UnitError, parse_time
+
+    try:
+        ns = parse_time(value)
+    except UnitError as e:
+        raise UsageError(f"--sim-host-jitter: {e.problem} (got {value!r}; allowed: {e.allowed})") from None
+    if not 0 <= ns <= 10_000_000:
+        raise UsageError(f"--sim-host-jitter: out of range (got {value!r}; allowed: 0s to 10ms)")
+    return {"host_jitter_ns": ns} if ns else {}
+
+
 def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None,
-         ccas: Optional[Sequence[str]] = None) -> Plan:
+         ccas: Optional[Sequence[str]] = None, sim_host_jitter: Optional[str] = None) -> Plan:
     """The grid's study on both backends, with its algorithms replaced by
-    ``ccas`` if given (``bpf:PATH`` relative to the current directory).
-    Raises StudyError/UsageError on bad values."""
+    ``ccas`` if given (``bpf:PATH`` relative to the current directory), and
+    the simulator's seeded host jitter (``tcp.host_jitter``) on its sim runs
+    if given. Raises StudyError/UsageError on bad values."""
     from ccbench.errors import UsageError
     from ccbench.spec import kernel, parse_study
 
@@ -216,4 +232,6 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
     dur_us = int(first.config["duration_ns"]) // 1000
     hz = kernel.config_hz()
     sim_tcp = {"kernel_hz": hz} if hz in KERNEL_HZ else {}
+    if sim_host_jitter is not None:
+        sim_tcp.update(_host_jitter(sim_host_jitter))
     return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us), sim_tcp)
