@@ -252,27 +252,24 @@ impl Receiver {
         let mut a = self.ack_packet();
         a.ece = self.opts.ecn && self.ce_state;
         if self.cfg.sack && !self.ooo.is_empty() {
-            // The most recently changed blocks first (RFC 2018).
-            let mut picked: [usize; MAX_SACK] = [usize::MAX; MAX_SACK];
+            // The most recently changed blocks first (RFC 2018): one pass
+            // keeping the MAX_SACK latest (the first of equals wins).
+            let mut best: [usize; MAX_SACK] = [usize::MAX; MAX_SACK];
             let mut n = 0;
-            while n < MAX_SACK {
-                let mut best: Option<usize> = None;
-                for (i, r) in self.ooo.iter().enumerate() {
-                    if picked[..n].contains(&i) {
-                        continue;
-                    }
-                    if best.map_or(true, |b| r.touched > self.ooo[b].touched) {
-                        best = Some(i);
-                    }
+            for (i, r) in self.ooo.iter().enumerate() {
+                let mut k = n;
+                while k > 0 && r.touched > self.ooo[best[k - 1]].touched {
+                    k -= 1;
                 }
-                match best {
-                    Some(b) => {
-                        picked[n] = b;
-                        a.sack[n] = (self.ooo[b].start, self.ooo[b].end);
-                        n += 1;
-                    }
-                    None => break,
+                if k < MAX_SACK {
+                    let last = n.min(MAX_SACK - 1);
+                    best.copy_within(k..last, k + 1);
+                    best[k] = i;
+                    n = (n + 1).min(MAX_SACK);
                 }
+            }
+            for (slot, &b) in best[..n].iter().enumerate() {
+                a.sack[slot] = (self.ooo[b].start, self.ooo[b].end);
             }
             a.nsack = n as u8;
             a.wire += 4 + 8 * n as u32;
