@@ -8,10 +8,21 @@ ns-3, measured in the same run so the ratio is fair on a noisy machine.
 Prints per scenario: ccbench's wall time (median of --reps runs, one core),
 simulated seconds per wall second, bottleneck packets per wall second,
 aggregate goodput and Jain's index; and for ns-3 the same plus the wall-time
-ratio and the goodput difference. Then the headline scenario with BPF Reno
-(studies/bpf-cca/reno.bpf.c in the simulator's eBPF VM) against the native
-reno, runs interleaved: the wall-time ratio (the target is at most 2x).
-Nothing here is a test: it prints figures.
+ratio and the goodput difference. Then:
+
+- the per-packet speed of the paced (10 BBR) and many-flow (100 CUBIC on
+  FQ-CoDel) scenarios as a fraction of the headline's (target >= 0.75);
+- "1040 flows": 1024 NewReno + 16 CUBIC over 10 Gbit/s, 50 ms, a 41667-packet
+  FIFO (one BDP), each run in its own child process so that its peak memory
+  can be read honestly: the child's peak resident set (`ru_maxrss`, the
+  Python interpreter and ccbench included) alongside its bottleneck packets
+  per wall second (targets >= 1 M packets/s, <= 1 GB);
+- the headline scenario with BPF Reno (studies/bpf-cca/reno.bpf.c in the
+  simulator's eBPF VM) against the native reno, runs interleaved: the
+  wall-time ratio (the target is at most 2x).
+
+The load average is printed first: only ratios within one run mean much on
+a shared machine. Nothing here is a test: it prints figures.
 """
 
 from __future__ import annotations
@@ -133,6 +144,38 @@ def run_sim(sc, reps):
     return dict(wall=wall, walls=walls, goodput=sum(gps), jain=jain(gps), pkts=res["stats"]["bottleneck_pkts"])
 
 
+# Run one config in this child process and report its wall time and peak RSS.
+CHILD = """
+import json, resource, sys, time
+from ccbench import _core
+cfg = sys.stdin.read()
+t0 = time.perf_counter()
+res = json.loads(_core.simulate(cfg))
+wall = time.perf_counter() - t0
+print(json.dumps(dict(wall=wall, pkts=res["stats"]["bottleneck_pkts"],
+                      goodputs=[f["goodput_bps"] for f in res["flows"]],
+                      maxrss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
+"""
+
+
+def run_sim_child(sc, reps):
+    """Like `run_sim`, each run in a fresh Python child: adds `rss_mb`, the
+    largest peak resident set of those children (Linux ru_maxrss, in KiB)."""
+    cfg = json.dumps(sim_config(sc))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(Path(_core.__file__).parent.parent),
+                                                                    os.environ.get("PYTHONPATH")] if p))
+    outs = []
+    for _ in range(reps):
+        out = subprocess.run([sys.executable, "-c", CHILD], input=cfg, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            raise RuntimeError(f"child simulation failed: {out.stderr.strip()[-500:]}")
+        outs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    walls = [o["wall"] for o in outs]
+    gps = outs[-1]["goodputs"]
+    return dict(wall=statistics.median(walls), walls=walls, goodput=sum(gps), jain=jain(gps), pkts=outs[-1]["pkts"],
+                rss_mb=max(o["maxrss_kb"] for o in outs) / 1024)
+
+
 def ns3_available() -> bool:
     if NS3_BIN.exists():
         return True
@@ -179,13 +222,19 @@ def main() -> int:
         # Long flow + one short flow per link; Mpkt/s counts packets over every link.
         scenario("parking lot", 4, "cubic", None, 1e9, 20, 30, qdisc="fq", parking_links=3),
     ]
+    # Many flows at scale: run in child processes to read their peak memory.
+    large = scenario("1040 flows", 1024, newreno, None, 10e9, 50, 10, buffer_pkts=41667, extra=[("cubic", 16)])
     if args.quick:
         scenarios = [dict(sc, duration_s=3) for sc in scenarios]
+        large = dict(large, duration_s=3)
     use_ns3 = not args.quick and not args.no_ns3 and ns3_available()
-    print(f"ccbench { _core.__version__} on {os.cpu_count()} cores; ns-3: {'yes' if use_ns3 else 'not run'}")
+    print(f"ccbench { _core.__version__} on {os.cpu_count()} cores; ns-3: {'yes' if use_ns3 else 'not run'}; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'scenario':<72} {'wall s':>7} {'sim-s/s':>8} {'Mpkt/s':>7} {'Mbit/s':>8} {'JFI':>5}")
+    mpkts = {}
     for sc in scenarios:
         r = run_sim(sc, args.reps)
+        mpkts[sc["label"]] = r["pkts"] / r["wall"] / 1e6
         print(f"{'ccbench  ' + title(sc):<72} {r['wall']:7.3f} {sc['duration_s'] / r['wall']:8.1f} "
               f"{r['pkts'] / r['wall'] / 1e6:7.2f} {r['goodput'] / 1e6:8.1f} {r['jain']:5.3f}")
         if use_ns3 and sc["ns3_tcp"]:
@@ -194,6 +243,14 @@ def main() -> int:
                   f"{n['pkts'] / n['wall'] / 1e6:7.2f} {n['goodput'] / 1e6:8.1f} {n['jain']:5.3f}")
             print(f"{'':<9}ratio: ccbench is {n['wall'] / r['wall']:.1f}x faster; "
                   f"goodput differs by {100 * (r['goodput'] / n['goodput'] - 1):+.2f}%")
+    for label in ("paced", "many flows"):
+        print(f"{'':<9}{label}: {mpkts[label] / mpkts['headline']:.2f} of the headline's packets per second "
+              f"(target >= 0.75)")
+    r = run_sim_child(large, args.reps)
+    print(f"{'ccbench  ' + title(large):<72} {r['wall']:7.3f} {large['duration_s'] / r['wall']:8.1f} "
+          f"{r['pkts'] / r['wall'] / 1e6:7.2f} {r['goodput'] / 1e6:8.1f} {r['jain']:5.3f}")
+    print(f"{'':<9}1040 flows: {r['pkts'] / r['wall'] / 1e6:.2f} M packets/s (target >= 1), peak RSS "
+          f"{r['rss_mb']:.0f} MB (target <= 1024; child process, interpreter included)")
     bpf_vs_native(scenarios[0], args.reps)
     return 0
 

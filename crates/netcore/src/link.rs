@@ -80,7 +80,10 @@ impl<P: Pkt> Link<P> {
             qdisc,
             free_at: 0,
             on_wire: None,
-            line: VecDeque::with_capacity(1024),
+            // Grown on demand: a network of thousands of mostly idle pipes
+            // would otherwise cycle each packet through a ring of 1024 slots
+            // (a cache miss per packet, and the ring's pages resident).
+            line: VecDeque::new(),
             random_losses: 0,
             tx_pkts: 0,
             tx_bytes: 0,

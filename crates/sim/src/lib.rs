@@ -11,6 +11,7 @@
 //! - `config`: the run config, checked, and its [`config::Topology`] (the
 //!   network with every flow's paths, route events and controller resolved
 //!   to link indices);
+//! - `events`: the event queue (a radix heap in (time, sequence) order);
 //! - `world`: the event loop, links, connections, applications, samplers;
 //! - `tcp`: the endpoints; `cc`: one file per congestion control algorithm;
 //! - `packet`: the packet descriptor (a route id and hop index for its path);
@@ -19,6 +20,7 @@
 pub mod cc;
 pub mod config;
 pub mod jitter;
+pub mod events;
 pub mod packet;
 pub mod stats;
 pub mod tcp;

@@ -12,6 +12,7 @@
 use crate::cc::{self, CcaReport};
 use crate::config::{Controller, FlowKind, RunConfig};
 use crate::jitter::HostJitter;
+use crate::events::EventQueue;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
 use netcore::link::{Link, Offered};
@@ -19,8 +20,6 @@ use netcore::net::{Network, Routes};
 use netcore::noted::{self, Candidate};
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use serde::Serialize;
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
@@ -34,30 +33,6 @@ enum Ev {
     Route(u32),
     /// A packet held by host jitter leaves its host (connection direction).
     HostOut(u32),
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Event {
-    at: Nanos,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
 }
 
 struct Connection {
@@ -189,7 +164,7 @@ struct World {
     now: Nanos,
     end: Nanos,
     seq: u64,
-    heap: BinaryHeap<Reverse<Event>>,
+    events: EventQueue<Ev>,
     links: Vec<Link<Packet>>,
     routes: Routes,
     net: Network,
@@ -243,7 +218,7 @@ impl World {
             now: 0,
             end: cfg.duration_ns,
             seq: 0,
-            heap: BinaryHeap::with_capacity(4096),
+            events: EventQueue::new(),
             last_tx: vec![0; links.len()],
             last_sample: 0,
             links,
@@ -332,17 +307,17 @@ impl World {
 
     fn schedule(&mut self, at: Nanos, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Reverse(Event { at, seq: self.seq, ev }));
+        self.events.push(at, self.seq, ev);
     }
 
     fn run(&mut self) {
-        while let Some(Reverse(e)) = self.heap.pop() {
-            if e.at > self.end {
+        while let Some((at, _, ev)) = self.events.pop() {
+            if at > self.end {
                 break;
             }
-            self.now = e.at;
+            self.now = at;
             self.res.stats.events += 1;
-            match e.ev {
+            match ev {
                 Ev::LinkTx(l) => self.on_link_tx(l as usize),
                 Ev::LinkArrive(l) => self.on_link_arrive(l as usize),
                 Ev::Timer(c, kind) => self.on_timer(c as usize, kind),

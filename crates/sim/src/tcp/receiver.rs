@@ -76,6 +76,12 @@ pub struct Receiver {
     rcv_wup: u64,
     ooo: Vec<Range>,
     touch: u64,
+    /// The SACK blocks of the next ACK: the most recently changed ranges of
+    /// `ooo`, newest first, kept up to date as ranges change (a range keeps
+    /// its bounds until it is touched again or removed), so that an ACK
+    /// need not scan a long out-of-order list.
+    sack_blocks: [(u64, u64); MAX_SACK],
+    nsack: usize,
     ts_recent: u64,
     /// Data that arrived twice, reported once as the first SACK block of
     /// the next ACK (D-SACK, RFC 2883; Linux `tcp_dsack_set`).
@@ -99,6 +105,8 @@ impl Receiver {
             rcv_wup: 0,
             ooo: Vec::new(),
             touch: 0,
+            sack_blocks: [(0, 0); MAX_SACK],
+            nsack: 0,
             ts_recent: 0,
             dsack: None,
             quickacks: QUICKACKS,
@@ -166,12 +174,19 @@ impl Receiver {
             if !self.ooo.is_empty() {
                 // Filling a hole: pull in what now follows, and ACK at once.
                 immediate = true;
-                while let Some(r) = self.ooo.first() {
+                let mut k = 0;
+                while let Some(r) = self.ooo.get(k) {
                     if r.start > self.rcv_nxt {
                         break;
                     }
                     self.rcv_nxt = self.rcv_nxt.max(r.end);
-                    self.ooo.remove(0);
+                    k += 1;
+                }
+                if k > 0 {
+                    self.ooo.drain(..k);
+                    let rcv_nxt = self.rcv_nxt;
+                    self.drop_sack_blocks(|(s, _)| s <= rcv_nxt);
+                    self.refill_sack_blocks();
                 }
             }
         } else if p.seq > self.rcv_nxt {
@@ -209,7 +224,8 @@ impl Receiver {
             self.dsack = Some((seq, end.min(self.rcv_nxt)));
             return;
         }
-        if let Some(r) = self.ooo.iter().find(|r| r.start < end && seq < r.end) {
+        let i = self.ooo.partition_point(|r| r.end <= seq);
+        if let Some(r) = self.ooo.get(i).filter(|r| r.start < end) {
             self.dsack = Some((seq.max(r.start), end.min(r.end)));
         }
     }
@@ -230,6 +246,57 @@ impl Receiver {
         } else {
             self.ooo.insert(i, Range { start, end, touched: self.touch });
         }
+        // The touched range leads; the ranges it absorbed (and its old
+        // bounds) lie inside it and leave the blocks.
+        let (rs, re) = (self.ooo[i].start, self.ooo[i].end);
+        self.drop_sack_blocks(|(s, e)| rs <= s && e <= re);
+        let n = self.nsack.min(MAX_SACK - 1);
+        self.sack_blocks.copy_within(0..n, 1);
+        self.sack_blocks[0] = (rs, re);
+        self.nsack = n + 1;
+        self.refill_sack_blocks();
+    }
+
+    /// Remove the blocks of ranges that are gone.
+    fn drop_sack_blocks(&mut self, gone: impl Fn((u64, u64)) -> bool) {
+        let mut kept = 0;
+        for j in 0..self.nsack {
+            if !gone(self.sack_blocks[j]) {
+                self.sack_blocks[kept] = self.sack_blocks[j];
+                kept += 1;
+            }
+        }
+        self.nsack = kept;
+    }
+
+    /// Fewer blocks than ranges allow (some left): choose again from the whole list.
+    fn refill_sack_blocks(&mut self) {
+        if self.nsack < self.ooo.len().min(MAX_SACK) {
+            self.choose_sack_blocks();
+        }
+    }
+
+    /// The most recently changed ranges first (RFC 2018): one pass keeping
+    /// the MAX_SACK latest.
+    fn choose_sack_blocks(&mut self) {
+        let mut best: [usize; MAX_SACK] = [usize::MAX; MAX_SACK];
+        let mut n = 0;
+        for (i, r) in self.ooo.iter().enumerate() {
+            let mut k = n;
+            while k > 0 && r.touched > self.ooo[best[k - 1]].touched {
+                k -= 1;
+            }
+            if k < MAX_SACK {
+                let last = n.min(MAX_SACK - 1);
+                best.copy_within(k..last, k + 1);
+                best[k] = i;
+                n = (n + 1).min(MAX_SACK);
+            }
+        }
+        for (slot, &b) in best[..n].iter().enumerate() {
+            self.sack_blocks[slot] = (self.ooo[b].start, self.ooo[b].end);
+        }
+        self.nsack = n;
     }
 
     /// Send the pending ACK now (the application is about to write, so the
@@ -277,28 +344,15 @@ impl Receiver {
             n = 1;
         }
         if self.cfg.sack && !self.ooo.is_empty() {
-            // The most recently changed blocks first (RFC 2018).
-            let first = n;
-            let mut picked: [usize; MAX_SACK] = [usize::MAX; MAX_SACK];
-            while n < MAX_SACK {
-                let mut best: Option<usize> = None;
-                for (i, r) in self.ooo.iter().enumerate() {
-                    if picked[first..n].contains(&i) {
-                        continue;
-                    }
-                    if best.map_or(true, |b| r.touched > self.ooo[b].touched) {
-                        best = Some(i);
-                    }
-                }
-                match best {
-                    Some(b) => {
-                        picked[n] = b;
-                        a.sack[n] = (self.ooo[b].start, self.ooo[b].end);
-                        n += 1;
-                    }
-                    None => break,
-                }
+            if cfg!(debug_assertions) {
+                let (kept, k) = (self.sack_blocks, self.nsack);
+                self.choose_sack_blocks();
+                assert_eq!(&kept[..k], &self.sack_blocks[..self.nsack], "SACK blocks out of date");
             }
+            // The most recently changed blocks first (RFC 2018), after a D-SACK block.
+            let k = self.nsack.min(MAX_SACK - n);
+            a.sack[n..n + k].copy_from_slice(&self.sack_blocks[..k]);
+            n += k;
         }
         if n > 0 {
             a.nsack = n as u8;

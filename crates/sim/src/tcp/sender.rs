@@ -517,6 +517,20 @@ impl Sender {
 
     /// Index of the segment holding sequence `seq` (or the first after it).
     fn index_of(&self, seq: u64) -> usize {
+        // Segments are mostly one MSS long: try the index that gives, and
+        // keep it when it is the partition point (it is called per ACK).
+        if let (Some(first), Some(last)) = (self.rtxq.front(), self.rtxq.back()) {
+            if seq >= last.end() {
+                return self.rtxq.len(); // past the queue, as hints often are
+            }
+            let guess = (seq.saturating_sub(first.seq) / self.cfg.mss as u64) as usize;
+            if guess < self.rtxq.len()
+                && self.rtxq[guess].end() > seq
+                && (guess == 0 || self.rtxq[guess - 1].end() <= seq)
+            {
+                return guess;
+            }
+        }
         self.rtxq.partition_point(|s| s.end() <= seq)
     }
 

@@ -1,0 +1,148 @@
+//! The event queue: a monotone radix heap. Events pop in (time, sequence)
+//! order, exactly as a binary heap over that pair would pop them, because
+//! no event is ever scheduled before the last one popped.
+//!
+//! Bucket `b > 0` holds the events whose time differs from the last popped
+//! time first in bit `b - 1` (counting from 0); bucket 0 holds those at the
+//! last popped time itself, in sequence order. When bucket 0 runs dry, the
+//! lowest non-empty bucket is spread over the lower buckets around its
+//! earliest time; each event moves down a few times at most over its life.
+//! Against `std::collections::BinaryHeap` this takes the per-event cost
+//! from O(log n) sift steps with a cache miss each to a push onto a vector
+//! (measured: bench/sim_speed.py, docs/sim-model.md §Speed).
+
+use netcore::Nanos;
+
+pub struct EventQueue<T> {
+    /// Time of the last event popped.
+    last: Nanos,
+    /// Bucket 0, in sequence order, and the next index in it to pop.
+    now: Vec<(Nanos, u64, T)>,
+    head: usize,
+    /// Buckets 1..=64 (index 0 here is bucket 1).
+    buckets: Vec<Vec<(Nanos, u64, T)>>,
+    /// Bit i set: bucket i + 1 is not empty.
+    full: u64,
+    len: usize,
+}
+
+impl<T: Copy> EventQueue<T> {
+    pub fn new() -> EventQueue<T> {
+        EventQueue { last: 0, now: Vec::new(), head: 0, buckets: (0..64).map(|_| Vec::new()).collect(), full: 0, len: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Schedule `ev` at `at` with tie-breaking sequence `seq`; `seq` must
+    /// grow with every push, and `at` must not precede the last event popped.
+    pub fn push(&mut self, at: Nanos, seq: u64, ev: T) {
+        assert!(at >= self.last, "event at {at} ns scheduled before the current time {} ns", self.last);
+        self.len += 1;
+        if at == self.last {
+            self.now.push((at, seq, ev));
+        } else {
+            let b = Self::bucket(self.last, at);
+            self.buckets[b].push((at, seq, ev));
+            self.full |= 1 << b;
+        }
+    }
+
+    /// Bucket (minus one) of a time later than `last`: its highest bit that differs.
+    fn bucket(last: Nanos, at: Nanos) -> usize {
+        63 - (at ^ last).leading_zeros() as usize
+    }
+
+    /// The earliest event (lowest time, then lowest sequence).
+    pub fn pop(&mut self) -> Option<(Nanos, u64, T)> {
+        if self.head == self.now.len() {
+            self.now.clear();
+            self.head = 0;
+            if self.full == 0 {
+                return None;
+            }
+            let b = self.full.trailing_zeros() as usize;
+            self.full &= !(1 << b);
+            let mut spill = std::mem::take(&mut self.buckets[b]);
+            self.last = spill.iter().map(|e| e.0).min().expect("a non-empty bucket");
+            for e in spill.drain(..) {
+                if e.0 == self.last {
+                    self.now.push(e);
+                } else {
+                    let c = Self::bucket(self.last, e.0);
+                    self.buckets[c].push(e);
+                    self.full |= 1 << c;
+                }
+            }
+            // Keep the allocation; every spilled event went to a lower bucket.
+            self.buckets[b] = spill;
+            if self.now.len() > 1 {
+                self.now.sort_unstable_by_key(|e| e.1);
+            }
+        }
+        let e = self.now[self.head];
+        self.head += 1;
+        self.len -= 1;
+        Some(e)
+    }
+}
+
+impl<T: Copy> Default for EventQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    /// Same pops as a binary heap over (time, seq) for a random monotone
+    /// schedule with many ties, near and far events.
+    #[test]
+    fn pops_in_binary_heap_order() {
+        let mut q = EventQueue::new();
+        let mut h = BinaryHeap::new();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut seq, mut now) = (0u64, 0u64);
+        for i in 0..200_000u64 {
+            let pushes = rnd() % 3;
+            for _ in 0..pushes {
+                let r = rnd();
+                let dt = match r % 4 {
+                    0 => 0,
+                    1 => r >> 60,
+                    2 => (r >> 40) % 20_000,
+                    _ => (r >> 20) % 300_000_000,
+                };
+                seq += 1;
+                q.push(now + dt, seq, i);
+                h.push(Reverse((now + dt, seq, i)));
+            }
+            let a = q.pop();
+            let b = h.pop().map(|Reverse(e)| e);
+            assert_eq!(a, b);
+            if let Some((t, ..)) = a {
+                now = t;
+            }
+            assert_eq!(q.len(), h.len());
+        }
+        while let Some(Reverse(e)) = h.pop() {
+            assert_eq!(q.pop(), Some(e));
+        }
+        assert!(q.pop().is_none() && q.is_empty());
+    }
+}
