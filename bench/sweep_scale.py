@@ -2,6 +2,7 @@
 """Sweep throughput: one 48-run sim sweep (runs of about 0.3 s) four ways.
 
     python bench/sweep_scale.py [--only serial,jobs2,local2,sched2]
+    python bench/sweep_scale.py --idle-cost   # CPU an idle local:2 cluster takes
 
 1. serial (``ccbench run``), 2. ``--jobs 2`` (process pool), 3. ``--cluster
 local:2`` (an embedded LocalCluster), 4. a ``dask scheduler`` and two ``dask
@@ -99,10 +100,53 @@ def start_scheduler_and_workers(tmp: Path, n: int) -> tuple[str, list[subprocess
     return address, procs
 
 
+def idle_cost(seconds: float = 10.0) -> None:
+    """CPU an idle LocalCluster of 2 workers takes per second, with Dask's
+    default settings and with ccbench's (OWN_CONFIG): what the cluster itself
+    takes from the runs on this machine."""
+    import logging
+
+    import dask
+    import distributed
+    import psutil
+
+    from ccbench.executor.cluster import OWN_CONFIG
+
+    me = psutil.Process()
+
+    def cpu() -> float:
+        total = 0.0
+        for p in [me] + me.children(recursive=True):
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    for label, config in (("Dask's defaults", {}), ("ccbench's settings", OWN_CONFIG)):
+        with dask.config.set(config):
+            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                                               silence_logs=logging.CRITICAL)
+        try:
+            time.sleep(2)
+            c0, t0 = cpu(), time.perf_counter()
+            time.sleep(seconds)
+            per_s = (cpu() - c0) / (time.perf_counter() - t0)
+        finally:
+            cluster.close()
+        print(f"  idle local:2 cluster, {label}: {per_s * 1e3:.0f} ms of CPU per second")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="serial,jobs2,local2,sched2", help="comma-separated subset")
+    ap.add_argument("--idle-cost", action="store_true", help="only: the CPU an idle local:2 cluster takes")
     args = ap.parse_args()
+    if args.idle_cost:
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        idle_cost()
+        return
     which = args.only.split(",")
     # workers (pool, LocalCluster, dask worker) import _timed_backend by name
     os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -358,6 +358,32 @@ def test_local_cluster_matches_serial(study_file, serial, tmp_path, capsys):
     assert_same_as_serial(out, serial)
 
 
+def _worker_settings(keys: list) -> dict:
+    import dask
+
+    return {k: dask.config.get(k) for k in keys}
+
+
+def test_local_cluster_workers_are_forked_with_ccbench_settings():
+    """local:N workers are forked from the client (Linux) and run with OWN_CONFIG
+    (Dask's instruments turned down)."""
+    import dask
+
+    from ccbench.executor.cluster import OWN_CONFIG, open_cluster
+
+    with open_cluster(resolve("local:2")) as handle:
+        got = handle.client.run(_worker_settings, list(OWN_CONFIG))
+        assert len(got) == 2
+        for settings in got.values():
+            assert settings == OWN_CONFIG
+        parents = handle.client.run(os.getppid)
+        assert set(parents.values()) == {os.getpid()}
+        cmd = handle.client.run(lambda: Path("/proc/self/cmdline").read_bytes())
+        assert set(cmd.values()) == {Path("/proc/self/cmdline").read_bytes()}  # forked: our argv, not a spawn's
+    # the settings were only for that cluster
+    assert dask.config.get("distributed.admin.tick.interval") != OWN_CONFIG["distributed.admin.tick.interval"]
+
+
 def test_local_cluster_killed_client_leaves_no_process_and_the_rerun_resumes(study_file, serial, tmp_path):
     """SIGKILL to `ccbench run --cluster local:2` mid-sweep (no handler runs):
     its workers (forked from it) and everything else it started exit on their
