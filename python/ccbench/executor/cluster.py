@@ -288,6 +288,7 @@ OWN_CONFIG = {
     "distributed.worker.memory.monitor-interval": "1s",  # the nanny's memory limit still holds
 }
 
+
 def env_of(config: dict) -> dict[str, str]:
     """``config`` as the environment variables a ``dask worker`` reads (DASK_A__B_C)."""
     def name(key: str) -> str:
@@ -302,10 +303,13 @@ def _local_start_method() -> dict:
     A spawned worker is a fresh interpreter that imports Dask, pyarrow,
     pandas and ccbench (and this program's main module) again: about a second
     of CPU each, most of the cluster's start-up on a small machine. A forked
-    one has them all already. This process is safe to fork at that moment:
-    the store is not open yet, and Dask closes what the child must not keep.
-    A worker restarted later (after one died) is spawned as usual: by then
-    the store is open. Elsewhere (macOS: fork is unsafe there) Dask's default."""
+    one has them all already. Dask supports forking its workers (the
+    ``distributed.worker.multiprocessing-method`` setting); the child is a
+    copy of the thread that forks and runs only Dask's worker code. Forking
+    happens before the store is opened (no DuckDB threads or files yet). The
+    setting holds while the cluster starts only: a worker that Dask restarts
+    later (after one died) is spawned as usual. Elsewhere (macOS, where fork
+    is unsafe) Dask's default."""
     import sys
 
     if not sys.platform.startswith("linux"):
