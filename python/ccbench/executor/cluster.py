@@ -274,13 +274,13 @@ def _quiet_logs() -> None:
 OWN_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,  # a lost run is ccbench's to retry (ClusterRunner)
     "distributed.admin.tick.limit": "1h",  # a long linux run is no hang
-    # Dask's own instruments cost CPU the runs need. Measured on 2 cores, an
-    # idle local:2 cluster took 130-190 ms of CPU a second with Dask's
-    # defaults and about 30 ms with these: every scheduler, nanny and worker
+    # Dask's own instruments cost CPU the runs need. On 2 cores an idle
+    # local:2 cluster took 177 ms of CPU a second with Dask's defaults and 20 ms
+    # with these (bench/sweep_scale.py --idle-cost): every scheduler, nanny and worker
     # times its event loop 50 times a second (only a health metric here: the
     # limit above never fires), the profiler samples each busy worker 100 times
-    # a second for a dashboard nobody opens, and each polls psutil (disk,
-    # network, memory) twice a second.
+    # a second for a dashboard nobody opens, the system monitor polls psutil
+    # (CPU, memory, network, disk) twice a second and the memory monitor 10 times.
     "distributed.admin.tick.interval": "1s",
     "distributed.worker.profile.enabled": False,
     "distributed.admin.system-monitor.interval": "5s",
