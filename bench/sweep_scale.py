@@ -16,7 +16,11 @@ speed-up over serial counting the start-up (what a user waits for) and
 without it, and the per-run overhead: on each worker process, the gap
 between the end of one run and the start of its next (median and p90 over
 all gaps; this includes committing, moving the result and scheduling, i.e.
-whatever keeps a worker from running runs).
+whatever keeps a worker from running runs). "CPU ms/run": the CPU time
+of every process of the sweep (client, pool or scheduler and workers),
+start-up left out, per run: unlike wall times it hardly depends on what
+else loads the machine, and on an idle 2-core machine the sweep cannot take
+less than half of it.
 "Dask over pool" = median gap of a Dask path minus the process pool's.
 
 Targets (issue 14): >= 1.8x serial with 2 workers on a 2-core machine,
@@ -139,13 +143,41 @@ def idle_cost(seconds: float = 10.0) -> None:
         print(f"  idle local:2 cluster, {label}: {per_s * 1e3:.0f} ms of CPU per second")
 
 
+def cpu_seconds() -> dict[int, float]:
+    """CPU time so far of this process (all its threads, ended ones too), of its
+    waited-for children (0), and of each live descendant (by pid)."""
+    import resource
+
+    import psutil
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    got = {-1: own.ru_utime + own.ru_stime, 0: kids.ru_utime + kids.ru_stime}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            t = p.cpu_times()
+            got[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return got
+
+
+def cpu_used(before: dict[int, float]) -> float:
+    """CPU seconds this process and its descendants used since ``before``
+    (a descendant that ended unwaited-for in between is missed)."""
+    now = cpu_seconds()
+    return sum(v - before.get(k, 0.0) for k, v in now.items())
+
+
 def measure(name: str, study, runs, backend, out: Path, tmp: Path) -> tuple:
-    """One sweep by executor ``name``: (wall s, cluster start-up s, gaps, run walls)."""
+    """One sweep by executor ``name``: (wall s, cluster start-up s, gaps, run walls, CPU s of the sweep)."""
     startup = 0.0
     if name in ("serial", "jobs2"):
+        c0 = cpu_seconds()
         t0 = time.perf_counter()
         execute(study, runs, backend, out, jobs=1 if name == "serial" else 2)
         wall = time.perf_counter() - t0
+        cpu = cpu_used(c0)  # the pool's workers were waited for: in RUSAGE_CHILDREN
     else:
         from ccbench.executor.cluster import ClusterRunner, open_cluster, preflight
         from ccbench.executor.cluster_config import resolve
@@ -163,9 +195,11 @@ def measure(name: str, study, runs, backend, out: Path, tmp: Path) -> tuple:
                 time.sleep(0.1)
             preflight(handle, "sim", ())
             startup = time.perf_counter() - s0
+            c0 = cpu_seconds()
             t0 = time.perf_counter()
             execute(study, runs, backend, out, runner=ClusterRunner(handle, "sim"))
             wall = time.perf_counter() - t0  # the sweep, not the shutdown
+            cpu = cpu_used(c0)  # client, scheduler and workers, while they all live
         finally:
             handle.close()
             for p in procs:
@@ -173,7 +207,7 @@ def measure(name: str, study, runs, backend, out: Path, tmp: Path) -> tuple:
             for p in procs:
                 p.wait(20)
     g, w = gaps(out)
-    return wall, startup, g, w
+    return wall, startup, g, w, cpu
 
 
 def main() -> None:
@@ -219,7 +253,7 @@ def main() -> None:
     if args.rounds > 1:
         print(f"medians over {args.rounds} rounds (each ratio within its round, then the median):")
     print(f"{'executor':24} {'wall s':>7} {'start-up s':>10} {'runs/s':>7} {'x serial':>8} {'w/o start':>9} "
-          f"{'run s (med)':>11} {'gap ms med':>10} {'gap ms p90':>10} {'over pool ms':>12}")
+          f"{'run s (med)':>11} {'gap ms med':>10} {'gap ms p90':>10} {'over pool ms':>12} {'CPU ms/run':>10}")
     for name in which:
         wall, startup = med([g[name][0] for g in rounds]), med([g[name][1] for g in rounds])
         gs = sorted(x for g in rounds for x in g[name][2])
@@ -230,7 +264,8 @@ def main() -> None:
         ratio = f"{med(ratios(name, True)):.2f}" if has_serial else "–"  # the target counts the start-up
         bare = f"{med(ratios(name, False)):.2f}" if has_serial else "–"
         print(f"{label[name]:24} {wall:7.2f} {startup:10.2f} {len(runs) / (wall + startup):7.2f} {ratio:>8} "
-              f"{bare:>9} {med(ws):11.3f} {gmed:10.1f} {p90:10.1f} {over:>12}")
+              f"{bare:>9} {med(ws):11.3f} {gmed:10.1f} {p90:10.1f} {over:>12} "
+              f"{med([g[name][4] for g in rounds]) / len(runs) * 1e3:10.0f}")
     print(f"\nload average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; results in {tmp}")
 
 
