@@ -306,6 +306,18 @@ cca = "cubic"
 """
 
 
+def ancestors(pid: int) -> list[int]:
+    """The parent, grandparent, ... of a live process ([] once it is gone)."""
+    out = []
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        out.append(pid)
+    return out
+
+
 def need_linux() -> None:
     from ccbench.backends.linux.backend import environment_problems
 
@@ -335,13 +347,89 @@ def test_linux_sweep_on_a_local_cluster_leaves_nothing(tmp_path, capsys):
     left = [r for r in cleanup.find(include_live=True) if r.token not in before and not r.empty()
             and (r.owner is None or not Path(f"/proc/{r.owner}").exists())]
     assert not left, [r.describe() for r in left]
+    # (other programs on this machine may be running linux runs: only this process's workers count)
     assert not [r for r in cleanup.find(include_live=True) if r.token not in before and r.owner
-                and Path(f"/proc/{r.owner}").exists()], "a run still in progress after the sweep"
+                and os.getpid() in ancestors(r.owner)], "a run still in progress after the sweep"
 
 
 def test_local_cluster_matches_serial(study_file, serial, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["run", str(study_file), "--out", str(out), "--cluster", "local:2"]) == 0
+    assert_same_as_serial(out, serial)
+
+
+def _worker_settings(keys: list) -> dict:
+    import dask
+
+    return {k: dask.config.get(k) for k in keys}
+
+
+def test_local_cluster_workers_are_forked_with_ccbench_settings():
+    """local:N workers are forked from the client (Linux) and run with OWN_CONFIG
+    (Dask's instruments turned down)."""
+    import dask
+
+    from ccbench.executor.cluster import OWN_CONFIG, open_cluster
+
+    with open_cluster(resolve("local:2")) as handle:
+        got = handle.client.run(_worker_settings, list(OWN_CONFIG))
+        assert len(got) == 2
+        for settings in got.values():
+            assert settings == OWN_CONFIG
+        parents = handle.client.run(os.getppid)
+        assert set(parents.values()) == {os.getpid()}
+        cmd = handle.client.run(lambda: Path("/proc/self/cmdline").read_bytes())
+        assert set(cmd.values()) == {Path("/proc/self/cmdline").read_bytes()}  # forked: our argv, not a spawn's
+    # the settings were only for that cluster
+    assert dask.config.get("distributed.admin.tick.interval") != OWN_CONFIG["distributed.admin.tick.interval"]
+
+
+def test_local_cluster_killed_client_leaves_no_process_and_the_rerun_resumes(study_file, serial, tmp_path):
+    """SIGKILL to `ccbench run --cluster local:2` mid-sweep (no handler runs):
+    its workers (forked from it) and everything else it started exit on their
+    own; the rerun resumes and the store ends up as the serial run's."""
+    import psutil
+
+    out = tmp_path / "out"
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", "local:2")
+    try:
+        read_until(proc, r"^\[2/12\]")
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 2, children  # the two workers at least
+        proc.kill()
+        proc.communicate(timeout=30)
+        _, alive = psutil.wait_procs(children, timeout=20)
+        assert not alive, [(p.pid, p.cmdline()) for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done = run_counts(out).get("ok", 0)
+    assert 2 <= done < 12
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", "local:2")
+    stdout, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    assert f"{done} of 12 runs already finished; running {12 - done}" in stdout
+    assert_same_as_serial(out, serial)
+
+
+def test_a_local_worker_killed_mid_sweep_costs_nothing(study_file, serial, tmp_path):
+    """SIGKILL to a LocalCluster worker (forked from the client) in a run: the
+    run is retried, its nanny starts a new worker, every run is stored once."""
+    import psutil
+
+    out = tmp_path / "out"
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", "local:2")
+    try:
+        read_until(proc, r"^\[2/12\]")
+        workers = [p for p in psutil.Process(proc.pid).children() if "multiprocessing" not in " ".join(p.cmdline())]
+        assert len(workers) == 2, [(p.pid, p.cmdline()) for p in workers]
+        workers[0].kill()
+        stdout, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err + stdout
+    assert run_counts(out) == {"ok": 12}
     assert_same_as_serial(out, serial)
 
 

@@ -270,14 +270,64 @@ def _quiet_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+# Dask settings of the clusters ccbench starts itself (LocalCluster, batch jobs).
+OWN_CONFIG = {
+    "distributed.scheduler.allowed-failures": 0,  # a lost run is ccbench's to retry (ClusterRunner)
+    "distributed.admin.tick.limit": "1h",  # a long linux run is no hang
+    # Dask's own instruments cost CPU the runs need. On 2 cores an idle
+    # local:2 cluster took 177 ms of CPU a second with Dask's defaults and 20 ms
+    # with these (bench/sweep_scale.py --idle-cost): every scheduler, nanny and worker
+    # times its event loop 50 times a second (only a health metric here: the
+    # limit above never fires), the profiler samples each busy worker 100 times
+    # a second for a dashboard nobody opens, the system monitor polls psutil
+    # (CPU, memory, network, disk) twice a second and the memory monitor 10 times.
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.worker.memory.monitor-interval": "1s",  # the nanny's memory limit still holds
+}
+
+
+def env_of(config: dict) -> dict[str, str]:
+    """``config`` as the environment variables a ``dask worker`` reads (DASK_A__B_C)."""
+    def name(key: str) -> str:
+        return "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split("."))
+
+    return {name(k): str(v) for k, v in config.items()}
+
+
+def _local_start_method() -> dict:
+    """On Linux the LocalCluster's workers are forked from this process.
+
+    A spawned worker is a fresh interpreter that imports Dask, pyarrow,
+    pandas and ccbench (and this program's main module) again: about a second
+    of CPU each, most of the cluster's start-up on a small machine. A forked
+    one has them all already. Dask supports forking its workers (the
+    ``distributed.worker.multiprocessing-method`` setting); the child is a
+    copy of the thread that forks and runs only Dask's worker code. Forking
+    happens before the store is opened (no DuckDB threads or files yet). The
+    setting holds while the cluster starts only: a worker that Dask restarts
+    later (after one died) is spawned as usual. Elsewhere (macOS, where fork
+    is unsafe) Dask's default."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return {}
+    # pyarrow imports pandas on its first conversion (a result's columns), in
+    # this process and in each worker: import it once, before the fork.
+    import pandas  # noqa: F401
+
+    return {"distributed.worker.multiprocessing-method": "fork"}
+
+
 def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: None) -> ClusterHandle:
     """Start or reach the cluster of ``cfg``; UsageError (exit 2) when it cannot be."""
     distributed = _dask()
     import dask
 
     _quiet_logs()
-    own = {"distributed.scheduler.allowed-failures": 0,
-           "distributed.admin.tick.limit": "1h"}  # a long linux run is no hang
+    own = dict(OWN_CONFIG)
     if cfg.kind == "tcp":
         try:
             client = distributed.Client(cfg.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
@@ -293,7 +343,7 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
             raise
         return handle
     if cfg.kind == "local":
-        with dask.config.set(own):
+        with dask.config.set({**own, **_local_start_method()}):
             try:
                 cluster = distributed.LocalCluster(
                     n_workers=cfg.workers, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -359,6 +409,8 @@ def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) ->
         # PBS and SGE jobs inherit the submitting environment only when asked (Slurm does by default)
         job_extra_directives=(["-V"] if cfg.kind in ("pbs", "sge") else []) + list(cfg.job_extra),
         worker_extra_args=["--resources", f"{LINUX_RESOURCE}=1"],
+        # the workers' share of OWN_CONFIG: a batch job reads Dask settings from its environment
+        job_script_prologue=[f"export {k}={v}" for k, v in env_of(OWN_CONFIG).items()],
         scheduler_options={"dashboard_address": None},
         log_directory=cfg.log_directory, silence_logs="critical",
         name=f"ccbench-{os.getpid()}",
