@@ -28,6 +28,8 @@ from ccbench.cli import main
 from ccbench.errors import StudyError
 from ccbench.spec import load_study, parse_study
 
+from root_checks import need_linux_backend
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "studies" / "bpf-cca"
 DATA = Path(__file__).resolve().parent / "data" / "bpf"
@@ -190,19 +192,12 @@ def test_sim_bpf_vegas_keeps_a_small_queue(tools):
 
 @pytest.fixture
 def linux(tools):
-    if os.geteuid() != 0:
-        why = "the linux backend's BPF tests need root (struct_ops registration, namespaces)"
-        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
-            pytest.skip(why)
-        pytest.fail(why, pytrace=False)
+    need_linux_backend("the linux backend's BPF tests need root (struct_ops registration, namespaces)")
     from ccbench.backends.linux import bpf_cca
-    from ccbench.backends.linux.backend import environment_problems
 
-    problems = environment_problems()
     problem = bpf_cca.available()
-    if problems or problem:
-        pytest.fail("this machine cannot run BPF CCAs on the linux backend: " + "; ".join(problems + [problem or ""]),
-                    pytrace=False)
+    if problem:
+        pytest.fail(f"this machine cannot run BPF CCAs on the linux backend: {problem}", pytrace=False)
     before = set(bpf_cca.registered_names())
     yield bpf_cca
     assert set(bpf_cca.registered_names()) <= before, "a run left a BPF CCA registered"

@@ -29,6 +29,7 @@ from ccbench.executor import execute  # noqa: E402
 from ccbench.executor.cluster_config import resolve  # noqa: E402
 from ccbench.spec import load_study  # noqa: E402
 from ccbench.store import DB_FILENAME  # noqa: E402
+from root_checks import need_linux_backend  # noqa: E402
 
 from dask_test_cluster import PYTHONPATH, DaskProcs  # noqa: E402
 
@@ -319,13 +320,7 @@ def ancestors(pid: int) -> list[int]:
 
 
 def need_linux() -> None:
-    from ccbench.backends.linux.backend import environment_problems
-
-    if os.geteuid() != 0 or environment_problems():
-        why = "; ".join(environment_problems()) or "not root"
-        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
-            pytest.skip(f"linux backend unavailable ({why}); CCBENCH_SKIP_ROOT_TESTS=1")
-        pytest.fail(f"the linux-backend cluster test needs root and the linux backend: {why}", pytrace=False)
+    need_linux_backend("the linux-backend cluster test needs root and the linux backend")
 
 
 def test_linux_sweep_on_a_local_cluster_leaves_nothing(tmp_path, capsys):

@@ -9,7 +9,6 @@ CCBENCH_SKIP_ROOT_TESTS=1, which skips them.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import statistics
 import time
@@ -17,14 +16,14 @@ import time
 import pytest
 
 from emu_topo import Dumbbell, monotonic_ns, root_problem
+from root_checks import need_root
 
 MS = 1_000_000
 
 
 @pytest.fixture(autouse=True)
 def _root_only():
-    if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
-        pytest.skip("CCBENCH_SKIP_ROOT_TESTS=1: root tests of the emulator skipped")
+    need_root("the emulator's root tests need root (network namespaces, TUN)")
     problem = root_problem()
     if problem:
         pytest.fail(f"the emulator's root tests cannot run: {problem}. Run the tests as root, "

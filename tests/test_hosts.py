@@ -20,6 +20,8 @@ from ccbench.backends.hosts.inventory import parse
 from ccbench.backends.hosts.ssh import Connection
 from ccbench.errors import StudyError
 
+from root_checks import need_root
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PKG = str(Path(ccbench.__file__).resolve().parents[1])
@@ -61,16 +63,11 @@ def test_remote_commands_are_quoted_argument_lists():
 
 # ---------------------------------------------------------------- the testbed
 
-IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    if not IS_ROOT:
-        why = "the hosts backend tests need root (namespaces running sshd)"
-        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
-            pytest.skip(why)
-        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1", pytrace=False)
+    need_root("the hosts backend tests need root (namespaces running sshd)")
     sys.path.insert(0, str(HERE))
     from hosts_testbed import Testbed
 

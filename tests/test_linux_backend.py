@@ -20,57 +20,28 @@ import pytest
 
 from ccbench import backends
 from ccbench.backends.linux import cleanup, netns
-from ccbench.backends.linux.backend import LinuxBackend, core_problem, environment_problems
+from ccbench.backends.linux.backend import LinuxBackend
 from ccbench.cli import main
 from ccbench.errors import StudyError, UsageError
 from ccbench.spec import kernel, parse_study
 
+from root_checks import OURS, assert_nothing_left, need_linux_backend, record_run_tokens  # noqa: F401 (autouse)
+
 HERE = Path(__file__).resolve().parent
-IS_ROOT = os.geteuid() == 0
-CORE_PROBLEM = core_problem()
-
-
-# Run tokens this test session created (in this process, or seen owned by a runner it started).
-# Other ccbench runs may be going on on this machine at the same time (another test session,
-# a user): only our own are checked for leftovers.
-OURS: set[str] = set()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _record_tokens():
-    real = netns.new_token
-
-    def recording():
-        t = real()
-        OURS.add(t)
-        return t
-
-    netns.new_token = recording
-    yield
-    netns.new_token = real
 
 
 @pytest.fixture
 def root():
-    """Skip (CCBENCH_SKIP_ROOT_TESTS=1) or fail clearly when not root; check for leftovers after."""
-    if not IS_ROOT:
-        why = "the linux backend tests need root (network namespaces, veth, TUN)"
-        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
-            pytest.skip(why + "; skipped because CCBENCH_SKIP_ROOT_TESTS=1")
-        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1 to skip them", pytrace=False)
-    problems = environment_problems()
-    if problems:
-        pytest.fail("this machine cannot run the linux backend: " + "; ".join(problems), pytrace=False)
+    """Root and a machine the linux backend runs on (else fail, or skip under
+    CCBENCH_SKIP_ROOT_TESTS=1); no leftovers after."""
+    need_linux_backend()
     yield
     assert_nothing_left()
 
 
 @pytest.fixture
 def core(root):
-    """The real emulator and load generator; ccbench always builds them in,
-    so their absence is a broken install, not a reason to skip."""
-    if CORE_PROBLEM is not None:
-        pytest.fail(f"the Rust emulator and load generator are missing: {CORE_PROBLEM}")
+    """The real emulator and load generator (checked by ``root``)."""
 
 
 def _ppid(pid: int):
@@ -85,13 +56,6 @@ def runs_of(pid: int):
     runs = [r for r in cleanup.find(include_live=True) if r.owner is not None and pid in (r.owner, _ppid(r.owner))]
     OURS.update(r.token for r in runs)
     return runs
-
-
-def assert_nothing_left():
-    """No run of ours left anything."""
-    left = [r for r in cleanup.find(include_live=True) if r.token in OURS and not r.empty()]
-    assert not left, "left behind: " + "; ".join(f"ccb{r.token}: {r.describe()} {r.namespaces} {r.pids}"
-                                                 for r in left)
 
 
 def study(text: str, backend: str = "linux"):

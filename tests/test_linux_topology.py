@@ -18,47 +18,22 @@ from types import SimpleNamespace
 import pytest
 
 from ccbench.backends.linux import cleanup, netns
-from ccbench.backends.linux.backend import LinuxBackend, core_problem, environment_problems
+from ccbench.backends.linux.backend import LinuxBackend
 from ccbench.errors import UsageError
 from ccbench.spec import parse_study
 from ccbench.store import Store
 
+from root_checks import OURS, assert_nothing_left, need_linux_backend, record_run_tokens  # noqa: F401 (autouse)
+
 MS = 1_000_000
 S = 1_000_000_000
-
-OURS: set[str] = set()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _record_tokens():
-    real = netns.new_token
-
-    def recording():
-        t = real()
-        OURS.add(t)
-        return t
-
-    netns.new_token = recording
-    yield
-    netns.new_token = real
 
 
 @pytest.fixture
 def core():
-    if os.geteuid() != 0:
-        why = "the linux backend tests need root (network namespaces, veth, TUN)"
-        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
-            pytest.skip(why + "; skipped because CCBENCH_SKIP_ROOT_TESTS=1")
-        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1 to skip them", pytrace=False)
-    problems = environment_problems()
-    if problems:
-        pytest.fail("this machine cannot run the linux backend: " + "; ".join(problems), pytrace=False)
-    problem = core_problem()
-    if problem:
-        pytest.fail(f"the Rust emulator and load generator are missing: {problem}")
+    need_linux_backend()
     yield
-    left = [r for r in cleanup.find(include_live=True) if r.token in OURS and not r.empty()]
-    assert not left, "left behind: " + "; ".join(f"ccb{r.token}: {r.describe()}" for r in left)
+    assert_nothing_left()
 
 
 def tcp_defaults() -> dict:

@@ -20,6 +20,8 @@ from ccbench import validate
 from ccbench.analysis.stats import spread
 from ccbench.cli import main
 
+from root_checks import need_linux_backend
+
 
 def test_grids_are_the_issues():
     full = validate.GRIDS["full"]
@@ -150,16 +152,7 @@ def test_analysis_and_outputs_without_root(tmp_path):
 
 
 def _root_or_skip():
-    if os.geteuid() != 0:
-        why = "ccbench validate runs the linux backend, which needs root (network namespaces, veth, TUN)"
-        if os.environ.get("CCBENCH_SKIP_ROOT_TESTS") == "1":
-            pytest.skip(why + "; skipped because CCBENCH_SKIP_ROOT_TESTS=1")
-        pytest.fail(why + ": run pytest as root, or set CCBENCH_SKIP_ROOT_TESTS=1 to skip it", pytrace=False)
-    from ccbench.backends.linux.backend import core_problem, environment_problems
-
-    problems = environment_problems() + [p for p in (core_problem(),) if p]
-    if problems:
-        pytest.fail("this machine cannot run the linux backend: " + "; ".join(problems), pytrace=False)
+    need_linux_backend("ccbench validate runs the linux backend, which needs root (network namespaces, veth, TUN)")
 
 
 def test_quick_validation_sim_agrees_with_the_kernel(tmp_path, capsys):
