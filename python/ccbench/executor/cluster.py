@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from ccbench.backends import RunResult
 from ccbench.errors import UsageError
-from ccbench.executor import cluster_probe
+from ccbench.executor import cluster_probe, signals
 from ccbench.executor.cluster_config import ClusterConfig
 from ccbench.executor.local import INTERRUPT_GRACE_S, Outcome, error_text, run_one
 
@@ -359,6 +359,12 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
             _wait_for_workers(handle, None, status, want=cfg.workers)
             client.run(own_process_group, nanny=True)
             client.run(own_process_group)
+            # The workers are this process's children (their nannies live
+            # here). Forked ones share every inherited descriptor, so Dask's
+            # own parent watch can miss this process's death (a SIGKILLed
+            # client left both workers running): the kernel's parent-death
+            # signal ends them instead.
+            client.run(signals.die_with_parent, os.getpid())
         except BaseException:
             handle.close()
             raise
