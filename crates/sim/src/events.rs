@@ -24,11 +24,13 @@ pub struct EventQueue<T> {
     /// Bit i set: bucket i + 1 is not empty.
     full: u64,
     len: usize,
+    /// Sequence number of the last push: ties in time pop in push order.
+    seq: u64,
 }
 
 impl<T: Copy> EventQueue<T> {
     pub fn new() -> EventQueue<T> {
-        EventQueue { last: 0, now: Vec::new(), head: 0, buckets: (0..64).map(|_| Vec::new()).collect(), full: 0, len: 0 }
+        EventQueue { last: 0, now: Vec::new(), head: 0, buckets: (0..64).map(|_| Vec::new()).collect(), full: 0, len: 0, seq: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -39,11 +41,13 @@ impl<T: Copy> EventQueue<T> {
         self.len == 0
     }
 
-    /// Schedule `ev` at `at` with tie-breaking sequence `seq`; `seq` must
-    /// grow with every push, and `at` must not precede the last event popped.
-    pub fn push(&mut self, at: Nanos, seq: u64, ev: T) {
+    /// Schedule `ev` at `at` (not before the last event popped); events at
+    /// the same time pop in the order they were pushed.
+    pub fn push(&mut self, at: Nanos, ev: T) {
         assert!(at >= self.last, "event at {at} ns scheduled before the current time {} ns", self.last);
         self.len += 1;
+        self.seq += 1;
+        let seq = self.seq;
         if at == self.last {
             self.now.push((at, seq, ev));
         } else {
@@ -129,7 +133,7 @@ mod tests {
                     _ => (r >> 20) % 300_000_000,
                 };
                 seq += 1;
-                q.push(now + dt, seq, i);
+                q.push(now + dt, i);
                 h.push(Reverse((now + dt, seq, i)));
             }
             let a = q.pop();

@@ -163,7 +163,6 @@ pub struct RunStats {
 struct World {
     now: Nanos,
     end: Nanos,
-    seq: u64,
     events: EventQueue<Ev>,
     links: Vec<Link<Packet>>,
     routes: Routes,
@@ -217,7 +216,6 @@ impl World {
         let mut w = World {
             now: 0,
             end: cfg.duration_ns,
-            seq: 0,
             events: EventQueue::new(),
             last_tx: vec![0; links.len()],
             last_sample: 0,
@@ -306,8 +304,7 @@ impl World {
     }
 
     fn schedule(&mut self, at: Nanos, ev: Ev) {
-        self.seq += 1;
-        self.events.push(at, self.seq, ev);
+        self.events.push(at, ev);
     }
 
     fn run(&mut self) {

@@ -238,6 +238,7 @@ class Topology(Model):
                                     "['A', 'B'] and rate = '...'")
 
 
+HOST_JITTER_MAX_NS = 10_000_000
 HOST_JITTER_ALLOWED = "a time from '0us' to '10ms', such as '50us' (simulator only)"
 
 

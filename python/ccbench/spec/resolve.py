@@ -33,7 +33,7 @@ from typing import Any, Optional
 from . import qdisc, units
 from . import network
 from .limits import MAX_COUNT, MAX_DURATION_NS, MIN_SAMPLE_INTERVAL_NS
-from .model import CCAS, DELACK_NS, HEADER_BYTES, HOST_JITTER_ALLOWED, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for
+from .model import CCAS, DELACK_NS, HEADER_BYTES, HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for
 from .sweep import FieldError, dotted
 from .tree import copy_tree
 
@@ -185,7 +185,7 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
                              units.format_time(v) if name == "min_rto" else units.format_size(v),
                              "a positive " + ("time" if name == "min_rto" else "size"))
 
-    if not 0 <= tcp.host_jitter <= 10_000_000:
+    if not 0 <= tcp.host_jitter <= HOST_JITTER_MAX_NS:
         raise FieldError(("tcp", "host_jitter"), "out of range", units.format_time(tcp.host_jitter),
                          HOST_JITTER_ALLOWED)
     if backend in ("linux", "hosts") and tcp.host_jitter:

@@ -182,13 +182,14 @@ def _host_jitter(value: str) -> dict:
     as the study field ``tcp.host_jitter`` is."""
     from ccbench.errors import UsageError
     from ccbench.spec import UnitError, parse_time
+    from ccbench.spec.model import HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS
 
     try:
         ns = parse_time(value)
     except UnitError as e:
         raise UsageError(f"--sim-host-jitter: {e.problem} (got {value!r}; allowed: {e.allowed})") from None
-    if not 0 <= ns <= 10_000_000:
-        raise UsageError(f"--sim-host-jitter: out of range (got {value!r}; allowed: 0s to 10ms)")
+    if not 0 <= ns <= HOST_JITTER_MAX_NS:
+        raise UsageError(f"--sim-host-jitter: out of range (got {value!r}; allowed: {HOST_JITTER_ALLOWED})")
     return {"host_jitter_ns": ns} if ns else {}
 
 
