@@ -355,9 +355,10 @@ def test_killed_run_leaves_no_process_and_terminate_is_like_ctrl_c(tmp_path, sig
         '"200Mbit"', '"1Gbit"'))
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     with open(out, "w") as o, open(err, "w") as e:  # files, not pipes: orphans would hold a pipe open
+        # PYTHONFAULTHANDLER: if it hangs, SIGABRT makes it print every thread's stack (below)
         p = subprocess.Popen([sys.executable, "-m", "ccbench", "run", "long.toml", "--jobs", str(jobs),
-                              "--out", "r"], cwd=tmp_path, env=env(), stdout=o, stderr=e,
-                             start_new_session=True)
+                              "--out", "r"], cwd=tmp_path, env=dict(env(), PYTHONFAULTHANDLER="1"),
+                             stdout=o, stderr=e, start_new_session=True)
     kids: list[int] = []
     try:
         deadline = time.monotonic() + 60
@@ -369,7 +370,12 @@ def test_killed_run_leaves_no_process_and_terminate_is_like_ctrl_c(tmp_path, sig
         kids = _children(p.pid)
         assert len(kids) >= want, kids
         p.send_signal(sig)
-        rc = p.wait(timeout=30)
+        try:
+            rc = p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)
+            p.wait(timeout=10)
+            pytest.fail(f"no exit 30 s after signal {sig}; its threads then:\n{err.read_text()[-6000:]}")
         deadline = time.monotonic() + 10
         while _alive(kids) and time.monotonic() < deadline:
             time.sleep(0.1)
