@@ -27,6 +27,7 @@ mod codel;
 mod fifo;
 mod fq;
 mod fq_codel;
+mod pool;
 mod red;
 mod twoclass;
 
