@@ -109,6 +109,7 @@ struct View<'a, P> {
 }
 
 impl<P: Pkt> CodelQueue<P> for View<'_, P> {
+    #[inline]
     fn pop(&mut self) -> Option<(Nanos, P)> {
         let item = self.pool.pop(self.q)?;
         let size = item.1.wire_bytes() as u64;

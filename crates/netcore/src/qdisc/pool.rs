@@ -43,6 +43,7 @@ impl<P> Pool<P> {
     }
 
     /// Append `p`, stamped `at`, to the tail of `l`.
+    #[inline]
     pub(crate) fn push(&mut self, l: &mut List, at: Nanos, p: P) {
         let i = if self.free != NIL {
             let i = self.free;
@@ -65,6 +66,7 @@ impl<P> Pool<P> {
     }
 
     /// Take the head of `l`.
+    #[inline]
     pub(crate) fn pop(&mut self, l: &mut List) -> Option<(Nanos, P)> {
         if l.head == NIL {
             return None;
