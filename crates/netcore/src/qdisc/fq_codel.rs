@@ -23,6 +23,7 @@
 //! `ce_threshold`.
 
 use super::codel::{check_times, CodelCfg, CodelQueue, CodelVars};
+use super::pool::{List, Pool};
 use super::{Limit, Port, Qdisc, QdiscStats};
 use crate::rng::mix64;
 use crate::{Nanos, Pkt};
@@ -73,8 +74,9 @@ impl FqCodelParams {
     }
 }
 
-struct Flow<P> {
-    q: VecDeque<(Nanos, P)>,
+struct Flow {
+    /// Its packets (in the qdisc's pool) with their arrival times.
+    q: List,
     backlog: u64,
     deficit: i64,
     vars: CodelVars,
@@ -83,7 +85,8 @@ struct Flow<P> {
 }
 
 pub struct FqCodel<P> {
-    flows: Vec<Flow<P>>,
+    flows: Vec<Flow>,
+    pool: Pool<P>,
     new_flows: VecDeque<u32>,
     old_flows: VecDeque<u32>,
     bytes: u64,
@@ -98,15 +101,17 @@ pub struct FqCodel<P> {
 
 /// One flow queue as CoDel sees it; the backlog it checks is the qdisc's.
 struct View<'a, P> {
-    q: &'a mut VecDeque<(Nanos, P)>,
+    pool: &'a mut Pool<P>,
+    q: &'a mut List,
     backlog: &'a mut u64,
     bytes: &'a mut u64,
     pkts: &'a mut u64,
 }
 
 impl<P: Pkt> CodelQueue<P> for View<'_, P> {
+    #[inline]
     fn pop(&mut self) -> Option<(Nanos, P)> {
-        let item = self.q.pop_front()?;
+        let item = self.pool.pop(self.q)?;
         let size = item.1.wire_bytes() as u64;
         *self.backlog -= size;
         *self.bytes -= size;
@@ -123,8 +128,9 @@ impl<P: Pkt> FqCodel<P> {
         let n = p.flows as usize;
         FqCodel {
             flows: (0..n)
-                .map(|_| Flow { q: VecDeque::new(), backlog: 0, deficit: 0, vars: CodelVars::default(), listed: false })
+                .map(|_| Flow { q: List::default(), backlog: 0, deficit: 0, vars: CodelVars::default(), listed: false })
                 .collect(),
+            pool: Pool::new(),
             new_flows: VecDeque::with_capacity(n),
             old_flows: VecDeque::with_capacity(n),
             bytes: 0,
@@ -156,7 +162,7 @@ impl<P: Pkt> FqCodel<P> {
         let f = &mut self.flows[idx];
         let mut len = 0;
         let mut n = 0;
-        while let Some((_, p)) = f.q.pop_front() {
+        while let Some((_, p)) = self.pool.pop(&mut f.q) {
             let size = p.wire_bytes() as u64;
             len += size;
             n += 1;
@@ -176,7 +182,7 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
         let idx = self.queue_of(p.flow_key());
         let size = p.wire_bytes() as u64;
         let f = &mut self.flows[idx];
-        f.q.push_back((now, p));
+        self.pool.push(&mut f.q, now, p);
         f.backlog += size;
         if !f.listed {
             f.listed = true;
@@ -210,7 +216,7 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
                 self.old_flows.push_back(idx as u32);
                 continue;
             }
-            let mut view = View { q, backlog, bytes: &mut self.bytes, pkts: &mut self.pkts };
+            let mut view = View { pool: &mut self.pool, q, backlog, bytes: &mut self.bytes, pkts: &mut self.pkts };
             match vars.dequeue(&self.cfg, now, &mut view, &mut self.stats) {
                 Some(p) => {
                     *deficit -= p.wire_bytes() as i64;

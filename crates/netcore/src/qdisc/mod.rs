@@ -18,6 +18,8 @@
 //! | `fq`       | `fq.rs`       | Linux sch_fq without pacing                            |
 //! | `twoclass` | `twoclass.rs` | a two-queue switch port, weighted DRR between classes  |
 //! | `cebinae`  | `cebinae.rs`  | Cebinae (SIGCOMM 2022) and its ns-3 artifact           |
+//!
+//! `pool.rs` keeps the packets of many per-flow queues in one slab (FQ-CoDel).
 
 use crate::{Nanos, Pkt};
 use serde::Deserialize;
@@ -27,6 +29,7 @@ mod codel;
 mod fifo;
 mod fq;
 mod fq_codel;
+mod pool;
 mod red;
 mod twoclass;
 

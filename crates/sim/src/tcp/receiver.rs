@@ -224,15 +224,30 @@ impl Receiver {
             self.dsack = Some((seq, end.min(self.rcv_nxt)));
             return;
         }
-        let i = self.ooo.partition_point(|r| r.end <= seq);
+        let i = self.ooo_index(seq, false);
         if let Some(r) = self.ooo.get(i).filter(|r| r.start < end) {
             self.dsack = Some((seq.max(r.start), end.min(r.end)));
         }
     }
 
+    /// The first out-of-order range ending after `seq` (at or after it
+    /// with `touching`). Segments mostly arrive in order behind the newest
+    /// hole, so the last range is tried before a binary search.
+    fn ooo_index(&self, seq: u64, touching: bool) -> usize {
+        let after = |r: &Range| if touching { r.end >= seq } else { r.end > seq };
+        let n = self.ooo.len();
+        match n {
+            0 => 0,
+            _ if !after(&self.ooo[n - 1]) => n,
+            1 => 0,
+            _ if !after(&self.ooo[n - 2]) => n - 1,
+            _ => self.ooo.partition_point(|r| !after(r)),
+        }
+    }
+
     fn insert_ooo(&mut self, start: u64, end: u64) {
         self.touch += 1;
-        let i = self.ooo.partition_point(|r| r.end < start);
+        let i = self.ooo_index(start, true);
         if i < self.ooo.len() && self.ooo[i].start <= end {
             // Overlaps or touches range i; absorb any that follow.
             let r = &mut self.ooo[i];

@@ -90,6 +90,9 @@ pub struct Sender {
     /// segment holding each gets PSH. See `note_app_refill`.
     push_seqs: VecDeque<u64>,
     rtxq: VecDeque<Seg>,
+    /// Segments in `rtxq` shorter than one MSS: while there are none, a
+    /// sequence number gives its segment's index by one division.
+    short_segs: usize,
 
     rtt: RttEstimator,
     /// The retransmission timer; it also carries the tail loss probe.
@@ -129,6 +132,10 @@ pub struct Sender {
     new_data_first: bool,
     /// Lowest sequence that may hold a lost, not yet retransmitted segment.
     retx_hint: u64,
+    /// No segment ending above this is lost and not yet retransmitted: the
+    /// search for the next retransmission stops here instead of walking
+    /// the rest of the window (once per retransmission, with many losses).
+    retx_end: u64,
     /// Lowest sequence of a never-retransmitted segment RACK has not settled.
     rack_hint: u64,
     /// Sequences of retransmissions in flight, oldest transmission first.
@@ -195,6 +202,7 @@ impl Sender {
             unlimited: false,
             push_seqs: VecDeque::new(),
             rtxq: VecDeque::with_capacity(256),
+            short_segs: 0,
             rtt: RttEstimator::new(cfg.min_rto_ns),
             rto_timer: Timer::default(),
             rto_deadline: 0,
@@ -219,6 +227,7 @@ impl Sender {
             dsack_tlp: false,
             new_data_first: false,
             retx_hint: 0,
+            retx_end: 0,
             rack_hint: 0,
             rexmits: VecDeque::new(),
             sack_cache: [(0, 0); crate::packet::MAX_SACK],
@@ -423,6 +432,9 @@ impl Sender {
             push |= e > self.snd_nxt;
             self.push_seqs.pop_front();
         }
+        if len < self.cfg.mss as u64 {
+            self.short_segs += 1;
+        }
         self.rtxq.push_back(Seg {
             seq: self.snd_nxt,
             len: len as u32,
@@ -452,7 +464,11 @@ impl Sender {
         self.pace_next_ns = self.pace_next_ns.max(now);
         if self.c.pacing_rate > 0 {
             let credit = self.pace_next_ns - prior;
-            let len_ns = (self.burst_bytes as u128 * NS_PER_SEC as u128 / self.c.pacing_rate as u128) as Nanos;
+            // In u64 when it fits (always, in practice): a u128 division is a slow library call.
+            let len_ns = match self.burst_bytes.checked_mul(NS_PER_SEC) {
+                Some(b) => b / self.c.pacing_rate,
+                None => (self.burst_bytes as u128 * NS_PER_SEC as u128 / self.c.pacing_rate as u128) as Nanos,
+            };
             self.pace_next_ns += len_ns - (len_ns / 2).min(credit);
         }
         self.burst_segs = 0;
@@ -503,7 +519,7 @@ impl Sender {
             return None;
         }
         let mut i = self.index_of(self.retx_hint.max(self.snd_una));
-        while i < self.rtxq.len() {
+        while i < self.rtxq.len() && self.rtxq[i].seq < self.retx_end {
             let s = &self.rtxq[i];
             if s.flags & LOST != 0 && s.flags & (RETRANS | SACKED) == 0 {
                 self.retx_hint = s.seq;
@@ -511,7 +527,9 @@ impl Sender {
             }
             i += 1;
         }
+        debug_assert!(!self.rtxq.iter().any(|s| s.flags & LOST != 0 && s.flags & (RETRANS | SACKED) == 0));
         self.retx_hint = self.snd_nxt;
+        self.retx_end = 0;
         None
     }
 
@@ -524,6 +542,11 @@ impl Sender {
                 return self.rtxq.len(); // past the queue, as hints often are
             }
             let guess = (seq.saturating_sub(first.seq) / self.cfg.mss as u64) as usize;
+            if self.short_segs == 0 {
+                // Contiguous full-sized segments: the guess is the answer.
+                debug_assert_eq!(guess, self.rtxq.partition_point(|s| s.end() <= seq));
+                return guess;
+            }
             if guess < self.rtxq.len()
                 && self.rtxq[guess].end() > seq
                 && (guess == 0 || self.rtxq[guess - 1].end() <= seq)
@@ -860,6 +883,9 @@ impl Sender {
             }
             self.c.packets_out -= 1;
             acked += 1;
+            if s.len < self.cfg.mss {
+                self.short_segs -= 1;
+            }
             self.rtxq.pop_front();
         }
         if ack > self.snd_una {
@@ -884,10 +910,11 @@ impl Sender {
             self.c.lost_out += 1;
         }
         self.c.lost += 1;
-        let seq = s.seq;
+        let (seq, end) = (s.seq, s.end());
         if seq < self.retx_hint {
             self.retx_hint = seq;
         }
+        self.retx_end = self.retx_end.max(end);
     }
 
     /// RACK (RFC 8985): a segment sent before the most recently delivered one
@@ -1392,6 +1419,7 @@ impl Sender {
             self.undo.init(self.snd_una, self.c.retrans_out);
         }
         self.retx_hint = self.snd_una;
+        self.retx_end = self.snd_nxt;
         self.rack_hint = self.snd_nxt;
         self.c.cwnd = self.c.packets_in_flight() + 1;
         self.c.cwnd_cnt = 0;
