@@ -21,8 +21,10 @@ Two studies: 10,000 distinct configurations × 1 repetition (rate × delay,
 With ``--baseline REV`` the same is measured with the ccbench of git
 revision REV (its python/ccbench exported to a temporary directory, in a
 child process), in the same run: the ratio baseline / now and whether the
-run ids are identical (a digest of all of them) are printed. The last line
-says PASS or FAIL: the 10,000-configuration study's command under 1 s of CPU.
+run ids are identical (a digest of all of them) are printed. The last two
+lines say PASS or FAIL against the target, under 1 s of CPU for the
+10,000-configuration study: its expansion, and its whole command (whose
+start-up, the same for any study, the 1,000-configuration study shows).
 """
 
 from __future__ import annotations
@@ -174,9 +176,9 @@ def main() -> None:
             bcpu, bwall = base_cmd[name]
             line += f", {args.baseline}: {bcpu:.3f} s ({bwall:.3f} s), x{bcpu / cpu:.2f} faster now"
         print(line)
-    cpu = now_cmd[TARGET_CASE][0]
-    verdict = "PASS" if cpu < TARGET_S else "FAIL"
-    print(f"{verdict}: {TARGET_CASE}: {cpu:.3f} s of CPU from the command to its first run (target < {TARGET_S:g} s)")
+    for what, cpu in (("expansion", now[TARGET_CASE][0]), ("command to first run", now_cmd[TARGET_CASE][0])):
+        verdict = "PASS" if cpu < TARGET_S else "FAIL"
+        print(f"{verdict}: {TARGET_CASE}: {what} {cpu:.3f} s of CPU (target < {TARGET_S:g} s)")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import operator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -191,11 +192,11 @@ class Resolver:
         self.backend = backend
         self.base = base  # the study's directory (bpf: paths)
         self._last: dict[str, tuple[tuple, Any]] = {}  # part -> (its inputs, its result)
-        self._texts: dict[Optional[str], tuple[Any, str]] = {}  # config key (None: jitters) -> (value, JSON)
+        self._texts: dict[Optional[str], tuple[Any, str]] = {}  # config key -> (value, "key":JSON); None: jitters
 
     def _once(self, part: str, inputs: tuple, fn: Callable[..., Any], *args: Any) -> Any:
         last = self._last.get(part)
-        if last is not None and all(a is b for a, b in zip(last[0], inputs)):
+        if last is not None and all(map(operator.is_, last[0], inputs)):
             return last[1]
         out = fn(*args)
         self._last[part] = (inputs, out)  # keeps the inputs alive: their ids are not reused
@@ -209,12 +210,12 @@ class Resolver:
         for k in sorted(config):
             v = config[k]
             t = last.get(k)
-            texts[k] = t if t is not None and t[0] is v else (v, canonical(v))
-            parts.append(f"{_key_json(k)}:{texts[k][1]}")
+            texts[k] = t = t if t is not None and t[0] is v else (v, f"{_key_json(k)}:{canonical(v)}")
+            parts.append(t[1])
         t = last.get(None)
-        texts[None] = t if t is not None and t[0] is jitters else (jitters, canonical(jitters))
+        texts[None] = t = t if t is not None and t[0] is jitters else (jitters, canonical(jitters))
         self._texts = texts
-        return f'{{"config":{{{",".join(parts)}}},"start_jitter_ns":{texts[None][1]}}}'
+        return f'{{"config":{{{",".join(parts)}}},"start_jitter_ns":{t[1]}}}'
 
     def resolve(self, m: StudyFile) -> tuple[dict, list[int], list[dict]]:
         """(config, per-flow jitter range in ns, per-flow meta without start/stop). Raises FieldError."""
@@ -233,7 +234,8 @@ class Resolver:
             if controller is not None:
                 config["controller"] = controller
             return config, jitters, meta
-        self._once("dumbbell_only", (topo, m.flows, m.events, m.controller), _dumbbell_only, m)
+        self._once("dumbbell_only", (topo.bottleneck is None, topo.routers, m.flows, m.events, m.controller),
+                   _dumbbell_only, m)
         senders = self._once("senders", (topo.access, topo.senders), _senders, topo.access, topo.senders)
         bottleneck, reverse = self._once("dumbbell", (topo, tcp, senders), _dumbbell, topo, tcp, senders)
         # the number of senders comes from topo.senders (None: one)
