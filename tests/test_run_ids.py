@@ -172,3 +172,43 @@ if __name__ == "__main__":
         sys.exit("usage: PYTHONPATH=python python3 tests/test_run_ids.py --write")
     FIXTURE.write_text(json.dumps({n: _entry(load()) for n, load in _cases()}, indent=1) + "\n")
     print(f"wrote {FIXTURE}")
+
+
+# Sweeps whose first configurations are fine and a later one is not, in a part of
+# its config (flows, senders, bottleneck, run-wide) that the earlier ones share
+# with it except for the one field that breaks it: the expansion reuses parts
+# across configurations (spec.resolve.Resolver) and must still find the error.
+# The messages are those of commit d12e37b, which resolved each configuration alone.
+_H = '[study]\nname = "e"\nduration = "10s"\n'
+_T = '[topology]\nbottleneck = { rate = "100Mbit", delay = "10ms", buffer = "1bdp" }\n'
+_F = '[[flows]]\ncca = "cubic"\n[[flows]]\ncca = "bbr"\nstart = "1s"\n'
+LATE_ERRORS = {
+    "flows-need-duration": (
+        _H + _T + _F + '[sweep]\n"study.duration" = ["10s", "1s"]\n"topology.bottleneck.delay" = ["1ms", "2ms"]\n',
+        "e.toml: flows.1.start: start + start_jitter must be before the end of the run (study.duration = 1s; "
+        "start = 1s, start_jitter = 0ns) [with sweep study.duration = '1s'] (got '1s'; allowed: a time below 1s)"),
+    "flows-need-senders": (
+        _H + _T + _F + 'sender = 1\n[sweep]\n"topology.senders" = [2, 1]\n"topology.bottleneck.delay" = ["1ms", "2ms"]\n',
+        "e.toml: flows.1.sender: no such sender: the topology has 1 sender [with sweep topology.senders = '1'] "
+        "(got 1; allowed: 0 .. 0)"),
+    "bottleneck-needs-rtt": (
+        _H + _T + _F + '[sweep]\n"topology.bottleneck.rate" = ["10Mbit", "20Mbit"]\n'
+        '"topology.bottleneck.delay" = ["1ms", "0ms"]\n',
+        "e.toml: topology.bottleneck.buffer: a buffer in BDP needs a non-zero RTT [with sweep "
+        "topology.bottleneck.rate = '10Mbit', topology.bottleneck.delay = '0ms'] (got '1bdp'; allowed: set "
+        "topology.bottleneck.delay, topology.access.delay or topology.bottleneck.bdp_rtt, or give the buffer in "
+        "bytes or packets)"),
+    "run-needs-tcp": (
+        _H + _T + _F + '[sweep]\n"tcp.min_rto" = ["200ms", "0s"]\n"topology.bottleneck.delay" = ["1ms", "2ms"]\n',
+        "e.toml: sweep.\"tcp.min_rto\": must be positive (got '0s'; allowed: a positive time)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LATE_ERRORS))
+def test_an_error_in_a_later_configuration_is_found(name):
+    from ccbench.spec import StudyError, parse_study
+
+    text, message = LATE_ERRORS[name]
+    with pytest.raises(StudyError) as e:
+        parse_study(text, filename="e.toml", backend="sim")
+    assert str(e.value) == message

@@ -12,6 +12,11 @@ were set); if any check fails, or an axis is not a plain path of model
 fields (a case axis, a path into an untyped table), ``model`` returns None
 and the caller validates the document itself, so results and errors are
 those of plain validation.
+
+A configuration's model shares with the previous configuration's every
+sub-model its changed values do not lie in (a copy is made only along the
+changed paths): resolve.Resolver relies on that to resolve each part of a
+config once per distinct sub-model.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ Decisions written down here:
   on different backends share a config_id, which is what comparisons match on.
 * run_id: 12 hex chars of sha256 over the canonical JSON of (study name,
   backend, study seed, swept params as written, config_id basis, repetition).
+  A sweep's JSON is composed from parts written once (Resolver.basis_json,
+  the loader's params), byte for byte the same text: results directories
+  are resumed by run id (tests/test_run_ids.py pins them).
 * Start jitter: flow ``i``'s start is delayed by ``floor(u × jitter_ns)`` ns,
   ``u`` uniform in [0, 1) from ``sha256("ccbench-jitter|<run seed>|<flow id>")``.
 * flow_meta start_us / stop_us are whole microseconds (rounded down).
