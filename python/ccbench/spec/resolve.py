@@ -43,8 +43,13 @@ from .sweep import FieldError, dotted
 from .tree import copy_tree
 
 
+# json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True), without
+# building an encoder per call (json.dumps does for any non-default option).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _CANONICAL.encode(obj)
 
 
 def short_hash(obj: Any) -> str:
