@@ -16,7 +16,8 @@ Two studies: 10,000 distinct configurations × 1 repetition (rate × delay,
   process's CPU time then, which includes the interpreter's start, the
   imports (from cached bytecode, as an installed ccbench has it), the
   expansion and the executor's look at the results directory; best of
-  ``--repeat`` (at least 2: the first writes the bytecode).
+  ``--repeat`` (at least 2: the first writes the bytecode), the revisions
+  taking turns.
 
 With ``--baseline REV`` the same is measured with the ccbench of git
 revision REV (its python/ccbench exported to a temporary directory, in a
@@ -106,48 +107,53 @@ def first_run(study: str, out_dir: str) -> None:
     sys.exit("the command ended before its first run")
 
 
-def measure_command(pythonpath: str, repeat: int) -> dict:
-    """{case: [best CPU s, best wall s]} of the command until its first run."""
-    out = {}
+def measure_command(pythonpaths: dict, repeat: int) -> dict:
+    """{label: {case: [best CPU s, best wall s]}} of the command until its first run, with each
+    ccbench of ``pythonpaths`` (label -> PYTHONPATH), taking turns so that a change in the
+    machine's load touches all of them alike."""
+    out: dict = {label: {} for label in pythonpaths}
     with tempfile.TemporaryDirectory(prefix="ccbench-expand-") as tmp:
-        # Compiled modules cached (as an installed ccbench has them), outside the repository;
-        # the first repetition writes them.
-        env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONPYCACHEPREFIX": f"{tmp}/pycache"}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
         for name, (a, b, reps) in CASES.items():
             study = Path(tmp) / "expand.toml"
             study.write_text(study_text(a, b, reps))
-            cpu = wall = None
             for i in range(repeat):
-                w = time.perf_counter()
-                p = subprocess.run([sys.executable, __file__, "--first-run", str(study), f"{tmp}/out{i}"],
-                                   env=env, cwd=tmp, check=True, capture_output=True, text=True)
-                dw = time.perf_counter() - w
-                dt = json.loads(p.stdout)
-                cpu = dt if cpu is None else min(cpu, dt)
-                wall = dw if wall is None else min(wall, dw)
-            out[name] = [cpu, wall]
+                for j, (label, path) in enumerate(pythonpaths.items()):
+                    # Compiled modules cached (as an installed ccbench has them), outside the
+                    # repository; the first repetition writes them.
+                    env = {**os.environ, "PYTHONPATH": path, "PYTHONPYCACHEPREFIX": f"{tmp}/pycache{j}"}
+                    env.pop("PYTHONDONTWRITEBYTECODE", None)
+                    w = time.perf_counter()
+                    p = subprocess.run([sys.executable, __file__, "--first-run", str(study), f"{tmp}/out{i}-{j}"],
+                                       env=env, cwd=tmp, check=True, capture_output=True, text=True)
+                    dw = time.perf_counter() - w
+                    dt = json.loads(p.stdout)
+                    best = out[label].setdefault(name, [dt, dw])
+                    best[0], best[1] = min(best[0], dt), min(best[1], dw)
     return out
 
 
-def baseline(rev: str, repeat: int) -> tuple[dict, dict]:
-    with tempfile.TemporaryDirectory(prefix="ccbench-expand-") as tmp:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "python/ccbench"],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        # The Rust extension is not in git: the current one (expansion does not use it).
-        so = REPO / "python" / "ccbench" / "_core.abi3.so"
-        if so.exists():
-            os.symlink(so, Path(tmp) / "python" / "ccbench" / so.name)
-        path = str(Path(tmp) / "python")
-        env = {**os.environ, "PYTHONPATH": path}
-        p = subprocess.run([sys.executable, __file__, "--child", "--repeat", str(repeat)], env=env,
-                           check=True, capture_output=True, text=True)
-        return json.loads(p.stdout), measure_command(path, repeat)
+def export(rev: str, tmp: str) -> str:
+    """REV's python/ccbench under ``tmp``; its PYTHONPATH."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "python/ccbench"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+    # The Rust extension is not in git: the current one (expansion does not use it).
+    so = REPO / "python" / "ccbench" / "_core.abi3.so"
+    if so.exists():
+        os.symlink(so, Path(tmp) / "python" / "ccbench" / so.name)
+    return str(Path(tmp) / "python")
+
+
+def expansion_of(pythonpath: str, repeat: int) -> dict:
+    """measure() with the ccbench at ``pythonpath``, in a child process."""
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    p = subprocess.run([sys.executable, __file__, "--child", "--repeat", str(repeat)], env=env,
+                       check=True, capture_output=True, text=True)
+    return json.loads(p.stdout)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--baseline", metavar="REV", help="also measure git revision REV in the same run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -159,9 +165,15 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(args.repeat)))
         return
-    base, base_cmd = baseline(args.baseline, args.repeat) if args.baseline else (None, None)
-    now = measure(args.repeat)
-    now_cmd = measure_command(str(REPO / "python"), args.repeat)
+    with tempfile.TemporaryDirectory(prefix="ccbench-expand-") as tmp:
+        paths = {"now": str(REPO / "python")}
+        base = None
+        if args.baseline:
+            paths["base"] = export(args.baseline, tmp)
+            base = expansion_of(paths["base"], args.repeat)
+        now = measure(args.repeat)
+        cmds = measure_command(paths, args.repeat)
+    now_cmd, base_cmd = cmds["now"], cmds.get("base")
     print(f"load average {os.getloadavg()[0]:.1f}; best of {args.repeat}; CPU time (wall time)")
     for name, (cpu, wall, n, digest) in now.items():
         line = f"{name}: {n} runs; expansion {cpu:.3f} s CPU ({wall:.3f} s)"
