@@ -187,28 +187,37 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
     first_model: Optional[StudyFile] = None
     estimator: Optional[cost.Estimator] = None
     leaves = LeafModels(base, axes)
+    resolvers: dict[str, resolve.Resolver] = {}
+    params_json = _ParamsJson(axes)
+    fixed_owners = [(o.path, o.field) for o in fixed]
+
+    def where(combo: tuple) -> _Where:  # only for a message: not built for every configuration
+        return _Where(cases.owners(axes, combo) + fixed_owners, axes, combo)
+
     for combo in itertools.product(*(range(len(a.values)) for a in axes)):
-        cdoc = cases.apply_all(base, axes, combo)
-        where = _Where(cases.owners(axes, combo) + [(o.path, o.field) for o in fixed], axes, combo)
         model = leaves.model(combo)
         if model is None:
+            cdoc = cases.apply_all(base, axes, combo)
             try:
                 model = StudyFile.model_validate(cdoc)
             except ValidationError as ve:
-                raise StudyError(_pydantic_message(filename, ve, cdoc, where)) from None
+                raise StudyError(_pydantic_message(filename, ve, cdoc, where(combo))) from None
         be = backend or model.study.backend
+        resolver = resolvers.get(be)
+        if resolver is None:
+            resolver = resolvers[be] = resolve.Resolver(be, path.parent if path is not None else None)
         try:
-            config, jitters, meta = resolve.check_and_resolve(model, be, path.parent if path is not None else None)
+            config, jitters, meta = resolver.resolve(model)
         except FieldError as e:
-            raise StudyError(_field_message(filename, e, cdoc, where)) from None
+            raise StudyError(_field_message(filename, e, cases.apply_all(base, axes, combo), where(combo))) from None
         if first_model is None:
             first_model = model
             estimator = cost.Estimator(be)
         params = {a.key: a.labels[i] for a, i in zip(axes, combo)}
-        basis_json = resolve.canonical({"config": config, "start_jitter_ns": jitters})
+        basis_json = resolver.basis_json(config, jitters)
         config_id = resolve.hash_text(basis_json)
         reps = []
-        id_text = _RunIdText(model.study.name, be, model.study.seed, params, basis_json)
+        id_text = _RunIdText(model.study.name, be, model.study.seed, params_json.text(params, combo), basis_json)
         for rep in range(model.study.repetitions):
             seed = resolve.derive_seed(model.study.seed, config_id, rep)
             run_id = id_text.run_id(rep)
@@ -234,13 +243,28 @@ def _canonical_scalar(x: Any) -> str:
     return resolve.canonical(x)
 
 
+class _ParamsJson:
+    """resolve.canonical(params) of each configuration, from each axis's key and labels
+    serialised once (params maps each axis's key to its label; keys in sorted order)."""
+
+    def __init__(self, axes: list):
+        self.order = sorted(range(len(axes)), key=lambda j: axes[j].key)
+        self.unique = len({a.key for a in axes}) == len(axes)  # else a later axis's label wins: plain JSON
+        self.keys = [resolve.canonical(a.key) for a in axes]
+        self.labels = [[resolve.canonical(lab) for lab in a.labels] for a in axes]
+
+    def text(self, params: dict, combo: tuple) -> str:
+        if not self.unique:
+            return resolve.canonical(params)
+        return "{" + ",".join(f"{self.keys[j]}:{self.labels[j][combo[j]]}" for j in self.order) + "}"
+
+
 class _RunIdText:
     """resolve.short_hash of {study, backend, study_seed, params, config, repetition} for each
     repetition, with everything but the repetition serialised once (keys in sorted order)."""
 
-    def __init__(self, name: str, backend: str, study_seed: int, params: dict, basis_json: str):
+    def __init__(self, name: str, backend: str, study_seed: int, params_json: str, basis_json: str):
         c = _canonical_scalar  # the same for every configuration of a study
-        params_json = resolve.canonical(params)
         self.head = f'{{"backend":{c(backend)},"config":{basis_json},"params":{params_json},"repetition":'
         self.tail = f',"study":{c(name)},"study_seed":{c(study_seed)}}}'
 

@@ -17,6 +17,9 @@ Decisions written down here:
   on different backends share a config_id, which is what comparisons match on.
 * run_id: 12 hex chars of sha256 over the canonical JSON of (study name,
   backend, study seed, swept params as written, config_id basis, repetition).
+  A sweep's JSON is composed from parts written once (Resolver.basis_json,
+  the loader's params), byte for byte the same text: results directories
+  are resumed by run id (tests/test_run_ids.py pins them).
 * Start jitter: flow ``i``'s start is delayed by ``floor(u × jitter_ns)`` ns,
   ``u`` uniform in [0, 1) from ``sha256("ccbench-jitter|<run seed>|<flow id>")``.
 * flow_meta start_us / stop_us are whole microseconds (rounded down).
@@ -24,11 +27,13 @@ Decisions written down here:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import operator
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 from . import qdisc, units
 from . import network
@@ -38,12 +43,22 @@ from .sweep import FieldError, dotted
 from .tree import copy_tree
 
 
+# json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True), without
+# building an encoder per call (json.dumps does for any non-default option).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _CANONICAL.encode(obj)
 
 
 def short_hash(obj: Any) -> str:
     return hash_text(canonical(obj))
+
+
+@functools.lru_cache(maxsize=64)
+def _key_json(key: str) -> str:
+    return canonical(key)
 
 
 def hash_text(text: str) -> str:
@@ -64,7 +79,7 @@ def jitter_ns(seed: int, flow_id: int, jitter: int) -> int:
     return (int.from_bytes(h[:8], "big") * jitter) >> 64
 
 
-def _bdp_bytes(multiple: Fraction, rate_bps: int, rtt_ns: int, mss: int) -> int:
+def _bdp_bytes(multiple: Union[int, Fraction], rate_bps: int, rtt_ns: int, mss: int) -> int:
     """round(multiple × rate × RTT / 8 s), halves up, exactly: in integers
     (n/d × r × t / 8e9 + 1/2 = (2·n·r·t + d·8e9) / (2·d·8e9)), which is far
     cheaper than Fractions for a sweep of thousands of rates and delays."""
@@ -85,7 +100,7 @@ def _buffer(buf: units.Buffer, rate_bps: int, rtt_ns: int, mss: int, loc: tuple,
             f"set {rtt_fields}, or give the buffer in bytes or packets",
             related=related,
         )
-    return {"buffer_bytes": _bdp_bytes(Fraction(buf.amount), rate_bps, rtt_ns, mss), "buffer_pkts": None}
+    return {"buffer_bytes": _bdp_bytes(buf.amount, rate_bps, rtt_ns, mss), "buffer_pkts": None}
 
 
 def _dumbbell_only(m: StudyFile) -> None:
@@ -112,15 +127,21 @@ def _dumbbell_only(m: StudyFile) -> None:
                          related=("topology.bottleneck",))
 
 
-def _dumbbell(topo: Any, tcp: Any) -> tuple[list, dict, Optional[dict]]:
-    """senders, bottleneck and reverse of the run config."""
-    access = topo.access if topo.access is not None else AccessDefault()
-    senders = []
-    for s in (topo.senders if topo.senders is not None else [Access()]):
-        senders.append({
-            "rate_bps": s.rate if s.rate is not None else access.rate,
-            "delay_ns": s.delay if s.delay is not None else access.delay,
-        })
+_ACCESS_DEFAULT = AccessDefault()
+_ONE_SENDER = (Access(),)
+
+
+def _senders(access: Any, senders: Any) -> list[dict]:
+    """The run config's senders from topology.access and topology.senders."""
+    access = access if access is not None else _ACCESS_DEFAULT
+    return [{
+        "rate_bps": s.rate if s.rate is not None else access.rate,
+        "delay_ns": s.delay if s.delay is not None else access.delay,
+    } for s in (senders if senders is not None else _ONE_SENDER)]
+
+
+def _dumbbell(topo: Any, tcp: Any, senders: list[dict]) -> tuple[dict, Optional[dict]]:
+    """bottleneck and reverse of the run config."""
     bn = topo.bottleneck
     rev = topo.reverse
     rev_delay = bn.delay if rev is None or rev.delay is None else rev.delay
@@ -157,16 +178,83 @@ def _dumbbell(topo: Any, tcp: Any) -> tuple[list, dict, Optional[dict]]:
             if bn_buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
                 rbuf = _buffer(bn_buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
         reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **rbuf}
-    return senders, bottleneck, reverse
+    return bottleneck, reverse
 
 
-def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -> tuple[dict, list[int], list[dict]]:
-    """Cross-field checks, then the resolved config without seed and jitter.
+class Resolver:
+    """Cross-field checks, then the resolved config without seed and jitter, of
+    each configuration of one study (``resolve``), in the sweep's order.
 
-    Returns (config, per-flow jitter range in ns, per-flow meta without start/stop).
-    Raises FieldError.
+    From one configuration to the next a sweep changes a few fields, and
+    spec/leaves.py builds each configuration's model from the previous one's,
+    sharing every sub-model the change does not touch. The models are frozen,
+    so a part of the config computed only from sub-models identical (``is``) to
+    those the previous configuration's part came from is that part: each part
+    is checked and resolved once per distinct value, not per configuration
+    (issue 12). A part that fails is not kept, so the errors are those of
+    resolving each configuration alone, in the same order. Configurations
+    share these parts: read a config, do not change it.
     """
-    st, topo, tcp = m.study, m.topology, m.tcp
+
+    def __init__(self, backend: str, base: Optional[Path] = None):
+        self.backend = backend
+        self.base = base  # the study's directory (bpf: paths)
+        self._last: dict[str, tuple[tuple, Any]] = {}  # part -> (its inputs, its result)
+        self._texts: dict[Optional[str], tuple[Any, str]] = {}  # config key -> (value, "key":JSON); None: jitters
+
+    def _once(self, part: str, inputs: tuple, fn: Callable[..., Any], *args: Any) -> Any:
+        last = self._last.get(part)
+        if last is not None and all(map(operator.is_, last[0], inputs)):
+            return last[1]
+        out = fn(*args)
+        self._last[part] = (inputs, out)  # keeps the inputs alive: their ids are not reused
+        return out
+
+    def basis_json(self, config: dict, jitters: list[int]) -> str:
+        """canonical({"config": config, "start_jitter_ns": jitters}) of what ``resolve`` returned
+        (the basis of config_id and run_id), with the JSON of each of the config's parts that
+        is the previous call's (the same object) written once."""
+        last, texts, parts = self._texts, {}, []
+        for k in sorted(config):
+            v = config[k]
+            t = last.get(k)
+            texts[k] = t = t if t is not None and t[0] is v else (v, f"{_key_json(k)}:{canonical(v)}")
+            parts.append(t[1])
+        t = last.get(None)
+        texts[None] = t = t if t is not None and t[0] is jitters else (jitters, canonical(jitters))
+        self._texts = texts
+        return f'{{"config":{{{",".join(parts)}}},"start_jitter_ns":{t[1]}}}'
+
+    def resolve(self, m: StudyFile) -> tuple[dict, list[int], list[dict]]:
+        """(config, per-flow jitter range in ns, per-flow meta without start/stop). Raises FieldError."""
+        st, topo, tcp, backend = m.study, m.topology, m.tcp, self.backend
+        config = dict(self._once("run", (st, tcp), _run, st, tcp, backend))
+        if backend in ("linux", "hosts") and tcp.pacing == "off":
+            self._once("pacing", (tcp, m.flows), _pacing, tcp, m.flows)
+        if topo.links is not None or topo.hosts is not None:
+            net = network.build(m)
+            flows, jitters, meta, routes = _flows(m.flows, st, backend, self.base, net, 0)
+            net_config, events, controller = network.resolve(m, net, routes, meta, tcp.mss, _buffer)
+            config["network"] = net_config
+            config["flows"] = flows
+            if events:
+                config["events"] = events
+            if controller is not None:
+                config["controller"] = controller
+            return config, jitters, meta
+        self._once("dumbbell_only", (topo.bottleneck is None, topo.routers, m.flows, m.events, m.controller),
+                   _dumbbell_only, m)
+        senders = self._once("senders", (topo.access, topo.senders), _senders, topo.access, topo.senders)
+        bottleneck, reverse = self._once("dumbbell", (topo, tcp, senders), _dumbbell, topo, tcp, senders)
+        # the number of senders comes from topo.senders (None: one)
+        flows, jitters, meta, _ = self._once("flows", (m.flows, st, topo.senders), _flows, m.flows, st, backend,
+                                             self.base, None, len(senders))
+        config.update(senders=senders, bottleneck=bottleneck, reverse=reverse, flows=flows)
+        return config, jitters, meta
+
+
+def _run(st: Any, tcp: Any, backend: str) -> dict:
+    """Checks of [study] and [tcp]; the run-wide part of the config."""
     if st.duration <= 0:
         raise FieldError(("study", "duration"), "must be positive", units.format_time(st.duration),
                          "a positive time such as '30s'")
@@ -202,33 +290,54 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
         if hz is not None and hz != tcp.kernel_hz:
             raise FieldError(("tcp", "kernel_hz"), f"the linux backend runs this kernel, whose CONFIG_HZ is {hz}",
                              tcp.kernel_hz, f"{hz}, or leave it out")
-    if backend in ("linux", "hosts") and tcp.pacing == "off":
-        # Linux cannot stop an algorithm that paces by itself (BBR sets the
-        # socket's pacing status in its init); the others do not pace anyway.
-        paced = sorted({f.cca for f in m.flows if f.cca in SELF_PACED})
-        if paced:
-            raise FieldError(("tcp", "pacing"), "the linux backend cannot turn pacing off for an algorithm that "
-                             f"paces by itself ({', '.join(paced)})", tcp.pacing, "'auto' or 'on'",
-                             related=tuple(f"flows.{i}.cca" for i, f in enumerate(m.flows) if f.cca in SELF_PACED))
+    return {
+        "duration_ns": st.duration,
+        "sample_interval_ns": st.sample_interval,
+        "tcp": {
+            "mss": tcp.mss,
+            "header_bytes": HEADER_BYTES,
+            "init_cwnd": tcp.init_cwnd,
+            "min_rto_ns": tcp.min_rto,
+            "delayed_ack": tcp.delayed_ack,
+            "delack_ns": DELACK_NS,
+            "sack": tcp.sack,
+            "rmem_bytes": tcp.rmem,
+            "wmem_bytes": tcp.wmem,
+            "ecn": tcp.ecn,
+            "pacing": tcp.pacing,
+            "hz": None if tcp.hz == "exact" else tcp.hz,
+            # Only when given, so that configurations without it keep their ids.
+            **({"kernel_hz": tcp.kernel_hz} if tcp.kernel_hz is not None else {}),
+            **({"host_jitter_ns": tcp.host_jitter} if tcp.host_jitter else {}),
+        },
+    }
 
-    # -- topology
-    general = topo.links is not None or topo.hosts is not None
-    if general:
-        net = network.build(m)
-    else:
-        _dumbbell_only(m)
-        senders, bottleneck, reverse = _dumbbell(topo, tcp)
 
-    # -- flows
-    if sum(f.count for f in m.flows) > MAX_COUNT:
+def _pacing(tcp: Any, flows: list) -> None:
+    """tcp.pacing = 'off' on a real kernel (checked only for linux and hosts)."""
+    # Linux cannot stop an algorithm that paces by itself (BBR sets the
+    # socket's pacing status in its init); the others do not pace anyway.
+    paced = sorted({f.cca for f in flows if f.cca in SELF_PACED})
+    if paced:
+        raise FieldError(("tcp", "pacing"), "the linux backend cannot turn pacing off for an algorithm that "
+                         f"paces by itself ({', '.join(paced)})", tcp.pacing, "'auto' or 'on'",
+                         related=tuple(f"flows.{i}.cca" for i, f in enumerate(flows) if f.cca in SELF_PACED))
+
+
+def _flows(flows: list, st: Any, backend: str, base: Optional[Path], net: Optional[network.Net],
+           n_senders: int) -> tuple[list[dict], list[int], list[dict], list]:
+    """Checks of each flow; the config's flows, each flow's start jitter range, its meta and
+    (in a general network, ``net``) its route; ``n_senders``: a dumbbell's senders."""
+    general = net is not None
+    if sum(f.count for f in flows) > MAX_COUNT:
         raise FieldError(("flows",), f"more than {MAX_COUNT:,} flows in one run (the sum of flows.*.count)",
-                         sum(f.count for f in m.flows), f"at most {MAX_COUNT:,} flows")
+                         sum(f.count for f in flows), f"at most {MAX_COUNT:,} flows")
     allowed_ccas = ccas_for(backend)
-    flows: list[dict] = []
+    out: list[dict] = []
     jitters: list[int] = []
     meta: list[dict] = []
     routes: list[network.Route] = []
-    for i, f in enumerate(m.flows):
+    for i, f in enumerate(flows):
         loc = ("flows", i)
         cca = f.cca
         if f.cca.startswith("bpf:"):  # a BPF struct_ops CCA (ccbench.bpf; base: the study's directory)
@@ -246,10 +355,10 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
             raise FieldError(loc + ("cca",), problem, f.cca, ", ".join(allowed_ccas))
         if general:
             route = network.flow_route(net, f, i)
-        elif f.sender >= len(senders):
-            raise FieldError(loc + ("sender",), f"no such sender: the topology has {len(senders)} sender"
-                             + ("" if len(senders) == 1 else "s"), f.sender,
-                             f"0 .. {len(senders) - 1}", related=("topology.senders",))
+        elif f.sender >= n_senders:
+            raise FieldError(loc + ("sender",), f"no such sender: the topology has {n_senders} sender"
+                             + ("" if n_senders == 1 else "s"), f.sender,
+                             f"0 .. {n_senders - 1}", related=("topology.senders",))
         if f.kind == "transfer":
             if f.size is None:
                 raise FieldError(loc + ("size",), "a transfer needs its size", FieldError.NO_VALUE,
@@ -319,7 +428,7 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
         else:
             group = f"{f.cca} rpc {units.format_size(request)}"
         for _ in range(f.count):
-            fid = len(flows)
+            fid = len(out)
             if general:
                 where: dict[str, Any] = {"src": f.src, "dst": f.dst}
                 sender = net.hosts.index(f.src)
@@ -344,42 +453,10 @@ def check_and_resolve(m: StudyFile, backend: str, base: Optional[Path] = None) -
                 flow["queue_class"] = f.queue_class
             if f.tool != "ccbench":
                 flow["tool"] = f.tool  # the linux backend's; the simulator runs the same bulk flow
-            flows.append(flow)
+            out.append(flow)
             jitters.append(f.start_jitter)
             meta.append({"id": fid, "cca": f.cca, "sender": sender, "kind": f.kind, "group": group, **where})
-
-    config = {
-        "duration_ns": st.duration,
-        "sample_interval_ns": st.sample_interval,
-        "tcp": {
-            "mss": tcp.mss,
-            "header_bytes": HEADER_BYTES,
-            "init_cwnd": tcp.init_cwnd,
-            "min_rto_ns": tcp.min_rto,
-            "delayed_ack": tcp.delayed_ack,
-            "delack_ns": DELACK_NS,
-            "sack": tcp.sack,
-            "rmem_bytes": tcp.rmem,
-            "wmem_bytes": tcp.wmem,
-            "ecn": tcp.ecn,
-            "pacing": tcp.pacing,
-            "hz": None if tcp.hz == "exact" else tcp.hz,
-            # Only when given, so that configurations without it keep their ids.
-            **({"kernel_hz": tcp.kernel_hz} if tcp.kernel_hz is not None else {}),
-            **({"host_jitter_ns": tcp.host_jitter} if tcp.host_jitter else {}),
-        },
-    }
-    if general:
-        net_config, events, controller = network.resolve(m, net, routes, meta, tcp.mss, _buffer)
-        config["network"] = net_config
-        config["flows"] = flows
-        if events:
-            config["events"] = events
-        if controller is not None:
-            config["controller"] = controller
-    else:
-        config.update(senders=senders, bottleneck=bottleneck, reverse=reverse, flows=flows)
-    return config, jitters, meta
+    return out, jitters, meta, routes
 
 
 def _shown(f: Any, name: str) -> str:
