@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import struct
 import subprocess
@@ -60,19 +59,23 @@ def mono_minus_real() -> int:
     return m - (a + b) // 2
 
 
-def capture(ns: str, ifname: str, point: str, out: list, stop: threading.Event, ready: threading.Event) -> None:
-    """Record TCP packets on `ifname` in namespace `ns` until `stop`."""
-    from ccbench.backends.linux.netns import NETNS_DIR, _setns  # noqa: PLC2701 - a bench tool
-
-    fd = os.open(NETNS_DIR / ns, os.O_RDONLY)
-    _setns(fd)
-    os.close(fd)
+def open_socket(ifname: str) -> socket.socket:
+    """A packet socket on `ifname` of the calling thread's namespace (it
+    stays bound to that namespace whichever thread reads it)."""
     # ETH_P_ALL: outgoing packets reach only such taps.
     s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     s.bind((ifname, ETH_P_ALL))
     s.settimeout(0.2)
+    return s
+
+
+def capture(ns: str, ifname: str, point: str, out: list, stop: threading.Event, ready: threading.Event) -> None:
+    """Record TCP packets on `ifname` in namespace `ns` until `stop`."""
+    from ccbench.backends.linux.netns import in_netns
+
+    s = in_netns(ns, lambda: open_socket(ifname))
     ready.set()
     while not stop.is_set():
         try:
