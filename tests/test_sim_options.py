@@ -135,3 +135,49 @@ def test_host_jitter_only_when_given_and_checked():
             parse_study(study(tcp_extra=f"host_jitter = {bad}"))
     with pytest.raises(StudyError, match="tcp.host_jitter.*real hosts"):
         parse_study(study(tcp_extra='host_jitter = "50us"').replace('name = "opts"', 'name = "opts"\nbackend = "linux"'))
+
+
+def test_sack_compression_only_when_off_and_the_same_on_linux():
+    from ccbench.backends.linux.netns import host_sysctls
+    from ccbench.errors import StudyError
+    from ccbench.spec.load import parse_study
+
+    tcp = parse_study(study()).runs()[0].config["tcp"]
+    assert "sack_compression" not in tcp  # ids of existing studies stay
+    assert "net.ipv4.tcp_comp_sack_nr" not in host_sysctls(tcp)  # the kernel's default: on
+    off = parse_study(study(tcp_extra="sack_compression = false")).runs()[0].config["tcp"]
+    assert off["sack_compression"] is False
+    assert host_sysctls(off)["net.ipv4.tcp_comp_sack_nr"] == 0
+    with pytest.raises(StudyError, match="tcp.sack_compression"):
+        parse_study(study(tcp_extra='sack_compression = "no"'))
+
+
+def test_sack_compression_holds_acks_without_spurious_retransmissions():
+    # Two Reno flows overflow a FIFO: with the compression the receivers
+    # send fewer ACKs, and (holding no more SACK news than Linux drops) the
+    # senders still retransmit exactly what the queue dropped.
+    text = """
+[study]
+name = "comp"
+duration = "10s"
+[topology]
+senders = 1
+[topology.bottleneck]
+rate = "100Mbit"
+delay = "10ms"
+buffer = "1bdp"
+[tcp]
+{extra}
+[[flows]]
+cca = "reno"
+count = 2
+start_jitter = "100ms"
+"""
+    got = {}
+    for extra in ("", "sack_compression = false"):
+        ((_, res),) = run_text(text.format(extra=extra))
+        drops = [v for link, v in zip(res["queue"]["link"], res["queue"]["drops"]) if link == "bottleneck"][-1]
+        assert drops > 0
+        assert sum(f["retrans_segs"] for f in res["flows"]) == drops, extra
+        got[extra] = res
+    assert got[""]["flows"] != got["sack_compression = false"]["flows"]

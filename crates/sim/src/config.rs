@@ -71,6 +71,14 @@ pub struct TcpConfig {
     /// leaves after a seeded uniform delay in [0, this] (`jitter.rs`). 0 = none.
     #[serde(default)]
     pub host_jitter_ns: u64,
+    /// Linux's SACK compression at the receiver (`tcp/receiver.rs`);
+    /// false = Linux with `tcp_comp_sack_nr` = 0.
+    #[serde(default = "yes")]
+    pub sack_compression: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

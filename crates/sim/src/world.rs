@@ -391,7 +391,7 @@ impl World {
         if p.to_receiver {
             let conn = &mut self.conns[ci];
             if p.syn {
-                conn.receiver.on_syn(&p, &mut self.out);
+                conn.receiver.on_syn(&p, now, &mut self.out);
                 self.flush();
                 return;
             }
@@ -415,6 +415,7 @@ impl World {
         let conn = &mut self.conns[c];
         match kind {
             TimerKind::DelAck => conn.receiver.on_delack_timer(now, &mut self.out),
+            TimerKind::CompAck => conn.receiver.on_comp_ack_timer(now, &mut self.out),
             _ => conn.sender.on_timer(kind, now, &mut self.out),
         }
         self.flush();

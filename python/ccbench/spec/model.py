@@ -258,6 +258,8 @@ class Tcp(Model):
     kernel_hz: Optional[Literal[100, 250, 300, 1000]] = F(None, KERNEL_HZ_ALLOWED)
     # Simulator only: hosts' per-packet processing jitter, uniform in [0, this] (docs/sim-model.md).
     host_jitter: Time = F("0s", HOST_JITTER_ALLOWED)
+    # Linux's SACK compression at the receiver (tcp_comp_sack_nr; on by default in Linux and here).
+    sack_compression: StrictBool = F(True, "true or false")
 
 
 class Flow(Model):

@@ -309,6 +309,7 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
             # Only when given, so that configurations without it keep their ids.
             **({"kernel_hz": tcp.kernel_hz} if tcp.kernel_hz is not None else {}),
             **({"host_jitter_ns": tcp.host_jitter} if tcp.host_jitter else {}),
+            **({} if tcp.sack_compression else {"sack_compression": False}),
         },
     }
 

@@ -50,6 +50,8 @@ pub enum TimerKind {
     Pace,
     Reorder,
     DelAck,
+    /// The receiver's compressed-SACK timer (Linux `compressed_ack_timer`).
+    CompAck,
 }
 
 /// What an endpoint asks the world to do: packets to put on the wire and
@@ -85,5 +87,6 @@ fn test_cfg() -> crate::config::TcpConfig {
         hz: None,
         kernel_hz: None,
         host_jitter_ns: 0,
+        sack_compression: true,
     }
 }

@@ -1340,7 +1340,7 @@ impl Sender {
             TimerKind::Rto => &mut self.rto_timer,
             TimerKind::Pace => &mut self.pace_timer,
             TimerKind::Reorder => &mut self.reo_timer,
-            TimerKind::DelAck => unreachable!("delayed ACK belongs to the receiver"),
+            TimerKind::DelAck | TimerKind::CompAck => unreachable!("ACK timers belong to the receiver"),
         };
         let (expired, again) = timer.fire(now);
         if let Some(t) = again {
@@ -1366,7 +1366,7 @@ impl Sender {
                     self.send(now, out);
                 }
             }
-            TimerKind::DelAck => {}
+            TimerKind::DelAck | TimerKind::CompAck => {}
         }
     }
 

@@ -37,7 +37,7 @@ _WRITE = 'umask 077 && cat > "$1"'  # fixed; the path is $1
 _KEY_RE = re.compile(r"^net\.ipv4\.[a-z_]+$")
 _IF_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,14}$")
 SYSCTL_KEYS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_sack", "net.ipv4.tcp_ecn",
-               "net.ipv4.tcp_no_metrics_save")
+               "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_comp_sack_nr")
 
 
 def run_dir(workdir: str, token: str, role: str) -> str:

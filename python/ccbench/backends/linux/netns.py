@@ -277,6 +277,8 @@ def host_sysctls(tcp: dict) -> dict[str, Any]:
         "net.ipv4.tcp_wmem": f"{min(4096, wmem)} {min(16384, wmem)} {wmem}",
         # A run must not inherit ssthresh/RTT from an earlier connection.
         "net.ipv4.tcp_no_metrics_save": 1,
+        # SACK compression off: no compressed ACK may be held (0 ACKs).
+        **({} if tcp.get("sack_compression", True) else {"net.ipv4.tcp_comp_sack_nr": 0}),
     }
 
 
