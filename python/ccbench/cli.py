@@ -29,18 +29,20 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ccbench import __version__, backends, cli_analysis, console
-from ccbench.analysis import Analysis
 from ccbench.errors import (
     EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_LEFTOVERS, EXIT_OK, EXIT_USAGE, StudyError,
     UsageError,
 )
+
+if TYPE_CHECKING:  # numpy and the analysis load only when a command needs them, not before a study's first run
+    from ccbench.analysis import Analysis
 
 
 class _Parser(argparse.ArgumentParser):
