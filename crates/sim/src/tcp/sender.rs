@@ -683,7 +683,10 @@ impl Sender {
         if !handled {
             if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
                 self.cwnd_reduction(rs.acked_sacked, rs.losses > 0, self.snd_una > prior_snd_una);
-            } else if self.c.is_cwnd_limited() && acked + rs.acked_sacked > 0 {
+            } else if self.c.is_cwnd_limited() && acked > 0 {
+                // Linux `tcp_may_raise_cwnd`: only an ACK that advances
+                // snd_una (FLAG_DATA_ACKED) grows cwnd, by all it newly
+                // acked or sacked; SACKs alone wait for it (RFC 5681).
                 self.cca.cong_avoid(&mut self.c, rs.acked_sacked);
             }
             self.update_pacing_rate();
@@ -1737,6 +1740,22 @@ mod tests {
         s.on_timer(TimerKind::Reorder, 4_000_000, &mut out);
         assert_eq!(s.c.lost_out, 0);
         assert!(!s.reo_timer.is_armed());
+    }
+
+    /// An ACK that only SACKs (the hole not yet judged lost) does not grow
+    /// cwnd; the next one that advances snd_una grows it by what that ACK
+    /// newly delivered, so the sacked segment's growth is not made up
+    /// (Linux `tcp_may_raise_cwnd` and `tcp_newly_delivered`).
+    #[test]
+    fn only_cumulative_acks_raise_cwnd() {
+        let (mut s, mut out) = ten_out("reno");
+        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(a * 1448, b * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&sack(1, 2), 20_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Disorder);
+        assert_eq!(s.c.cwnd, 10);
+        // Segment 1 arrives late: the cumulative ACK delivers one more.
+        s.on_ack(&Packet { ack: 2 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 20_100_000, &mut out);
+        assert_eq!(s.c.cwnd, 11);
     }
 
     /// Ten segments written, eight acked, the probe timer fired (2·srtt +
