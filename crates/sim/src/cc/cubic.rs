@@ -532,6 +532,34 @@ mod tests {
         assert_ne!(got250, got1000);
     }
 
+    /// On a 0.3 ms path at 250 Hz (studies/loss-sweep) the epoch's first
+    /// cnt is about cwnd (the target is one segment above it) and, the
+    /// cubic part running once per jiffy, holds until the next tick: cwnd
+    /// climbs about a segment per RTT for the rest of that jiffy, then
+    /// nearly stops. Growth per loss is thus (rest of the jiffy) / RTT.
+    #[test]
+    fn first_jiffy_of_an_epoch_grows_at_its_first_cnt() {
+        let rtt = 300u64;
+        let mut cc = Cubic::default();
+        let mut c = after_loss(&mut cc, 40, rtt);
+        assert_eq!(c.cwnd, 28);
+        c.hz = 250;
+        c.now_us = 1_004_000; // a tick: the epoch starts with a whole jiffy left
+        let start = c.cwnd;
+        while c.now_us + rtt <= 1_008_000 {
+            rtt_round(&mut cc, &mut c, rtt);
+        }
+        let first = c.cwnd - start;
+        assert_eq!(cc.epoch_start, Some(251));
+        assert!((10..=20).contains(&first), "grew {first} in the first jiffy");
+        c.now_us = 1_008_000;
+        let mid = c.cwnd;
+        while c.now_us + rtt <= 1_012_000 {
+            rtt_round(&mut cc, &mut c, rtt);
+        }
+        assert!(c.cwnd - mid <= 1, "grew {} in the second jiffy", c.cwnd - mid);
+    }
+
     fn w_cubic(t: f64, w_max: f64) -> f64 {
         let k = (w_max * (1.0 - B) / C).cbrt();
         C * (t - k).powi(3) + w_max
