@@ -60,11 +60,12 @@ pub struct TcpConfig {
     pub ecn: bool,
     pub pacing: Pacing,
     /// Host timer frequency: timers (RTO, delayed ACK, reordering, pacing)
-    /// fire only on ticks of 1/hz. None = exact (Linux's high-resolution timers).
+    /// fire only on ticks of 1/hz. None = no extra rounding (the
+    /// retransmission timers still count `kernel_hz` jiffies, as Linux's).
     #[serde(default)]
     pub hz: Option<u32>,
-    /// CONFIG_HZ of the modelled kernel, for jiffies-based CCA clocks
-    /// (CUBIC). None = 1000.
+    /// CONFIG_HZ of the modelled kernel: the jiffies of the CCA clocks and
+    /// of the retransmission timers (RTO, loss probe, RACK). None = 1000.
     #[serde(default)]
     pub kernel_hz: Option<u32>,
     /// Hosts' per-packet processing jitter: each packet an endpoint emits

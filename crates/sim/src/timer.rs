@@ -34,6 +34,11 @@ impl Timer {
         self.deadline.is_some()
     }
 
+    /// When the timer expires, if armed.
+    pub fn deadline(&self) -> Option<Nanos> {
+        self.deadline
+    }
+
     /// An event for this timer popped at `now`. Returns whether the timer
     /// expired, and a time to re-schedule at when the deadline moved later.
     #[must_use]

@@ -93,9 +93,6 @@ pub struct Cubic {
     /// Minimum RTT within the current round (µs).
     curr_rtt: u32,
 
-    // --- bookkeeping to estimate tp->lsndtime (see `cwnd_event`) ---
-    last_ack_seen_us: Option<u64>,
-    last_rtt_seen_us: u64,
 }
 
 impl Default for Cubic {
@@ -122,8 +119,6 @@ impl Default for Cubic {
             last_ack: 0,
             end_seq: 0,
             curr_rtt: u32::MAX,
-            last_ack_seen_us: None,
-            last_rtt_seen_us: 0,
         }
     }
 }
@@ -190,8 +185,6 @@ impl Cubic {
             hystart: self.hystart,
             hystart_detect: self.hystart_detect,
             paced: self.paced,
-            last_ack_seen_us: self.last_ack_seen_us,
-            last_rtt_seen_us: self.last_rtt_seen_us,
             ..Cubic::default()
         };
     }
@@ -395,21 +388,14 @@ impl CongestionControl for Cubic {
         if ev != CaEvent::TxStart {
             return;
         }
-        // Restart after idle: shift the epoch by the idle time so the curve
-        // resumes where it left off instead of jumping ahead. Linux measures
-        // the idle time from tp->lsndtime (last data sent); Conn has no
-        // such field, so it is estimated as the arrival of the last ACK
-        // minus its RTT — the send time of the last acked segment, which
-        // is the last one sent since nothing is in flight at TxStart.
+        // Restart after idle: shift the epoch by the idle time since the
+        // last data was sent (tp->lsndtime, in jiffies) so the curve
+        // resumes where it left off instead of jumping ahead.
         let Some(epoch) = self.epoch_start else {
             return;
         };
-        let Some(last_ack_us) = self.last_ack_seen_us else {
-            return;
-        };
-        let lsnd_us = last_ack_us.saturating_sub(self.last_rtt_seen_us);
         let now = jiffies(c);
-        let lsnd = lsnd_us * c.hz / 1_000_000;
+        let lsnd = c.lsndtime_us * c.hz / 1_000_000;
         if now > lsnd {
             let shifted = epoch + (now - lsnd);
             self.epoch_start = Some(shifted.min(now));
@@ -417,14 +403,6 @@ impl CongestionControl for Cubic {
     }
 
     fn pkts_acked(&mut self, c: &mut Conn, s: &AckSample) {
-        // Bookkeeping for the lsndtime estimate (not part of Linux's CUBIC).
-        if s.pkts_acked > 0 || s.rtt_us >= 0 {
-            self.last_ack_seen_us = Some(c.now_us);
-            if s.rtt_us >= 0 {
-                self.last_rtt_seen_us = s.rtt_us as u64;
-            }
-        }
-
         if s.rtt_us < 0 {
             return; // duplicate ACK without a timestamp
         }
@@ -552,6 +530,34 @@ mod tests {
         assert_eq!(got250, want250);
         assert_eq!(got1000, want1000);
         assert_ne!(got250, got1000);
+    }
+
+    /// On a 0.3 ms path at 250 Hz (studies/loss-sweep) the epoch's first
+    /// cnt is about cwnd (the target is one segment above it) and, the
+    /// cubic part running once per jiffy, holds until the next tick: cwnd
+    /// climbs about a segment per RTT for the rest of that jiffy, then
+    /// nearly stops. Growth per loss is thus (rest of the jiffy) / RTT.
+    #[test]
+    fn first_jiffy_of_an_epoch_grows_at_its_first_cnt() {
+        let rtt = 300u64;
+        let mut cc = Cubic::default();
+        let mut c = after_loss(&mut cc, 40, rtt);
+        assert_eq!(c.cwnd, 28);
+        c.hz = 250;
+        c.now_us = 1_004_000; // a tick: the epoch starts with a whole jiffy left
+        let start = c.cwnd;
+        while c.now_us + rtt <= 1_008_000 {
+            rtt_round(&mut cc, &mut c, rtt);
+        }
+        let first = c.cwnd - start;
+        assert_eq!(cc.epoch_start, Some(251));
+        assert!((10..=20).contains(&first), "grew {first} in the first jiffy");
+        c.now_us = 1_008_000;
+        let mid = c.cwnd;
+        while c.now_us + rtt <= 1_012_000 {
+            rtt_round(&mut cc, &mut c, rtt);
+        }
+        assert!(c.cwnd - mid <= 1, "grew {} in the second jiffy", c.cwnd - mid);
     }
 
     fn w_cubic(t: f64, w_max: f64) -> f64 {
@@ -790,12 +796,15 @@ mod tests {
         let epoch = cc.epoch_start.unwrap();
         let cwnd_before = c.cwnd;
         let last_ack = c.now_us;
+        // The last segment went out 20 ms before its ACK (the RTT samples
+        // say 50 ms: the idle time is the sender's, not an estimate).
+        c.lsndtime_us = last_ack - 20_000;
         // Idle for 3 s after the last segment was acked, then send again.
         c.packets_out = 0;
         c.now_us = last_ack + 3_000_000;
         cc.cwnd_event(&mut c, CaEvent::TxStart);
-        // Idle time counted from the last send (last ACK − RTT): 3.05 s.
-        assert_eq!(cc.epoch_start.unwrap(), epoch + 3_050);
+        // Idle time counted from the last send (tp->lsndtime): 3.02 s.
+        assert_eq!(cc.epoch_start.unwrap(), epoch + 3_020);
         // So growth resumes where it stopped rather than 3 s along the curve.
         c.packets_out = c.cwnd;
         rtt_round(&mut cc, &mut c, rtt);

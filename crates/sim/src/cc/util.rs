@@ -19,6 +19,17 @@ pub fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
     (us * c.hz).div_ceil(1_000_000)
 }
 
+/// When a Linux `timer_list` armed now for `usecs_to_jiffies(delay_us)`
+/// jiffies fires (ns): at the tick where jiffies reaches its expiry, so up
+/// to one jiffy sooner than the delay rounded up. The retransmission timer
+/// (RTO, tail loss probe, RACK's reordering timeout) is such a timer; a
+/// timeout is at least one jiffy, as `tcp_rearm_rto` makes it.
+pub fn jiffies_timer_ns(c: &Conn, delay_us: u64) -> u64 {
+    let expires = jiffies(c) + usecs_to_jiffies(c, delay_us).max(1);
+    // Start of jiffy `expires` on the µs clock `jiffies` reads.
+    (expires * 1_000_000).div_ceil(c.hz) * 1000
+}
+
 /// `msecs_to_jiffies`: rounds up.
 pub fn msecs_to_jiffies(c: &Conn, ms: u64) -> u64 {
     (ms * c.hz).div_ceil(1000)
@@ -59,6 +70,26 @@ mod tests {
         assert_eq!(jiffies(&c), 1);
         assert_eq!(usecs_to_jiffies(&c, 4_001), 2);
         assert_eq!(msecs_to_jiffies(&c, 200), 50);
+    }
+
+    /// A timer fires on a tick: 2.05 ms armed at 5.9 ms is one 4 ms jiffy
+    /// at 250 Hz, so it fires at the next tick (8 ms), only 2.1 ms later;
+    /// at 1000 Hz it is 3 jiffies from jiffy 5, so 8 ms too.
+    #[test]
+    fn timers_fire_on_ticks() {
+        let mut c = Conn::new(1448, 10);
+        c.now_us = 5_900;
+        c.hz = 250;
+        assert_eq!(jiffies_timer_ns(&c, 2_050), 8_000_000);
+        assert_eq!(jiffies_timer_ns(&c, 4_001), 12_000_000);
+        c.hz = 1000;
+        assert_eq!(jiffies_timer_ns(&c, 2_050), 8_000_000);
+        assert_eq!(jiffies_timer_ns(&c, 0), 6_000_000);
+        // CONFIG_HZ=300: ticks at whole µs on the jiffies clock.
+        c.hz = 300;
+        let t = jiffies_timer_ns(&c, 1);
+        c.now_us = t / 1000;
+        assert_eq!(jiffies(&c), 2);
     }
 
     #[test]

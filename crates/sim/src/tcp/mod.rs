@@ -18,6 +18,10 @@ pub use sender::{Sender, SenderStats};
 use crate::packet::Packet;
 use netcore::Nanos;
 
+/// Linux TCP_TIMEOUT_MIN_US: the least a tail loss probe adds to 2·srtt
+/// and RACK's reordering timer to its wait.
+pub(crate) const TIMEOUT_MIN_US: u64 = 2_000;
+
 /// Per-connection options beyond the host's `[tcp]` settings.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ConnOpts {

@@ -13,7 +13,8 @@ use super::rack::{Rack, DUPTHRESH};
 use super::rate::{RateSampler, TxState};
 use super::rtt::RttEstimator;
 use super::undo::{current_ssthresh, Undo};
-use super::{ConnOpts, Out, TimerKind};
+use super::{ConnOpts, Out, TimerKind, TIMEOUT_MIN_US};
+use crate::cc::util::jiffies_timer_ns;
 use crate::cc::{AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH};
 use crate::config::{Pacing, TcpConfig};
 use crate::packet::Packet;
@@ -675,7 +676,7 @@ impl Sender {
 
         // Loss detection.
         if self.cfg.sack {
-            self.rack_detect(now, out);
+            self.rack_detect(now, out, true);
         } else {
             self.dupack_detect(dupack, acked);
         }
@@ -705,7 +706,10 @@ impl Sender {
         if !handled {
             if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
                 self.cwnd_reduction(rs.acked_sacked, rs.losses > 0, self.snd_una > prior_snd_una);
-            } else if self.c.is_cwnd_limited() && acked + rs.acked_sacked > 0 {
+            } else if self.c.is_cwnd_limited() && acked > 0 {
+                // Linux `tcp_may_raise_cwnd`: only an ACK that advances
+                // snd_una (FLAG_DATA_ACKED) grows cwnd, by all it newly
+                // acked or sacked; SACKs alone wait for it (RFC 5681).
                 self.cca.cong_avoid(&mut self.c, rs.acked_sacked);
             }
             self.update_pacing_rate();
@@ -919,7 +923,12 @@ impl Sender {
 
     /// RACK (RFC 8985): a segment sent before the most recently delivered one
     /// is lost once that one's RTT plus a reordering window has passed.
-    fn rack_detect(&mut self, now: Nanos, out: &mut Out) {
+    /// Segments still inside it are waited for as Linux's
+    /// `tcp_rack_mark_lost` does: the reordering timer is armed for the
+    /// last of them plus TCP_TIMEOUT_MIN_US, in jiffies. `arm` is false
+    /// when that timer has just fired: `tcp_rack_reo_timeout` does not arm
+    /// it again, so what is not yet due waits for the next ACK or the RTO.
+    fn rack_detect(&mut self, now: Nanos, out: &mut Out, arm: bool) {
         if !self.rack.valid() {
             return;
         }
@@ -942,7 +951,19 @@ impl Sender {
                 self.rack_hint = s.end();
                 i += 1;
             } else {
-                wait = Some(wait.map_or(deadline, |w: Nanos| w.min(deadline)));
+                // Later originals were sent later: wait for the last one
+                // sent before RACK's segment.
+                let mut last = deadline;
+                for s in self.rtxq.range(i + 1..) {
+                    if s.flags & (EVER_RETRANS | SACKED | LOST) != 0 {
+                        continue;
+                    }
+                    match self.rack.deadline(s.tx.sent_ns, s.end(), reo_wnd) {
+                        Some(d) => last = last.max(d),
+                        None => break,
+                    }
+                }
+                wait = Some(last);
                 break;
             }
         }
@@ -963,16 +984,31 @@ impl Sender {
                 self.lost_retrans = true;
                 self.rexmits.pop_front();
             } else {
-                wait = Some(wait.map_or(deadline, |w: Nanos| w.min(deadline)));
+                let mut last = deadline;
+                for &seq in self.rexmits.iter().skip(1) {
+                    let k = self.index_of(seq);
+                    if k >= self.rtxq.len() || self.rtxq[k].seq != seq || self.rtxq[k].flags & RETRANS == 0 {
+                        continue;
+                    }
+                    let r = self.rtxq[k];
+                    match self.rack.deadline(r.tx.sent_ns, r.end(), reo_wnd) {
+                        Some(d) => last = last.max(d),
+                        None => break,
+                    }
+                }
+                wait = Some(wait.map_or(last, |w: Nanos| w.max(last)));
                 break;
             }
         }
         match wait {
-            Some(t) => {
-                if let Some(t) = self.reo_timer.arm(self.opts.timer_at(t)) {
+            Some(t) if arm => {
+                let remaining_us = (t - now) / NS_PER_US;
+                let at = jiffies_timer_ns(&self.c, remaining_us + TIMEOUT_MIN_US);
+                if let Some(t) = self.reo_timer.arm(self.opts.timer_at(at)) {
                     out.timers.push((t, self.conn_id, TimerKind::Reorder));
                 }
             }
+            Some(_) => {}
             None => self.reo_timer.cancel(),
         }
     }
@@ -1355,7 +1391,7 @@ impl Sender {
             TimerKind::Pace => self.send(now, out),
             TimerKind::Reorder => {
                 let prior_lost = self.c.lost;
-                self.rack_detect(now, out);
+                self.rack_detect(now, out, false);
                 if self.c.lost > prior_lost {
                     if matches!(self.c.ca_state, CaState::Open | CaState::Disorder | CaState::Cwr) {
                         self.enter_recovery(false);
@@ -1434,27 +1470,28 @@ impl Sender {
         self.set_xmit_timer(now, out);
     }
 
-    /// Arm the retransmission timer for the RTO deadline, or earlier for a
-    /// tail loss probe (RFC 8985 §7, Linux `tcp_schedule_loss_probe`): in
-    /// the Open state with SACK, when no new data could go out now, after
-    /// 2·srtt (plus the minimum RTO when one segment is out, for a delayed
-    /// ACK; else 2 ms), never later than the RTO.
+    /// Arm the retransmission timer for the RTO deadline, or for a tail
+    /// loss probe (RFC 8985 §7, Linux `tcp_schedule_loss_probe`): in the
+    /// Open or CWR state with SACK, when no new data could go out now, after
+    /// 2·srtt plus the minimum RTO when one segment is out (for a delayed
+    /// ACK), else plus TCP_TIMEOUT_MIN_US. Linux arms the probe even when
+    /// the RTO comes first, at the RTO's time. Both are jiffies timers
+    /// (`jiffies_timer_ns`): on a 0.3 ms path at 250 Hz the probe is one
+    /// 4 ms jiffy and fires at the next tick.
     fn set_xmit_timer(&mut self, now: Nanos, out: &mut Out) {
-        let mut at = self.rto_deadline;
+        let mut at = jiffies_timer_ns(&self.c, self.rto_deadline.saturating_sub(now) / NS_PER_US);
         self.probe_armed = false;
         let could_send_new = self.c.packets_in_flight() < self.c.cwnd && self.has_data();
         if self.cfg.sack
-            && self.c.ca_state == CaState::Open
+            && matches!(self.c.ca_state, CaState::Open | CaState::Cwr)
             && self.tlp_high_seq.is_none()
             && self.rtt.srtt_ns() > 0
             && !could_send_new
         {
-            let extra = if self.c.packets_out == 1 { self.cfg.min_rto_ns } else { 2_000_000 };
-            let pto = now + 2 * self.rtt.srtt_ns() + extra;
-            if pto < at {
-                at = pto;
-                self.probe_armed = true;
-            }
+            let extra_us = if self.c.packets_out == 1 { self.cfg.min_rto_ns / NS_PER_US } else { TIMEOUT_MIN_US };
+            let pto = jiffies_timer_ns(&self.c, 2 * (self.rtt.srtt_ns() / NS_PER_US) + extra_us);
+            at = at.min(pto);
+            self.probe_armed = true;
         }
         if let Some(t) = self.rto_timer.arm(self.opts.timer_at(at)) {
             out.timers.push((t, self.conn_id, TimerKind::Rto));
@@ -1480,7 +1517,10 @@ impl Sender {
             }
         }
         self.tlp_high_seq = Some(self.snd_nxt);
-        self.rto_deadline = now + self.current_rto();
+        // `tcp_rearm_rto` after a probe: the RTO counts from the last
+        // transmission of the head, not from now.
+        let head_sent = self.rtxq.front().map_or(now, |h| h.tx.sent_ns);
+        self.rto_deadline = head_sent + self.current_rto();
         self.set_xmit_timer(now, out);
     }
 }
@@ -1659,6 +1699,91 @@ mod tests {
         s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
         assert_eq!(s.stats.undo_count, 0);
         assert_eq!(s.c.ssthresh, ssthresh);
+    }
+
+    /// A CUBIC sender on a 0.3 ms path (the SYN's RTT) whose initial window
+    /// went out at 0.3 ms, modelling a kernel of `hz` (CONFIG_HZ); `data`
+    /// bytes to send, or unlimited.
+    fn short_path(hz: u32, data: Option<u64>) -> (Sender, Out) {
+        let mut cfg = tcp_cfg();
+        cfg.kernel_hz = Some(hz);
+        let mut s = Sender::new(0, 0, &cfg, crate::cc::by_name("cubic").unwrap(), ConnOpts::default());
+        let mut out = Out::default();
+        match data {
+            Some(n) => s.write(n, 0, &mut out),
+            None => s.set_unlimited(true),
+        }
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 300_000, &mut out);
+        out.clear();
+        (s, out)
+    }
+
+    /// The loss probe is a jiffies timer (Linux `tcp_schedule_loss_probe`:
+    /// usecs_to_jiffies(2·srtt + 2 ms) from the current jiffy): on a 0.3 ms
+    /// path it fires at the next tick at 250 Hz, the third at 1000 Hz.
+    #[test]
+    fn loss_probe_fires_on_a_jiffy_tick() {
+        for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
+            let (s, _) = short_path(hz, None);
+            assert!(s.probe_armed);
+            assert_eq!(s.rto_timer.deadline(), Some(at), "{hz} Hz");
+        }
+    }
+
+    /// With one segment out the probe waits 2·srtt + the minimum RTO, later
+    /// than the RTO itself; Linux still arms the probe, at the RTO's time.
+    #[test]
+    fn single_segment_gets_a_probe_at_the_rto_time() {
+        let (s, _) = short_path(1000, Some(1448));
+        assert_eq!(s.c.packets_out, 1);
+        assert!(s.probe_armed);
+        // RTO 0.3 + 200 ms from 0.3 ms: 200.3 ms rounds up to 201 jiffies.
+        assert_eq!(s.rto_timer.deadline(), Some(201_000_000));
+    }
+
+    /// RACK's reordering timer waits TCP_TIMEOUT_MIN_US more than the
+    /// reordering window, in jiffies (`tcp_rack_mark_lost`); when it fires
+    /// before the window has passed (a 250 Hz tick can come sooner), Linux's
+    /// `tcp_rack_reo_timeout` does not arm it again.
+    #[test]
+    fn reordering_timer_is_a_jiffies_timer_and_fires_once() {
+        // Segment 2 sacked, segment 1 (sent with it) not: RACK waits
+        // min_rtt/4 = 75 µs, plus 2 ms, as jiffies.
+        let sack2 = Packet { ack: 0, ts_ecr: 300_000, nsack: 1, sack: [(1448, 2 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
+            let (mut s, mut out) = short_path(hz, None);
+            s.on_ack(&sack2, 600_000, &mut out);
+            assert_eq!(s.c.lost_out, 0);
+            assert_eq!(s.reo_timer.deadline(), Some(at), "{hz} Hz");
+            s.on_timer(TimerKind::Reorder, at, &mut out);
+            assert_eq!(s.c.lost_out, 1, "{hz} Hz");
+            assert_eq!(s.c.ca_state, CaState::Recovery);
+        }
+        // The same SACK at 3.95 ms: the window ends at 4.025 ms, the timer
+        // (one jiffy) fires at the 4 ms tick and finds nothing due.
+        let (mut s, mut out) = short_path(250, None);
+        s.on_ack(&sack2, 3_950_000, &mut out);
+        assert_eq!(s.reo_timer.deadline(), Some(4_000_000));
+        s.on_timer(TimerKind::Reorder, 4_000_000, &mut out);
+        assert_eq!(s.c.lost_out, 0);
+        assert!(!s.reo_timer.is_armed());
+    }
+
+    /// An ACK that only SACKs (the hole not yet judged lost) does not grow
+    /// cwnd; the next one that advances snd_una grows it by what that ACK
+    /// newly delivered, so the sacked segment's growth is not made up
+    /// (Linux `tcp_may_raise_cwnd` and `tcp_newly_delivered`).
+    #[test]
+    fn only_cumulative_acks_raise_cwnd() {
+        let (mut s, mut out) = ten_out("reno");
+        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(a * 1448, b * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        s.on_ack(&sack(1, 2), 20_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Disorder);
+        assert_eq!(s.c.cwnd, 10);
+        // Segment 1 arrives late: the cumulative ACK delivers one more.
+        s.on_ack(&Packet { ack: 2 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 20_100_000, &mut out);
+        assert_eq!(s.c.cwnd, 11);
     }
 
     /// Ten segments written, eight acked, the probe timer fired (2·srtt +
