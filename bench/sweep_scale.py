@@ -47,7 +47,6 @@ sys.path.insert(0, str(HERE))
 import ccbench  # noqa: E402
 from ccbench.executor import execute  # noqa: E402
 from ccbench.spec import parse_study  # noqa: E402
-from ccbench.store import Store  # noqa: E402
 
 from _timed_backend import TimedSim  # noqa: E402
 
@@ -74,6 +73,10 @@ cca = "bbr"
 
 def gaps(out: Path) -> tuple[list[float], list[float]]:
     """(gaps between consecutive runs on the same worker process, run wall times), seconds."""
+    # not at the top: --jobs 2's workers import this module (spawn), as they
+    # import ccbench's command in real use, which has no store either
+    from ccbench.store import Store
+
     with Store.open_existing(out) as s:
         stats = [r.stats for r in s.runs() if r.stats]
     by_pid: dict[int, list[tuple[float, float]]] = {}
@@ -178,17 +181,39 @@ def measure(name: str, study, runs, backend, out: Path, tmp: Path) -> tuple:
         execute(study, runs, backend, out, jobs=1 if name == "serial" else 2)
         wall = time.perf_counter() - t0
         cpu = cpu_used(c0)  # the pool's workers were waited for: in RUSAGE_CHILDREN
+    elif name == "local2":
+        # the user's path (ccbench run --cluster local:2): the client runs runs
+        # while the cluster starts, so start-up and sweep overlap; "start-up"
+        # is the time until the runner got the cluster, the shutdown is left out
+        from ccbench.executor import cluster
+        from ccbench.executor.cluster_config import resolve
+
+        marks: dict[str, float] = {}
+        call = cluster.ClusterRunner.__call__
+
+        def timed(self, *a):
+            marks["start"] = time.perf_counter()
+            try:
+                return call(self, *a)
+            finally:
+                marks["end"] = time.perf_counter()
+
+        cluster.ClusterRunner.__call__ = timed
+        c0 = cpu_seconds()
+        t0 = time.perf_counter()
+        try:
+            cluster.execute_on_cluster(study, runs, backend, out, resolve("local:2"))
+        finally:
+            cluster.ClusterRunner.__call__ = call
+        startup, wall = marks["start"] - t0, marks["end"] - marks["start"]
+        cpu = cpu_used(c0)  # start-up included; the workers were waited for: in RUSAGE_CHILDREN
     else:
         from ccbench.executor.cluster import ClusterRunner, open_cluster, preflight
         from ccbench.executor.cluster_config import resolve
 
-        procs: list[subprocess.Popen] = []
         s0 = time.perf_counter()
-        if name == "local2":
-            cfg = resolve("local:2")
-        else:
-            address, procs = start_scheduler_and_workers(out.with_name(out.name + "-dask"), 2)
-            cfg = resolve(address)
+        address, procs = start_scheduler_and_workers(out.with_name(out.name + "-dask"), 2)
+        cfg = resolve(address)
         handle = open_cluster(cfg)
         try:
             while len(handle.client.scheduler_info(n_workers=-1)["workers"]) < 2:
