@@ -17,6 +17,9 @@ Order of work, so that bad input costs nothing:
    worker;
 3. only then the store is opened and the runs go out.
 
+Meanwhile, for a LocalCluster and sim runs, the client runs the first runs
+itself (:class:`ClientRuns`); they are committed after step 2, or dropped.
+
 A worker that dies mid-run costs only that run: the scheduler reports the
 task as lost (``KilledWorker``; clusters ccbench starts itself get
 ``distributed.scheduler.allowed-failures = 0`` so the decision is ccbench's),
