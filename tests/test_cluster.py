@@ -230,9 +230,10 @@ def test_version_mismatch_is_refused_before_any_run(dask_procs, study_file, tmp_
         dask_procs.wait_workers(2)
 
 
-def test_ctrl_c_keeps_finished_runs_and_the_rerun_resumes(dask_procs, study_file, serial, tmp_path):
-    out = tmp_path / "out"
-    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", dask_procs.address)
+def ctrl_c_then_resume(study_file: Path, serial: Path, out: Path, cluster: str, meanwhile=lambda: None) -> None:
+    """Ctrl-C a --cluster sweep after its third run: exit 130, the finished
+    runs stay; ``meanwhile()``; the rerun resumes and ends as the serial run."""
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", cluster)
     try:
         read_until(proc, r"^\[3/12\]")
         proc.send_signal(signal.SIGINT)
@@ -241,19 +242,25 @@ def test_ctrl_c_keeps_finished_runs_and_the_rerun_resumes(dask_procs, study_file
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert "interrupted:" in err and "--cluster " + dask_procs.address in err
+    assert "interrupted:" in err and "--cluster " + cluster in err
     done = run_counts(out).get("ok", 0)
     assert 3 <= done < 12
-    # the workers are left idle: nothing of the sweep queued or running
-    t0 = time.monotonic()
-    while dask_procs.scheduler_tasks() and time.monotonic() - t0 < 10:
-        time.sleep(0.2)
-    assert dask_procs.scheduler_tasks() == 0
-    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", dask_procs.address)
+    meanwhile()
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", cluster)
     stdout, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     assert f"{done} of 12 runs already finished; running {12 - done}" in stdout
     assert_same_as_serial(out, serial)
+
+
+def test_ctrl_c_keeps_finished_runs_and_the_rerun_resumes(dask_procs, study_file, serial, tmp_path):
+    def idle() -> None:  # the workers are left idle: nothing of the sweep queued or running
+        t0 = time.monotonic()
+        while dask_procs.scheduler_tasks() and time.monotonic() - t0 < 10:
+            time.sleep(0.2)
+        assert dask_procs.scheduler_tasks() == 0
+
+    ctrl_c_then_resume(study_file, serial, tmp_path / "out", dask_procs.address, idle)
 
 
 def test_a_worker_killed_mid_sweep_costs_nothing(dask_procs, study_file, serial, tmp_path):
@@ -408,23 +415,8 @@ def test_local_cluster_client_runs_runs_while_the_cluster_starts(study_file, ser
 
 
 def test_ctrl_c_on_a_local_cluster_keeps_finished_runs_and_the_rerun_resumes(study_file, serial, tmp_path):
-    out = tmp_path / "out"
-    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", "local:2")
-    try:
-        read_until(proc, r"^\[3/12\]")
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
-    done = run_counts(out).get("ok", 0)
-    assert 3 <= done < 12
-    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", "local:2")
-    stdout, err = proc.communicate(timeout=180)
-    assert proc.returncode == 0, err
-    assert f"{done} of 12 runs already finished; running {12 - done}" in stdout
-    assert_same_as_serial(out, serial)
+    """Here the client runs the first runs itself while the cluster starts (ClientRuns)."""
+    ctrl_c_then_resume(study_file, serial, tmp_path / "out", "local:2")
 
 
 def _worker_settings(keys: list) -> dict:
