@@ -188,27 +188,31 @@ def measure(name: str, study, runs, backend, out: Path, tmp: Path) -> tuple:
     elif name == "local2":
         # the user's path (ccbench run --cluster local:2): the client runs runs
         # while the cluster starts, so start-up and sweep overlap; "start-up"
-        # is the time until the runner got the cluster, the shutdown is left out
-        from ccbench.executor import cluster
+        # is the time until the runner got the cluster; the sweep ends when
+        # execute returns (store closed, as for serial), the cluster's shutdown is left out
+        from ccbench.executor import cluster, local
         from ccbench.executor.cluster_config import resolve
 
         marks: dict[str, float] = {}
-        call = cluster.ClusterRunner.__call__
+        call, run_all = cluster.ClusterRunner.__call__, local.execute
 
-        def timed(self, *a):
+        def timed_runner(self, *a):
             marks["start"] = time.perf_counter()
+            return call(self, *a)
+
+        def timed_execute(*a, **kw):
             try:
-                return call(self, *a)
+                return run_all(*a, **kw)
             finally:
                 marks["end"] = time.perf_counter()
 
-        cluster.ClusterRunner.__call__ = timed
+        cluster.ClusterRunner.__call__, local.execute = timed_runner, timed_execute
         c0 = cpu_seconds()
         t0 = time.perf_counter()
         try:
             cluster.execute_on_cluster(study, runs, backend, out, resolve("local:2"))
         finally:
-            cluster.ClusterRunner.__call__ = call
+            cluster.ClusterRunner.__call__, local.execute = call, run_all
         startup, wall = marks["start"] - t0, marks["end"] - marks["start"]
         cpu = cpu_used(c0)  # start-up included; the workers were waited for: in RUSAGE_CHILDREN
     else:
