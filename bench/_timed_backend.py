@@ -15,7 +15,8 @@ class TimedSim(SimBackend):
     name = "sim"
 
     def run(self, runspec):
-        t0 = time.time()
+        t0, c0 = time.time(), time.thread_time()
         result = super().run(runspec)
-        result.stats = {**result.stats, "bench_start": t0, "bench_end": time.time(), "bench_pid": os.getpid()}
+        result.stats = {**result.stats, "bench_start": t0, "bench_end": time.time(), "bench_pid": os.getpid(),
+                        "bench_cpu": time.thread_time() - c0}
         return result

@@ -17,10 +17,13 @@ without it, and the per-run overhead: on each worker process, the gap
 between the end of one run and the start of its next (median and p90 over
 all gaps; this includes committing, moving the result and scheduling, i.e.
 whatever keeps a worker from running runs). "CPU ms/run": the CPU time
-of every process of the sweep (client, pool or scheduler and workers),
-start-up left out, per run: unlike wall times it hardly depends on what
-else loads the machine, and on an idle 2-core machine the sweep cannot take
-less than half of it.
+of every process of the sweep (client, pool or scheduler and workers) per
+run, start-up left out except for local:2, whose client runs runs while
+its cluster starts (there "start-up" is the time until the workers were
+up, runs already going): unlike wall times it depends little on what else
+loads the machine, and on an idle 2-core machine the sweep cannot take
+less than half of it. "of it sim": the part inside the simulator's run
+call (thread CPU time), the rest is the executor's and the store's.
 "Dask over pool" = median gap of a Dask path minus the process pool's.
 
 Targets (issue 14): >= 1.8x serial with 2 workers on a 2-core machine,
@@ -47,7 +50,6 @@ sys.path.insert(0, str(HERE))
 import ccbench  # noqa: E402
 from ccbench.executor import execute  # noqa: E402
 from ccbench.spec import parse_study  # noqa: E402
-from ccbench.store import Store  # noqa: E402
 
 from _timed_backend import TimedSim  # noqa: E402
 
@@ -72,8 +74,13 @@ cca = "bbr"
 """
 
 
-def gaps(out: Path) -> tuple[list[float], list[float]]:
-    """(gaps between consecutive runs on the same worker process, run wall times), seconds."""
+def gaps(out: Path) -> tuple[list[float], list[float], float]:
+    """(gaps between consecutive runs on the same worker process, run wall times,
+    CPU time of the simulations themselves), seconds."""
+    # not at the top: --jobs 2's workers import this module (spawn), as they
+    # import ccbench's command in real use, which has no store either
+    from ccbench.store import Store
+
     with Store.open_existing(out) as s:
         stats = [r.stats for r in s.runs() if r.stats]
     by_pid: dict[int, list[tuple[float, float]]] = {}
@@ -83,7 +90,7 @@ def gaps(out: Path) -> tuple[list[float], list[float]]:
     for spans in by_pid.values():
         spans.sort()
         g += [b[0] - a[1] for a, b in zip(spans, spans[1:])]
-    return g, [st["bench_end"] - st["bench_start"] for st in stats]
+    return g, [st["bench_end"] - st["bench_start"] for st in stats], sum(st["bench_cpu"] for st in stats)
 
 
 def start_scheduler_and_workers(tmp: Path, n: int) -> tuple[str, list[subprocess.Popen]]:
@@ -178,17 +185,43 @@ def measure(name: str, study, runs, backend, out: Path, tmp: Path) -> tuple:
         execute(study, runs, backend, out, jobs=1 if name == "serial" else 2)
         wall = time.perf_counter() - t0
         cpu = cpu_used(c0)  # the pool's workers were waited for: in RUSAGE_CHILDREN
+    elif name == "local2":
+        # the user's path (ccbench run --cluster local:2): the client runs runs
+        # while the cluster starts, so start-up and sweep overlap; "start-up"
+        # is the time until the runner got the cluster; the sweep ends when
+        # execute returns (store closed, as for serial), the cluster's shutdown is left out
+        from ccbench.executor import cluster, local
+        from ccbench.executor.cluster_config import resolve
+
+        marks: dict[str, float] = {}
+        call, run_all = cluster.ClusterRunner.__call__, local.execute
+
+        def timed_runner(self, *a):
+            marks["start"] = time.perf_counter()
+            return call(self, *a)
+
+        def timed_execute(*a, **kw):
+            try:
+                return run_all(*a, **kw)
+            finally:
+                marks["end"] = time.perf_counter()
+
+        cluster.ClusterRunner.__call__, local.execute = timed_runner, timed_execute
+        c0 = cpu_seconds()
+        t0 = time.perf_counter()
+        try:
+            cluster.execute_on_cluster(study, runs, backend, out, resolve("local:2"))
+        finally:
+            cluster.ClusterRunner.__call__, local.execute = call, run_all
+        startup, wall = marks["start"] - t0, marks["end"] - marks["start"]
+        cpu = cpu_used(c0)  # start-up included; the workers were waited for: in RUSAGE_CHILDREN
     else:
         from ccbench.executor.cluster import ClusterRunner, open_cluster, preflight
         from ccbench.executor.cluster_config import resolve
 
-        procs: list[subprocess.Popen] = []
         s0 = time.perf_counter()
-        if name == "local2":
-            cfg = resolve("local:2")
-        else:
-            address, procs = start_scheduler_and_workers(out.with_name(out.name + "-dask"), 2)
-            cfg = resolve(address)
+        address, procs = start_scheduler_and_workers(out.with_name(out.name + "-dask"), 2)
+        cfg = resolve(address)
         handle = open_cluster(cfg)
         try:
             while len(handle.client.scheduler_info(n_workers=-1)["workers"]) < 2:
@@ -206,8 +239,8 @@ def measure(name: str, study, runs, backend, out: Path, tmp: Path) -> tuple:
                 p.terminate()
             for p in procs:
                 p.wait(20)
-    g, w = gaps(out)
-    return wall, startup, g, w, cpu
+    g, w, sim = gaps(out)
+    return wall, startup, g, w, cpu, sim
 
 
 def main() -> None:
@@ -253,7 +286,7 @@ def main() -> None:
     if args.rounds > 1:
         print(f"medians over {args.rounds} rounds (each ratio within its round, then the median):")
     print(f"{'executor':24} {'wall s':>7} {'start-up s':>10} {'runs/s':>7} {'x serial':>8} {'w/o start':>9} "
-          f"{'run s (med)':>11} {'gap ms med':>10} {'gap ms p90':>10} {'over pool ms':>12} {'CPU ms/run':>10}")
+          f"{'run s (med)':>11} {'gap ms med':>10} {'gap ms p90':>10} {'over pool ms':>12} {'CPU ms/run':>10} {'of it sim':>9}")
     for name in which:
         wall, startup = med([g[name][0] for g in rounds]), med([g[name][1] for g in rounds])
         gs = sorted(x for g in rounds for x in g[name][2])
@@ -265,7 +298,8 @@ def main() -> None:
         bare = f"{med(ratios(name, False)):.2f}" if has_serial else "–"
         print(f"{label[name]:24} {wall:7.2f} {startup:10.2f} {len(runs) / (wall + startup):7.2f} {ratio:>8} "
               f"{bare:>9} {med(ws):11.3f} {gmed:10.1f} {p90:10.1f} {over:>12} "
-              f"{med([g[name][4] for g in rounds]) / len(runs) * 1e3:10.0f}")
+              f"{med([g[name][4] for g in rounds]) / len(runs) * 1e3:10.0f} "
+              f"{med([g[name][5] for g in rounds]) / len(runs) * 1e3:9.0f}")
     print(f"\nload average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; results in {tmp}")
 
 

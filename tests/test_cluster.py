@@ -230,9 +230,10 @@ def test_version_mismatch_is_refused_before_any_run(dask_procs, study_file, tmp_
         dask_procs.wait_workers(2)
 
 
-def test_ctrl_c_keeps_finished_runs_and_the_rerun_resumes(dask_procs, study_file, serial, tmp_path):
-    out = tmp_path / "out"
-    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", dask_procs.address)
+def ctrl_c_then_resume(study_file: Path, serial: Path, out: Path, cluster: str, meanwhile=lambda: None) -> None:
+    """Ctrl-C a --cluster sweep after its third run: exit 130, the finished
+    runs stay; ``meanwhile()``; the rerun resumes and ends as the serial run."""
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", cluster)
     try:
         read_until(proc, r"^\[3/12\]")
         proc.send_signal(signal.SIGINT)
@@ -241,19 +242,25 @@ def test_ctrl_c_keeps_finished_runs_and_the_rerun_resumes(dask_procs, study_file
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert "interrupted:" in err and "--cluster " + dask_procs.address in err
+    assert "interrupted:" in err and "--cluster " + cluster in err
     done = run_counts(out).get("ok", 0)
     assert 3 <= done < 12
-    # the workers are left idle: nothing of the sweep queued or running
-    t0 = time.monotonic()
-    while dask_procs.scheduler_tasks() and time.monotonic() - t0 < 10:
-        time.sleep(0.2)
-    assert dask_procs.scheduler_tasks() == 0
-    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", dask_procs.address)
+    meanwhile()
+    proc = ccbench_proc(str(study_file), "--out", str(out), "--cluster", cluster)
     stdout, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     assert f"{done} of 12 runs already finished; running {12 - done}" in stdout
     assert_same_as_serial(out, serial)
+
+
+def test_ctrl_c_keeps_finished_runs_and_the_rerun_resumes(dask_procs, study_file, serial, tmp_path):
+    def idle() -> None:  # the workers are left idle: nothing of the sweep queued or running
+        t0 = time.monotonic()
+        while dask_procs.scheduler_tasks() and time.monotonic() - t0 < 10:
+            time.sleep(0.2)
+        assert dask_procs.scheduler_tasks() == 0
+
+    ctrl_c_then_resume(study_file, serial, tmp_path / "out", dask_procs.address, idle)
 
 
 def test_a_worker_killed_mid_sweep_costs_nothing(dask_procs, study_file, serial, tmp_path):
@@ -351,6 +358,65 @@ def test_local_cluster_matches_serial(study_file, serial, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["run", str(study_file), "--out", str(out), "--cluster", "local:2"]) == 0
     assert_same_as_serial(out, serial)
+
+
+class LoggedSim(backends.get("sim").__class__):
+    """The simulator, writing "pid run_id" to a log file for every run it starts
+    (the forked LocalCluster workers have this module: pickled by reference);
+    slow in the client, so that the workers get runs too."""
+
+    name = "sim"
+    log = ""
+    client_pid = 0
+
+    def run(self, runspec):
+        with open(self.log, "a") as f:
+            f.write(f"{os.getpid()} {runspec.run_id}\n")
+        if os.getpid() == self.client_pid:
+            time.sleep(0.5)
+        return super().run(runspec)
+
+
+class CountingProgress:
+    def __init__(self):
+        self.committed: list[str] = []
+
+    def start(self, total, done, todo): ...
+
+    def run_finished(self, runspec, outcome):
+        self.committed.append(runspec.run_id)
+
+    def interrupted(self): ...
+
+    def finish(self): ...
+
+
+def test_local_cluster_client_runs_runs_while_the_cluster_starts(study_file, serial, tmp_path):
+    """The client runs runs itself while its LocalCluster starts: each run is
+    started exactly once (in the client or on a worker, never both), committed
+    exactly once, and the store is the serial run's."""
+    from ccbench.executor.cluster import execute_on_cluster
+
+    backend = LoggedSim()
+    backend.log, backend.client_pid = str(tmp_path / "started.log"), os.getpid()
+    study = load_study(study_file)
+    progress = CountingProgress()
+    out = tmp_path / "out"
+    summary = execute_on_cluster(study, study.runs(), backend, out, resolve("local:2"), progress=progress)
+    assert (summary.ok, summary.failed, summary.interrupted) == (12, 0, False)
+    started = [line.split() for line in Path(backend.log).read_text().splitlines()]
+    ids = [r.run_id for r in study.runs()]
+    assert sorted(rid for _, rid in started) == sorted(ids)  # none twice, none missing
+    assert sorted(progress.committed) == sorted(ids)
+    by_client = [rid for pid, rid in started if int(pid) == os.getpid()]
+    assert by_client and by_client == ids[:len(by_client)]  # the first runs, in study order
+    assert len(by_client) < 12
+    assert_same_as_serial(out, serial)
+
+
+def test_ctrl_c_on_a_local_cluster_keeps_finished_runs_and_the_rerun_resumes(study_file, serial, tmp_path):
+    """Here the client runs the first runs itself while the cluster starts (ClientRuns)."""
+    ctrl_c_then_resume(study_file, serial, tmp_path / "out", "local:2")
 
 
 def _worker_settings(keys: list) -> dict:

@@ -17,6 +17,9 @@ Order of work, so that bad input costs nothing:
    worker;
 3. only then the store is opened and the runs go out.
 
+Meanwhile, for a LocalCluster and sim runs, the client runs the first runs
+itself (:class:`ClientRuns`); they are committed after step 2, or dropped.
+
 A worker that dies mid-run costs only that run: the scheduler reports the
 task as lost (``KilledWorker``; clusters ccbench starts itself get
 ``distributed.scheduler.allowed-failures = 0`` so the decision is ccbench's),
@@ -353,7 +356,9 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
             except (RuntimeError, OSError, TimeoutError) as e:
                 raise UsageError(f"--cluster local:{cfg.workers}: the local Dask cluster did not start "
                                  f"({_reason(e)})") from None
-        client = distributed.Client(cluster, set_as_default=False)
+        # Results straight from the worker that has them (one hop, not relayed
+        # through the scheduler): the workers listen on this machine.
+        client = distributed.Client(cluster, set_as_default=False, direct_to_workers=True)
         handle = ClusterHandle(cfg, client, cluster)
         try:
             _wait_for_workers(handle, None, status, want=cfg.workers)
@@ -516,11 +521,86 @@ class _Stop(Exception):
     """A worker of another ccbench joined mid-sweep."""
 
 
+class ClientRuns:
+    """Runs the client does itself while its LocalCluster starts.
+
+    Importing Dask and starting the workers takes about a second, mostly on
+    one core: meanwhile a thread of the client takes runs in study order.
+    Once the cluster is up and checked, ``stop_taking`` ends that; the runner
+    commits what the thread finished, leaves the run it is in (at most one)
+    out of what goes to the workers and commits it when it ends. Nothing is
+    committed before the cluster passed its check: on a bad cluster or Ctrl-C
+    during the start-up the thread's results are dropped (nothing written).
+    """
+
+    def __init__(self, backend: Any, runs: Sequence[Any]):
+        self.backend = backend
+        self._runs = list(runs)
+        self._lock = threading.Lock()
+        self._taking = True
+        self.claimed: dict[str, Any] = {}  # run id → runspec of every run the thread took
+        self._finished: list[tuple[Any, Outcome]] = []
+        self._deliver: Optional[Callable[[Any], None]] = None
+        self._thread = threading.Thread(target=self._work, name="ccbench-client-runs", daemon=True)
+
+    def start(self) -> "ClientRuns":
+        self._thread.start()
+        return self
+
+    def _work(self) -> None:
+        for rs in self._runs:
+            with self._lock:
+                if not self._taking:
+                    return
+                self.claimed[rs.run_id] = rs
+            outcome = run_one(self.backend, rs)  # never raises: a failed run is a failed Outcome
+            with self._lock:
+                if self._deliver is not None:
+                    self._deliver((rs, outcome))
+                else:
+                    self._finished.append((rs, outcome))
+
+    def stop_taking(self) -> None:
+        with self._lock:
+            self._taking = False
+
+    def hand_over(self, deliver: Callable[[Any], None]) -> list[tuple[Any, Outcome]]:
+        """(runspec, outcome) of the runs finished so far; a run still going is
+        given to ``deliver`` when it ends."""
+        with self._lock:
+            self._deliver = deliver
+            done, self._finished = self._finished, []
+            return done
+
+
+def early_runs_fit(cfg: ClusterConfig, backend: Any, runs: Sequence[Any], out_dir: Any) -> bool:
+    """Whether the client may run runs itself while the cluster starts.
+
+    Only a LocalCluster (seconds to start, and failing rarely), only pure
+    runs (the simulator: a dropped one costs nothing), only into a new
+    results directory (nothing to resume, so every run is to do), and no
+    ``bpf:`` CCA: the workers are forked while a run goes on in the client,
+    and the BPF object cache is the one lock a simulation takes; a worker
+    forked while it is held would wait for it forever.
+    """
+    from pathlib import Path
+
+    from ccbench.store import DB_FILENAME
+
+    if cfg.kind != "local" or not getattr(backend, "abandon_on_interrupt", False):
+        return False
+    if (Path(out_dir) / DB_FILENAME).exists():
+        return False
+    return not any("bpf:" in repr(r.config) for r in runs)
+
+
 class ClusterRunner:
     """``runner(todo, backend, committer)`` for :func:`ccbench.executor.local.execute`."""
 
-    def __init__(self, handle: ClusterHandle, backend_name: str):
+    def __init__(self, handle: ClusterHandle, backend_name: str, client_runs: Optional[ClientRuns] = None):
         self.handle = handle
+        self.client_runs = client_runs
+        self.local_inflight: set[str] = set()  # run ids the client itself is still running
         self.client = handle.client
         self.linux = backend_name == "linux"
         self.retries = handle.cfg.retries
@@ -557,8 +637,8 @@ class ClusterRunner:
             workers = info.get("workers", {})
             self._threads = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
             processing = self.client.processing()
-            mine = sum(1 for keys in processing.values() for k in keys
-                       if isinstance(k, str) and k.startswith(f"ccbench-{self.sweep}-"))
+            mine = len(self.local_inflight) + sum(1 for keys in processing.values() for k in keys
+                                                  if isinstance(k, str) and k.startswith(f"ccbench-{self.sweep}-"))
             report = getattr(committer.progress, "cluster_status", None)
             if report is not None:
                 report(len(workers), mine)
@@ -566,10 +646,19 @@ class ClusterRunner:
     # -- the loop
 
     def __call__(self, todo: Sequence[Any], backend: Any, committer: Any) -> None:
-        queue = list(reversed(todo))
+        mine = self.client_runs.claimed if self.client_runs is not None else {}
+        queue = [rs for rs in reversed(todo) if rs.run_id not in mine]
         self._status(committer, force=True)
         try:
-            while queue or self.pending:
+            # the workers first, then what the client ran while they started
+            while queue and len(self.pending) < self._window():
+                self._submit(queue.pop(), 0, backend)
+            if self.client_runs is not None:
+                wanted = {rs.run_id for rs in todo}
+                self.local_inflight = set(mine) & wanted
+                for done in self.client_runs.hand_over(self.done_q.put):
+                    self._handle_own(done, committer)
+            while queue or self.pending or self.local_inflight:
                 while queue and len(self.pending) < self._window():
                     self._submit(queue.pop(), 0, backend)
                 try:
@@ -577,7 +666,10 @@ class ClusterRunner:
                 except _queue.Empty:
                     self._status(committer)
                     continue
-                self._handle(fut, backend, committer)
+                if isinstance(fut, tuple):
+                    self._handle_own(fut, committer)
+                else:
+                    self._handle(fut, backend, committer)
                 self._status(committer)
         except KeyboardInterrupt:
             self._stop(committer)
@@ -588,6 +680,15 @@ class ClusterRunner:
         except BaseException:
             self._stop(None)
             raise
+
+    def _handle_own(self, done: tuple, committer: Any) -> None:
+        """A run the client ran itself (ClientRuns) has ended."""
+        rs, outcome = done
+        if rs.run_id in self.local_inflight:  # else not a run of this sweep's todo
+            self.local_inflight.discard(rs.run_id)
+            if rs.run_id not in self.committed:
+                self.committed.add(rs.run_id)
+                committer.commit(rs, outcome)
 
     def _handle(self, fut: Any, backend: Any, committer: Any, stopping: bool = False) -> None:
         entry = self.pending.pop(fut.key, None)
@@ -653,12 +754,15 @@ class ClusterRunner:
             if committer is not None:
                 # linux runs were interrupted and clean up (namespaces, processes): wait for that
                 deadline = time.monotonic() + (LINUX_STOP_GRACE_S if self.linux else INTERRUPT_GRACE_S)
-                while self.pending and time.monotonic() < deadline:
+                while (self.pending or self.local_inflight) and time.monotonic() < deadline:
                     try:
                         fut = self.done_q.get(timeout=max(0.01, deadline - time.monotonic()))
                     except _queue.Empty:
                         break
-                    self._handle(fut, None, committer, stopping=True)
+                    if isinstance(fut, tuple):
+                        self._handle_own(fut, committer)
+                    else:
+                        self._handle(fut, None, committer, stopping=True)
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop now
         finally:
@@ -688,7 +792,17 @@ def execute_on_cluster(study: Any, runs: Sequence[Any], backend: Any, out_dir: A
     from ccbench.executor.local import execute
 
     backend_name = getattr(backend, "name", type(backend).__name__)
-    with open_cluster(cfg, status) as handle:
-        preflight(handle, backend_name, _study_ccas(runs) if backend_name == "linux" else ())
+    early = ClientRuns(backend, runs).start() if early_runs_fit(cfg, backend, runs, out_dir) else None
+    try:
+        handle = open_cluster(cfg, status)
+        try:
+            preflight(handle, backend_name, _study_ccas(runs) if backend_name == "linux" else ())
+        except BaseException:
+            handle.close()
+            raise
+    finally:
+        if early is not None:
+            early.stop_taking()  # on an error its results are dropped with it
+    with handle:
         return execute(study, runs, backend, out_dir, progress=progress,
-                       runner=ClusterRunner(handle, backend_name), new_version=new_version)
+                       runner=ClusterRunner(handle, backend_name, early), new_version=new_version)

@@ -15,13 +15,15 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ccbench import degenerate
 from ccbench.backends import ResultError, RunResult
 from ccbench.errors import UsageError
 from ccbench.executor import signals, versions
-from ccbench.store import Store
+
+if TYPE_CHECKING:
+    from ccbench.store import Store
 
 # After Ctrl-C, how long to wait for runs already in a worker (they got the
 # SIGINT too and normally stop at once) before terminating the workers.
@@ -234,6 +236,10 @@ def execute(
     ``runner(todo, backend, committer)``, when given, runs the runs instead
     (the Dask executor, :mod:`ccbench.executor.cluster`); ``jobs`` is then unused.
     """
+    # here, not at the top: a pool worker imports this module for run_one and
+    # has no use for the store (DuckDB and pyarrow: a quarter second of CPU)
+    from ccbench.store import Store
+
     if jobs < 1:
         raise ValueError("jobs must be >= 1")
     progress = progress or Progress()
@@ -299,24 +305,35 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
         pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(queue)), mp_context=ctx,
                                       initializer=_worker_init, initargs=(os.getpid(),))
         inflight: dict[cf.Future, Any] = {}
+        ready: list[tuple[cf.Future, Any]] = []  # came back, not committed yet
+        broken = False
+
+        def fill() -> None:
+            # Keep at most `jobs` runs in the pool: nothing queued beyond
+            # what is running, so an interruption drops nothing started.
+            nonlocal broken
+            while queue and len(inflight) < jobs and not broken:
+                rs = queue[-1]
+                try:
+                    fut = pool.submit(run_one, backend, rs)
+                except cf.process.BrokenProcessPool:
+                    broken = True  # noticed before the failed futures came back
+                    break
+                inflight[fut] = queue.pop()
+
         try:
-            broken = False
             while queue or inflight:
-                # Keep at most `jobs` runs in the pool: nothing queued beyond
-                # what is running, so an interruption drops nothing started.
-                while queue and len(inflight) < jobs and not broken:
-                    rs = queue[-1]
-                    try:
-                        fut = pool.submit(run_one, backend, rs)
-                    except cf.process.BrokenProcessPool:
-                        broken = True  # noticed before the failed futures came back
-                        break
-                    inflight[fut] = queue.pop()
+                fill()
                 if not inflight:
                     break
                 done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
-                for fut in done:
-                    rs = inflight.pop(fut)
+                ready = [(fut, inflight.pop(fut)) for fut in done]
+                # the freed workers get their next runs before the commits,
+                # which would otherwise leave them idle (not after a crash or Ctrl-C)
+                if all(fut.exception() is None for fut, _ in ready):
+                    fill()
+                while ready:
+                    fut, rs = ready[0]
                     exc = fut.exception()
                     if exc is None:
                         committer.commit(rs, fut.result())
@@ -330,11 +347,13 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
                             f"out of memory); it is retried on the next invocation ({exc})", 0.0))
                     else:  # e.g. the runspec or result could not be pickled
                         committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
+                    ready.pop(0)
                 if broken and not inflight:
                     break  # start a fresh pool for the rest
             pool.shutdown(wait=True)
         except KeyboardInterrupt:
-            _stop_pool(pool, inflight, committer, forward=termination is not None and termination.signum is not None)
+            _stop_pool(pool, inflight, committer, forward=termination is not None and termination.signum is not None,
+                       ready=ready)
             raise
         except BaseException:
             _stop_pool(pool, inflight, None)
@@ -342,9 +361,10 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
 
 
 def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], committer: _Committer | None,
-               forward: bool = False) -> None:
-    """Stop after Ctrl-C: give running runs a moment, keep any that finished,
-    then terminate the workers. ``forward``: the interruption was a SIGTERM or
+               forward: bool = False, ready: Sequence[tuple[cf.Future, Any]] = ()) -> None:
+    """Stop after Ctrl-C: give running runs a moment, keep any that finished
+    (``ready``: back before the interruption, not yet committed), then
+    terminate the workers. ``forward``: the interruption was a SIGTERM or
     SIGHUP to this process alone; interrupt the workers' runs like Ctrl-C does."""
     for fut in inflight:
         fut.cancel()
@@ -358,8 +378,13 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
                     os.kill(p.pid, signal.SIGTERM)
                 except OSError:
                     pass
-    if committer is not None and inflight:
+    if committer is not None and (inflight or ready):
         try:
+            for fut, rs in ready:
+                # the first may have been committed when Ctrl-C came: the store
+                # delivers it only after the run's transaction
+                if fut.exception() is None and not committer._saved(rs.run_id, fut.result().status):
+                    committer.commit(rs, fut.result())
             done, _ = cf.wait(inflight, timeout=INTERRUPT_GRACE_S)
             for fut in done:
                 if not fut.cancelled() and fut.exception() is None:
