@@ -56,7 +56,7 @@ from _timed_backend import TimedSim  # noqa: E402
 STUDY = """
 [study]
 name = "sweep-scale"
-duration = "12s"
+duration = "30s"  # a run of about 0.3 s of wall time, the issue's figure (12 s was, before the simulator got faster)
 repetitions = 4
 seed = 3
 sample_interval = "10ms"
