@@ -55,6 +55,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import pyarrow as pa
 
+from ccbench import bpf
 from ccbench.backends import RunResult
 from ccbench.errors import UsageError
 from ccbench.executor import cluster_probe, signals
@@ -591,7 +592,7 @@ def early_runs_fit(cfg: ClusterConfig, backend: Any, runs: Sequence[Any], out_di
         return False
     if (Path(out_dir) / DB_FILENAME).exists():
         return False
-    return not any("bpf:" in repr(r.config) for r in runs)
+    return not any(cca.startswith(bpf.PREFIX) for cca in _study_ccas(runs))
 
 
 class ClusterRunner:
@@ -666,10 +667,7 @@ class ClusterRunner:
                 except _queue.Empty:
                     self._status(committer)
                     continue
-                if isinstance(fut, tuple):
-                    self._handle_own(fut, committer)
-                else:
-                    self._handle(fut, backend, committer)
+                self._handle_item(fut, backend, committer)
                 self._status(committer)
         except KeyboardInterrupt:
             self._stop(committer)
@@ -680,6 +678,13 @@ class ClusterRunner:
         except BaseException:
             self._stop(None)
             raise
+
+    def _handle_item(self, item: Any, backend: Any, committer: Any, stopping: bool = False) -> None:
+        """What came back on ``done_q``: a worker's future, or (runspec, outcome) of a client run."""
+        if isinstance(item, tuple):
+            self._handle_own(item, committer)
+        else:
+            self._handle(item, backend, committer, stopping)
 
     def _handle_own(self, done: tuple, committer: Any) -> None:
         """A run the client ran itself (ClientRuns) has ended."""
@@ -759,10 +764,7 @@ class ClusterRunner:
                         fut = self.done_q.get(timeout=max(0.01, deadline - time.monotonic()))
                     except _queue.Empty:
                         break
-                    if isinstance(fut, tuple):
-                        self._handle_own(fut, committer)
-                    else:
-                        self._handle(fut, None, committer, stopping=True)
+                    self._handle_item(fut, None, committer, stopping=True)
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop now
         finally:

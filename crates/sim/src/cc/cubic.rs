@@ -21,7 +21,7 @@
 //! jiffies — the same split Linux uses.
 
 use super::{AckSample, CaEvent, CaState, CongestionControl, Conn};
-use super::util::{jiffies, usecs_to_jiffies};
+use super::util::{jiffies, jiffies_at, usecs_to_jiffies};
 
 /// β scaled by 1024 (Linux module parameter `beta` = 717 ≈ 0.7).
 const BETA_SCALE: u32 = 1024;
@@ -395,7 +395,7 @@ impl CongestionControl for Cubic {
             return;
         };
         let now = jiffies(c);
-        let lsnd = c.lsndtime_us * c.hz / 1_000_000;
+        let lsnd = jiffies_at(c, c.lsndtime_us);
         if now > lsnd {
             let shifted = epoch + (now - lsnd);
             self.epoch_start = Some(shifted.min(now));

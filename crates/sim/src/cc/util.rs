@@ -11,7 +11,12 @@ use super::{CaState, Conn};
 /// Linux's BBR (v1 and v3), BIC, CUBIC (epoch), H-TCP, NV and Westwood keep
 /// time in jiffies; the others use µs stamps (`tcp_mstamp`, `rtt_us`).
 pub fn jiffies(c: &Conn) -> u64 {
-    c.now_us * c.hz / 1_000_000
+    jiffies_at(c, c.now_us)
+}
+
+/// The jiffies count at `us` on the connection clock (e.g. `tp->lsndtime`).
+pub fn jiffies_at(c: &Conn, us: u64) -> u64 {
+    us * c.hz / 1_000_000
 }
 
 /// `usecs_to_jiffies`: rounds up, like the kernel.

@@ -236,10 +236,11 @@ impl Receiver {
             // Linux `tcp_sack_new_ofo_skb`: a new SACK block when the
             // receiver already holds TCP_NUM_SACKS forgets the oldest, so
             // the held (compressed) ACK goes first, before its news is lost.
-            let i = self.ooo.partition_point(|r| r.end < p.seq);
-            let new_range = self.ooo.get(i).is_none_or(|r| r.start > end);
-            if new_range && self.ooo.len() >= HELD_SACKS && self.compressed > 0 {
-                self.send_ack(out);
+            if self.compressed > 0 && self.ooo.len() >= HELD_SACKS {
+                let i = self.ooo_index(p.seq, true); // the range insert_ooo would join
+                if self.ooo.get(i).is_none_or(|r| r.start > end) {
+                    self.send_ack(out);
+                }
             }
             self.insert_ooo(p.seq, end);
         } else {

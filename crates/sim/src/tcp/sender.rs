@@ -1604,15 +1604,24 @@ mod tests {
         assert_eq!(sent(&out), vec![(19, true), (20, false)]);
     }
 
-    /// A connection with ten segments out at t = 10 ms (SYN RTT 10 ms).
-    fn ten_out(cca: &str) -> (Sender, Out) {
-        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name(cca).unwrap(), ConnOpts::default());
-        s.set_unlimited(true);
+    /// A sender of `cca` whose SYN-ACK came at `synack_ns` (its RTT), so
+    /// its initial window went out then; `data` bytes to send, or unlimited.
+    fn connected(cfg: &TcpConfig, cca: &str, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
+        let mut s = Sender::new(0, 0, cfg, crate::cc::by_name(cca).unwrap(), ConnOpts::default());
         let mut out = Out::default();
+        match data {
+            Some(n) => s.write(n, 0, &mut out),
+            None => s.set_unlimited(true),
+        }
         s.connect(0, &mut out);
-        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, synack_ns, &mut out);
         out.clear();
         (s, out)
+    }
+
+    /// A connection with ten segments out at t = 10 ms (SYN RTT 10 ms).
+    fn ten_out(cca: &str) -> (Sender, Out) {
+        connected(&tcp_cfg(), cca, None, 10_000_000)
     }
 
     /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
@@ -1705,18 +1714,7 @@ mod tests {
     /// went out at 0.3 ms, modelling a kernel of `hz` (CONFIG_HZ); `data`
     /// bytes to send, or unlimited.
     fn short_path(hz: u32, data: Option<u64>) -> (Sender, Out) {
-        let mut cfg = tcp_cfg();
-        cfg.kernel_hz = Some(hz);
-        let mut s = Sender::new(0, 0, &cfg, crate::cc::by_name("cubic").unwrap(), ConnOpts::default());
-        let mut out = Out::default();
-        match data {
-            Some(n) => s.write(n, 0, &mut out),
-            None => s.set_unlimited(true),
-        }
-        s.connect(0, &mut out);
-        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 300_000, &mut out);
-        out.clear();
-        (s, out)
+        connected(&TcpConfig { kernel_hz: Some(hz), ..tcp_cfg() }, "cubic", data, 300_000)
     }
 
     /// The loss probe is a jiffies timer (Linux `tcp_schedule_loss_probe`:
