@@ -7,6 +7,7 @@ off root. The unit tests at the top need nothing.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,6 +116,23 @@ def store_rows(out: Path):
     return runs, flows, counts
 
 
+def run_measured(bed, study: Path, inv: Path, out: Path, attempts: int = 3):
+    """`ccbench run` on the hosts backend, again (into a fresh store) while its run comes back
+    suspect only because the emulator could not keep up: the machine is shared, other work can
+    starve it. Each attempt succeeds and leaves nothing behind. (runs, flows, counts) of the last."""
+    for i in range(attempts):
+        if out.exists():
+            shutil.rmtree(out)
+        r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(out))
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert bed.leftovers() == []
+        runs, flows, counts = store_rows(out)
+        if runs[0].status == "ok" or (runs[0].stats or {}).get("suspect_kinds") != ["emulator"]:
+            break
+        print(f"attempt {i + 1}: {runs[0].error}; trying again")
+    return runs, flows, counts
+
+
 def wait_for_processes(bed, role: str, timeout: float = 60) -> None:
     """Until a ccbench program runs from this host's run directory (the run is under way)."""
     deadline = time.monotonic() + timeout
@@ -137,10 +155,7 @@ def test_quickstart_through_a_forwarder_matches_the_linux_backend(bed, tmp_path)
     """bottleneck = "emu": the full schema, goodput within 5% of the same study on the linux backend."""
     study = quickstart(tmp_path)
     inv = bed.write_inventory(bottleneck="emu")
-    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "h"))
-    assert r.returncode == 0, r.stderr + r.stdout
-    assert bed.leftovers() == []
-    runs, flows, counts = store_rows(tmp_path / "h")
+    runs, flows, counts = run_measured(bed, study, inv, tmp_path / "h")
     assert [x.status for x in runs] == ["ok"], [x.error for x in runs]
     run = runs[0]
     assert run.backend == "hosts"
@@ -190,10 +205,7 @@ def run_ok(bed, tmp_path: Path, text: str, bottleneck: str, name: str):
     study = tmp_path / f"{name}.toml"
     study.write_text(text)
     inv = bed.write_inventory(bottleneck=bottleneck)
-    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / name))
-    assert r.returncode == 0, r.stderr + r.stdout
-    assert bed.leftovers() == []
-    runs, flows, counts = store_rows(tmp_path / name)
+    runs, flows, counts = run_measured(bed, study, inv, tmp_path / name)
     assert runs[0].status == "ok", runs[0].note
     return runs, flows, counts
 
@@ -258,7 +270,9 @@ def test_a_host_dying_fails_its_run_and_the_next_run_proceeds(bed, tmp_path):
             p.kill()
     assert p.returncode == 1, out + err  # some runs failed
     runs, _, _ = store_rows(tmp_path / "k")
-    status = sorted(x.status for x in runs)
+    # The other run proceeds: ok, or suspect only because the emulator could not keep up.
+    status = sorted("ok" if x.status == "suspect" and (x.stats or {}).get("suspect_kinds") == ["emulator"] else x.status
+                    for x in runs)
     assert status == ["failed", "ok"], [(x.status, x.error) for x in runs]
     failed = next(x for x in runs if x.status == "failed")
     assert f"host sender 1 (root@{bed.mgmt['s1']}:22): connection lost during the run" in failed.error, failed.error

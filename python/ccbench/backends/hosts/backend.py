@@ -702,23 +702,29 @@ class _Run:
         rpcs = {c: [r.get(c) for r in rpc_rows] for c in ("flow_id", "request_bytes", "response_bytes", "start_us",
                                                            "latency_us")}
         reasons: list[str] = []
+        kinds: set[str] = set()  # emulator (could not keep up) | processes, as the linux backend's
+
+        def flag(kind: str, text: str) -> None:
+            kinds.add(kind)
+            reasons.append(text)
+
         if emu_out:
             late, pkts = int(emu_out.get("late_pkts") or 0), int(emu_out.get("pkts") or 0)
             if pkts and late > LATE_FRACTION_MAX * pkts:
-                reasons.append(f"the emulator delivered {late} of {pkts} packets more than 1 ms late")
+                flag("emulator", f"the emulator delivered {late} of {pkts} packets more than 1 ms late")
             mx = float((emu_out.get("lateness_us") or {}).get("max") or 0)
             if mx * 1000 > STALL_MAX_NS:
-                reasons.append(f"the emulator stalled: a packet was delivered {mx / 1000:.1f} ms late")
+                flag("emulator", f"the emulator stalled: a packet was delivered {mx / 1000:.1f} ms late")
             if int(emu_out.get("tun_tx_dropped") or 0):
-                reasons.append(f"the TUN queue dropped {emu_out['tun_tx_dropped']} packets")
+                flag("emulator", f"the TUN queue dropped {emu_out['tun_tx_dropped']} packets")
         errors = server_out.get("errors") or []
         if errors:
-            reasons.append(f"the load server reported errors: {'; '.join(str(e) for e in errors[:3])}")
+            flag("processes", f"the load server reported errors: {'; '.join(str(e) for e in errors[:3])}")
         never = [str(k) for k, c in cflows.items() if c.get("connected") is False]
         if never:
-            reasons.append(f"flows {', '.join(never)} never connected")
+            flag("processes", f"flows {', '.join(never)} never connected")
         if late_exit:
-            reasons.append(f"{', '.join(late_exit)} did not stop in time")
+            flag("processes", f"{', '.join(late_exit)} did not stop in time")
         info = []
         if self.inv.bottleneck == "path":
             info.append("bottleneck = path: the study's links were not emulated; the real path between the hosts "
@@ -726,7 +732,7 @@ class _Run:
         stats = {
             "backend": "hosts", "bottleneck": self.inv.bottleneck, "token": self.token,
             "hosts": self.parameters(), "clock": self.clock, "emulator": emu_out,
-            "suspect_reasons": reasons,
+            "suspect_reasons": reasons, "suspect_kinds": sorted(kinds),
         }
         if iperf3_summary:
             stats["iperf3"] = iperf3_summary
