@@ -5,6 +5,9 @@ import each other in a circle (imports inside functions count too)."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "python" / "ccbench"
@@ -103,3 +106,30 @@ def test_no_import_circles():
         if n not in state:
             visit(n)
     assert not cycles, cycles
+
+
+def test_run_reaches_its_first_run_without_the_analysis_stack(tmp_path):
+    """`ccbench run` loads what its first run needs and no more (issue 12: a 10,000-run
+    study starts in under a second, bench/study_expand.py): numpy and pyarrow come with the
+    first result and the analysis after the runs, multiprocessing only with --jobs.
+    (concurrent.futures is not checked: pydantic's import of asyncio brings it.)"""
+    study = tmp_path / "s.toml"
+    study.write_text('[study]\nname = "s"\nduration = "1s"\n[topology]\nbottleneck = { rate = "10Mbit", delay = "5ms" }\n'
+                     '[[flows]]\ncca = "cubic"\n')
+    probe = (
+        "import os, sys\n"
+        "from ccbench.backends.sim import SimBackend\n"
+        "def first(self, runspec):\n"
+        "    heavy = ('numpy', 'pyarrow', 'multiprocessing')\n"
+        "    print(' '.join(m for m in heavy if m in sys.modules), file=sys.__stdout__, flush=True)\n"
+        "    os._exit(0)\n"
+        "SimBackend.run = first\n"
+        "from ccbench.cli import main\n"
+        "sys.stdout = open(os.devnull, 'w')\n"
+        f"main(['run', {str(study)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+        "sys.exit('no first run')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(PKG.parent)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "", f"loaded before the first run: {p.stdout.strip()}"

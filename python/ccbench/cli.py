@@ -142,7 +142,6 @@ def summary_tables(a: Analysis) -> list[Table]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ccbench.analysis.study import analyze_store
     from ccbench.executor import execute, worker_count
     from ccbench.executor.progress import make_progress
     from ccbench.spec import load_study
@@ -211,6 +210,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             soft_wrap=True,
         )
         return 128 + summary.signal if summary.signal else EXIT_INTERRUPTED
+    from ccbench.analysis.study import analyze_store  # numpy: after the runs, not before the first
+
     a = analyze_store(out, run_ids=[r.run_id for r in runs], series=bool(expects))
     for t in summary_tables(a):
         out_c.print(t)

@@ -45,10 +45,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import duckdb
-import pyarrow as pa
+
+if TYPE_CHECKING:  # pyarrow (and numpy under it) is imported when the first result is written
+    import pyarrow as pa
 
 from ccbench import __version__
 from ccbench.backends import EVENT_COLUMNS, QUEUE_COLUMNS, RPC_COLUMNS, SAMPLE_COLUMNS, ResultError, RunResult
@@ -730,6 +732,8 @@ def _dicts(cur) -> list[dict[str, Any]]:
 
 
 def arrow_column(table: str, name: str, values: Sequence) -> pa.Array:
+    import pyarrow as pa
+
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
@@ -740,6 +744,8 @@ def arrow_column(table: str, name: str, values: Sequence) -> pa.Array:
 
 def _result_tables(runspec: Any, result: RunResult) -> dict[str, pa.Table]:
     """Arrow tables (without run_id) for flows, samples, queue, rpcs, events."""
+    import pyarrow as pa
+
     meta = {int(m["id"]): m for m in (runspec.flow_meta or [])}
     got = {int(f["flow_id"]) for f in result.flows}
     extra = sorted(got - set(meta))

@@ -6,9 +6,7 @@ send the outcome back. Every outcome is committed as soon as it arrives.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
-import multiprocessing
 import os
 import signal
 import time
@@ -23,6 +21,8 @@ from ccbench.errors import UsageError
 from ccbench.executor import signals, versions
 
 if TYPE_CHECKING:
+    import concurrent.futures as cf
+
     from ccbench.store import Store
 
 # After Ctrl-C, how long to wait for runs already in a worker (they got the
@@ -298,6 +298,10 @@ def _serial(todo: Sequence[Any], backend: Any, committer: _Committer) -> None:
 
 def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
           termination: signals.Termination | None = None) -> None:
+    # Imported here: a serial sweep (the common case) starts without them.
+    import concurrent.futures as cf
+    import multiprocessing
+
     # spawn, not fork: the parent holds a DuckDB connection and its threads.
     ctx = multiprocessing.get_context("spawn")
     queue = list(reversed(todo))  # pop() from the end = study order
@@ -366,6 +370,8 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
     (``ready``: back before the interruption, not yet committed), then
     terminate the workers. ``forward``: the interruption was a SIGTERM or
     SIGHUP to this process alone; interrupt the workers' runs like Ctrl-C does."""
+    import concurrent.futures as cf
+
     for fut in inflight:
         fut.cancel()
     procs = list((getattr(pool, "_processes", None) or {}).values())

@@ -90,7 +90,9 @@ Select = Annotated[Dict[str, List[str]], PlainValidator(_select)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built on first use: most studies have no [[expect]], and building the schemas at import
+    # would cost every command's start-up.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Ratio(_Model):

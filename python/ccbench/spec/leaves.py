@@ -56,21 +56,24 @@ def _replace(obj: Any, path: tuple, leaf: Any) -> Any:
     return _with(obj, p, _replace(getattr(obj, p), path[1:], leaf))
 
 
-def _with(obj: BaseModel, name: str, value: Any) -> BaseModel:
+def _with(obj: BaseModel, name: str, value: Any, _new: Any = object.__new__, _set: Any = object.__setattr__
+          ) -> BaseModel:
     """``obj.model_copy(update={name: value})``, built directly (pydantic's copy costs
     twice as much, and a sweep of 10,000 configurations makes three per configuration):
-    the same four attributes pydantic's copy sets, the field dict shallow-copied. The study
-    models have no extra fields and no private attributes; a model with either is copied by
-    pydantic."""
+    the same four attributes pydantic's copy sets, the field dict shallow-copied, the
+    set of set fields shared when ``name`` is in it already (frozen models never change
+    it). The study models have no extra fields and no private attributes; a model with
+    either is copied by pydantic."""
     if obj.__pydantic_extra__ is not None or obj.__pydantic_private__ is not None:
         return obj.model_copy(update={name: value})
-    new = type(obj).__new__(type(obj))
+    new = _new(type(obj))
     fields = obj.__dict__.copy()
     fields[name] = value
-    object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", obj.__pydantic_fields_set__ | {name})
-    object.__setattr__(new, "__pydantic_extra__", obj.__pydantic_extra__)
-    object.__setattr__(new, "__pydantic_private__", obj.__pydantic_private__)
+    _set(new, "__dict__", fields)
+    fields_set = obj.__pydantic_fields_set__
+    _set(new, "__pydantic_fields_set__", fields_set if name in fields_set else fields_set | {name})
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
     return new
 
 

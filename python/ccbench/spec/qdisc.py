@@ -246,12 +246,24 @@ def _or(v: Any, default: Any) -> Any:
 
 #: Qdisc's field names, read once (pydantic's model_fields is slow to ask per run of a large sweep)
 _FIELDS = tuple(Qdisc.model_fields)
+#: per kind, the fields a discipline of that kind may set
+_SETTABLE = {kind: frozenset(params) | {"kind"} for kind, params in PARAMS.items()}
 
 
 def resolve(q: Qdisc, ctx: Ctx) -> dict:
     """The run-config form of a discipline, every default filled in (raises FieldError)."""
     kind = q.kind
     allowed = PARAMS[kind]
+    # Every parameter defaults to None: only a field that was set can be one the kind lacks
+    # (a set comparison, where a large sweep would otherwise read every field per run).
+    if not q.model_fields_set <= _SETTABLE[kind]:
+        _refuse_foreign(q, ctx, allowed)
+    return _RESOLVERS[kind](q, ctx)
+
+
+def _refuse_foreign(q: Qdisc, ctx: Ctx, allowed: Any) -> None:
+    """The FieldError for the first field (in the model's order) that is not a parameter of q's kind."""
+    kind = q.kind
     for name in _FIELDS:
         if name == "kind" or name in allowed:
             continue
@@ -260,7 +272,6 @@ def resolve(q: Qdisc, ctx: Ctx) -> dict:
             ctx.fail(name, f"not a parameter of '{kind}'", _shown(v),
                      ("its parameters: " + ", ".join(allowed)) if allowed else f"'{kind}' has no parameters",
                      related=(".".join(map(str, ctx.loc + ("kind",))),))
-    return _RESOLVERS[kind](q, ctx)
 
 
 def _shown(v: Any) -> Any:

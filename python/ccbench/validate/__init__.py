@@ -11,15 +11,25 @@ of scenarios, as a client of the analysis pipeline.
 The method and the measured result are in docs/validation/README.md.
 """
 
-from ccbench.validate.comparison import (
-    JUDGED, METRIC, METRICS, Metric, MetricRow, Scenario, Validation, analyse, compare_spreads,
-)
-from ccbench.validate.grid import GRIDS, STUDY_NAME, Grid, Plan, plan, study_text, warmup_us
-from ccbench.validate.output import csv_text, json_text, markdown_summary, markdown_table, table, write_outputs
-from ccbench.validate.running import RunLog, execute_plan, set_aside
+import importlib
+from typing import Any
 
-__all__ = [
-    "GRIDS", "Grid", "Plan", "plan", "study_text", "warmup_us", "STUDY_NAME", "RunLog", "execute_plan", "set_aside",
-    "METRICS", "METRIC", "JUDGED", "Metric", "MetricRow", "Scenario", "Validation", "analyse", "compare_spreads",
-    "csv_text", "json_text", "markdown_summary", "markdown_table", "table", "write_outputs",
-]
+# Names -> the module that holds them. Imported on first use, so that the CLI can register
+# `ccbench validate` without the analysis stack (numpy) on every command's start-up.
+_HOME = {
+    **dict.fromkeys(("JUDGED", "METRIC", "METRICS", "Metric", "MetricRow", "Scenario", "Validation", "analyse",
+                     "compare_spreads"), "comparison"),
+    **dict.fromkeys(("GRIDS", "STUDY_NAME", "Grid", "Plan", "plan", "study_text", "warmup_us"), "grid"),
+    **dict.fromkeys(("csv_text", "json_text", "markdown_summary", "markdown_table", "table", "write_outputs"),
+                    "output"),
+    **dict.fromkeys(("RunLog", "execute_plan", "set_aside"), "running"),
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ccbench.validate' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"ccbench.validate.{home}"), name)

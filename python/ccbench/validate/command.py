@@ -24,11 +24,9 @@ from typing import Any, Optional
 
 from ccbench import console
 from ccbench.errors import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from ccbench.validate.comparison import analyse
 from ccbench.validate.grid import DEFAULT_OUT, GRIDS, plan
-from ccbench.validate.comparison import summary_line
-from ccbench.validate.output import csv_text, json_text, markdown_summary, markdown_table, table, write_outputs
 from ccbench.validate.running import RunLog, execute_plan, set_aside, unfinished
+
 
 def add_command(sub: Any) -> None:
     """Register `ccbench validate` on the CLI's subparsers."""
@@ -115,7 +113,10 @@ def cmd_validate(args: Any) -> int:
         execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, console=info, log=log)
     else:
         log.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    # The analysis stack (numpy) only here: registering the command must not load it.
     from ccbench.store import find_db
+    from ccbench.validate.comparison import analyse, summary_line
+    from ccbench.validate.output import csv_text, json_text, markdown_summary, markdown_table, table, write_outputs
 
     find_db(out)  # a clear message when --no-run finds nothing
     v = analyse(p, out, log)
