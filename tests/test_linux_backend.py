@@ -490,8 +490,10 @@ def test_max_rate_caps_the_kernel_pacing_rate(core):
     r, res = run_measured(BULK.format(duration="6s", loss="0%", cca="cubic") + "max_rate = '20Mbit'\n")
     g = goodput_after(res, 0, 2.0)
     print(f"cubic with max_rate 20 Mbit/s on 100 Mbit/s: {g / 1e6:.2f} Mbit/s after 2 s; {res.note}")
-    # SO_MAX_PACING_RATE counts whole packets: payload goodput is a little below the cap.
-    assert 0.85 * 20e6 <= g <= 1.01 * 20e6
+    # SO_MAX_PACING_RATE counts payload bytes (TCP paces the headerless skb,
+    # tcp_update_skb_after_send): goodput reaches the cap (measured 19.99 Mbit/s
+    # on Linux 6.18; counting whole packets would give 19.31).
+    assert 0.9 * 20e6 <= g <= 1.01 * 20e6
 
 
 TWOCLASS = """

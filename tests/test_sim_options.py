@@ -38,10 +38,13 @@ def test_cwnd_clamp_is_never_exceeded(cca):
     assert res["flows"][0]["goodput_bps"] <= 100 * MSS * 8 / 0.020 * 1.01
 
 
-def test_pacing_cap_limits_the_rate_on_the_wire():
+def test_pacing_cap_limits_the_payload_rate():
     ((_, res),) = run_text(study('max_rate = "30Mbit"'))
     goodput = res["flows"][0]["goodput_bps"]
-    assert 0.9 * 30e6 * MSS / (MSS + 52) <= goodput <= 30e6
+    # As Linux's SO_MAX_PACING_RATE, the cap counts payload bytes (the kernel
+    # paces the headerless skb): goodput reaches it, less slow start. Pacing
+    # whole packets would stay below 30e6 × MSS / (MSS + 52) = 28.96e6.
+    assert 29.3e6 <= goodput <= 30e6
     # With the cap the queue stays empty: RTT stays at the base RTT.
     assert res["flows"][0]["rtt_p99_us"] < 21_000
 

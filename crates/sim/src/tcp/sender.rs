@@ -109,7 +109,7 @@ pub struct Sender {
     pub reo_timer: Timer,
     /// Earliest departure of the next burst (Linux's `tcp_wstamp_ns`).
     pace_next_ns: Nanos,
-    /// The burst being sent: segments and wire bytes so far, and its goal.
+    /// The burst being sent: segments and payload bytes so far, and its goal.
     burst_segs: u32,
     burst_bytes: u64,
     burst_goal: u32,
@@ -592,7 +592,10 @@ impl Sender {
         out.pkts.push(p);
         if self.pacing && self.data_segs_out > UNPACED_SEGS {
             self.burst_segs += 1;
-            self.burst_bytes += p.wire as u64;
+            // Linux paces the headerless skb (`tcp_update_skb_after_send`
+            // takes `skb->len` of the write-queue skb): payload bytes, the
+            // unit of the pacing rate, not bytes on the wire.
+            self.burst_bytes += len as u64;
             if self.burst_segs >= self.burst_goal {
                 self.end_burst(now);
             }
