@@ -21,9 +21,10 @@ pub struct Packet {
     /// Data: first byte and payload length.
     pub seq: u64,
     pub len: u32,
-    /// ACK: next byte expected, and SACK blocks [start, end).
+    /// ACK: next byte expected, and SACK blocks [start, end) as offsets
+    /// from `ack` (see `sack`).
     pub ack: u64,
-    pub sack: [(u64, u64); MAX_SACK],
+    pub(crate) sack_off: [(i32, i32); MAX_SACK],
     pub nsack: u8,
     /// Timestamp option, in nanoseconds of simulated time.
     pub ts_val: u64,
@@ -38,6 +39,39 @@ pub struct Packet {
     pub psh: bool,
     /// Traffic class of the flow (see `netcore::Pkt::class`).
     pub class: u8,
+}
+
+impl Packet {
+    /// SACK block `i` (of `nsack`).
+    #[inline]
+    pub fn sack(&self, i: usize) -> (u64, u64) {
+        let (s, e) = self.sack_off[i];
+        (self.ack.wrapping_add_signed(s as i64), self.ack.wrapping_add_signed(e as i64))
+    }
+
+    /// Set SACK block `i`; `ack` must be set first. Blocks are kept as
+    /// 32-bit offsets from the ACK: every block lies within a receive window
+    /// of it (a D-SACK block below it), and windows are at most 1 GiB
+    /// (`tcp.rmem_bytes`, as Linux's window scaling allows), so the packet
+    /// descriptor is 24 bytes smaller. Each packet is copied through several
+    /// queues and lines: that many bytes fewer cost about 9 % of the run
+    /// time with 100 flows on FQ-CoDel (docs/sim-model.md §Speed).
+    #[inline]
+    pub fn set_sack(&mut self, i: usize, (start, end): (u64, u64)) {
+        let off = |x: u64| {
+            i32::try_from(x as i64 - self.ack as i64).expect("a SACK block lies within 2 GiB of its ACK")
+        };
+        self.sack_off[i] = (off(start), off(end));
+    }
+
+    /// This ACK with `blocks` as its SACK blocks (tests).
+    pub fn with_sacks(mut self, blocks: &[(u64, u64)]) -> Packet {
+        for (i, b) in blocks.iter().enumerate() {
+            self.set_sack(i, *b);
+        }
+        self.nsack = blocks.len() as u8;
+        self
+    }
 }
 
 impl Pkt for Packet {
