@@ -178,8 +178,9 @@ impl CodelVars {
     }
 
     /// What `dequeue` does to the state when the packet it takes is the
-    /// only one queued and arrived just now (sojourn 0, below target).
-    pub(crate) fn pass_at_once(&mut self) {
+    /// only one queued (at most one MTU left behind it: no drop, whatever
+    /// its sojourn).
+    pub(crate) fn pass_lone(&mut self) {
         self.first_above = 0;
         self.dropping = false;
     }

@@ -275,10 +275,10 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
 
     /// With no queue listed (so nothing queued: a queue leaves the lists only
     /// when found empty), `enqueue` then `dequeue` put the packet in a new
-    /// queue with a full quantum and take it straight back out, its sojourn
-    /// 0 (CoDel below target); this leaves the same state without the pass
-    /// through the pool. Links that never build a queue (the ACK direction)
-    /// see only this.
+    /// queue with a full quantum and take it straight back out (CoDel never
+    /// drops with at most one MTU left queued); this leaves the same state
+    /// without the pass through the pool and the queue lists. Links that
+    /// never build a queue (the ACK direction) see only this.
     fn enqueue_dequeue(&mut self, p: P, now: Nanos) -> Result<Option<P>, P> {
         let size = p.wire_bytes() as u64;
         let idle = self.new_flows.front().is_none() && self.old_flows.front().is_none();
@@ -289,7 +289,7 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
         let idx = self.queue_of(p.flow_key());
         let f = &mut self.flows[idx];
         f.deficit = self.quantum - size as i64;
-        f.vars.pass_at_once();
+        f.vars.pass_lone();
         self.new_flows.push_back(&mut self.flows, idx);
         self.stats.enqueued += 1;
         Ok(Some(p))
@@ -411,7 +411,7 @@ mod tests {
     fn idle_shortcut_is_enqueue_then_dequeue() {
         use crate::link::Link;
         use crate::rng::Rng;
-        /// FQ-CoDel with the trait's plain `enqueue_dequeue`.
+        /// FQ-CoDel with the trait's own `enqueue_dequeue`.
         struct Plain(FqCodel<E>);
         impl Qdisc<E> for Plain {
             fn enqueue(&mut self, p: E, now: Nanos) -> Result<(), E> {
@@ -489,6 +489,19 @@ mod tests {
         assert!(qa.dropped > 0 && qa.ecn_marked > 0, "{qa:?}");
         let idle = sa.windows(2).filter(|w| w[1].0 > w[0].0 + 2_000_000).count();
         assert!(idle > 50, "{idle} pauses");
+        // Called directly, in any order and at any times.
+        let (mut a, mut b) = (mk(), Plain(mk()));
+        let mut now = 0;
+        for _ in 0..100_000 {
+            now += rnd() % 20_000_000;
+            let e = E::new([64, 1500][(rnd() % 2) as usize], rnd() % 4).at(now);
+            match rnd() % 3 {
+                0 => assert_eq!(a.enqueue(e, now), b.enqueue(e, now)),
+                1 => assert_eq!(a.dequeue(now), b.dequeue(now)),
+                _ => assert_eq!(a.enqueue_dequeue(e, now), b.enqueue_dequeue(e, now)),
+            }
+            assert_eq!((a.backlog_bytes(), a.backlog_pkts(), a.stats()), (b.backlog_bytes(), b.backlog_pkts(), b.stats()));
+        }
     }
 
     #[test]
