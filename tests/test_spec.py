@@ -560,3 +560,10 @@ def test_a_sweeps_models_are_those_of_validating_each_document(sweep):
         assert m == full and _fields_set(m) == _fields_set(full), combo
         built += 1
     assert built > 0 or sweep.startswith('"topology.senders"'), "the fast path stepped aside"
+
+
+def test_error_rmem_of_2gib(tmp_path):
+    # The simulator's SACK blocks are 32-bit offsets within the receive buffer.
+    msg = error(tmp_path, BASE + '\n[tcp]\nrmem = "2GiB"\n')
+    assert "tcp.rmem" in msg and "below 2 GiB" in msg and "2GiB" in msg, msg
+    assert load(tmp_path, BASE + '\n[tcp]\nrmem = "1GiB"\n').runs()[0].config["tcp"]["rmem_bytes"] == 1 << 30

@@ -105,24 +105,30 @@ impl<P: Pkt> Link<P> {
             self.line.push_back((at, p));
             return Offered::InLine(was_empty.then_some(at));
         };
-        if qdisc.enqueue(p, now).is_err() {
-            return Offered::Dropped;
-        }
         if self.on_wire.is_some() {
-            return Offered::Queued;
+            return match qdisc.enqueue(p, now) {
+                Ok(()) => Offered::Queued,
+                Err(_) => Offered::Dropped,
+            };
         }
-        match self.start_next(now) {
-            Some(t) => Offered::TxStarted(t),
+        match qdisc.enqueue_dequeue(p, now) {
+            Ok(Some(p)) => Offered::TxStarted(self.start(p, now)),
             // A discipline may hold a packet back (shaping); nothing to do yet.
-            None => Offered::Queued,
+            Ok(None) => Offered::Queued,
+            Err(_) => Offered::Dropped,
         }
+    }
+
+    /// Start serialising `p`; when it will have left.
+    fn start(&mut self, p: P, now: Nanos) -> Nanos {
+        let done = now + tx_time(p.wire_bytes(), self.rate_bps);
+        self.on_wire = Some(p);
+        done
     }
 
     fn start_next(&mut self, now: Nanos) -> Option<Nanos> {
         let p = self.qdisc.as_mut()?.dequeue(now)?;
-        let done = now + tx_time(p.wire_bytes(), self.rate_bps);
-        self.on_wire = Some(p);
-        Some(done)
+        Some(self.start(p, now))
     }
 
     pub fn tx_done(&mut self, now: Nanos) -> TxDone {

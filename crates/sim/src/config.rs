@@ -187,6 +187,11 @@ impl RunConfig {
         if self.tcp.mss == 0 || self.tcp.init_cwnd == 0 {
             return Err("tcp.mss and tcp.init_cwnd must be positive".into());
         }
+        if self.tcp.rmem_bytes > i32::MAX as u64 {
+            // Linux's tcp_rmem is an int; SACK blocks travel as 32-bit
+            // offsets from the ACK, which this bound keeps exact (packet.rs).
+            return Err(format!("tcp.rmem_bytes must be below 2 GiB (got {}), as Linux's tcp_rmem", self.tcp.rmem_bytes));
+        }
         match (&self.network, &self.bottleneck) {
             (Some(_), None) if self.senders.is_empty() && self.reverse.is_none() => {}
             (Some(_), _) => return Err("network: give either network or senders/bottleneck/reverse, not both".into()),

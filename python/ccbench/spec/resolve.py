@@ -273,6 +273,11 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
                              units.format_time(v) if name == "min_rto" else units.format_size(v),
                              "a positive " + ("time" if name == "min_rto" else "size"))
 
+    if tcp.rmem >= 2**31:
+        # Linux's tcp_rmem is an int; the simulator sends SACK blocks as 32-bit offsets within it.
+        raise FieldError(("tcp", "rmem"), "must be below 2 GiB (Linux's tcp_rmem is an int)",
+                         units.format_size(tcp.rmem), "a positive size below 2GiB")
+
     if not 0 <= tcp.host_jitter <= HOST_JITTER_MAX_NS:
         raise FieldError(("tcp", "host_jitter"), "out of range", units.format_time(tcp.host_jitter),
                          HOST_JITTER_ALLOWED)

@@ -83,8 +83,6 @@ pub(crate) struct CodelVars {
     /// When the sojourn may first count as persistent; 0 = below target.
     first_above: Nanos,
     drop_next: Nanos,
-    /// Sojourn of the last packet looked at.
-    pub ldelay: Nanos,
 }
 
 impl CodelVars {
@@ -98,8 +96,9 @@ impl CodelVars {
             self.first_above = 0;
             return false;
         };
-        self.ldelay = now.saturating_sub(*t_in);
-        if self.ldelay < c.target || backlog <= c.mtu {
+        // The sojourn (Linux keeps it as `ldelay`, for statistics only).
+        let sojourn = now.saturating_sub(*t_in);
+        if sojourn < c.target || backlog <= c.mtu {
             // Went below (or too little queued to matter): stay below for an interval.
             self.first_above = 0;
             return false;
@@ -178,6 +177,14 @@ impl CodelVars {
         Some(item.1)
     }
 
+    /// What `dequeue` does to the state when the packet it takes is the
+    /// only one queued (at most one MTU left behind it: no drop, whatever
+    /// its sojourn).
+    pub(crate) fn pass_lone(&mut self) {
+        self.first_above = 0;
+        self.dropping = false;
+    }
+
     fn enter_dropping(&mut self, now: Nanos, c: &CodelCfg) {
         self.dropping = true;
         // If we were dropping recently, the rate that controlled the queue
@@ -225,11 +232,6 @@ impl<P: Pkt> Codel<P> {
             vars: CodelVars::default(),
             stats: QdiscStats::default(),
         }
-    }
-
-    /// Sojourn time of the last packet dequeued.
-    pub fn last_sojourn(&self) -> Nanos {
-        self.vars.ldelay
     }
 }
 

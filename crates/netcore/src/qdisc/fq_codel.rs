@@ -28,7 +28,6 @@ use super::{Limit, Port, Qdisc, QdiscStats};
 use crate::rng::mix64;
 use crate::{Nanos, Pkt};
 use serde::Deserialize;
-use std::collections::VecDeque;
 
 #[derive(Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
@@ -74,21 +73,63 @@ impl FqCodelParams {
     }
 }
 
+/// End of a list of flows.
+const END: u32 = u32::MAX;
+/// `Flow::next` of a flow on neither list.
+const UNLISTED: u32 = u32::MAX - 1;
+
+/// One flow queue: one cache line (the queue the round robin serves and the
+/// queue a packet joins are each a cache miss with many flows active).
+#[repr(align(64))]
 struct Flow {
     /// Its packets (in the qdisc's pool) with their arrival times.
     q: List,
     backlog: u64,
     deficit: i64,
     vars: CodelVars,
-    /// On the new or the old list.
-    listed: bool,
+    /// The next flow on the same (new or old) list, `END`, or `UNLISTED`.
+    next: u32,
+}
+
+/// The new or the old list: flows linked through `Flow::next`, as Linux
+/// chains them through `flowchain`.
+#[derive(Clone, Copy)]
+struct Chain {
+    head: u32,
+    tail: u32,
+}
+
+impl Chain {
+    const EMPTY: Chain = Chain { head: END, tail: END };
+
+    fn front(&self) -> Option<usize> {
+        (self.head != END).then_some(self.head as usize)
+    }
+
+    fn push_back(&mut self, flows: &mut [Flow], idx: usize) {
+        flows[idx].next = END;
+        if self.tail == END {
+            self.head = idx as u32;
+        } else {
+            flows[self.tail as usize].next = idx as u32;
+        }
+        self.tail = idx as u32;
+    }
+
+    /// Unlink the head (whose `next` the caller then sets).
+    fn pop_front(&mut self, flows: &[Flow]) {
+        self.head = flows[self.head as usize].next;
+        if self.head == END {
+            self.tail = END;
+        }
+    }
 }
 
 pub struct FqCodel<P> {
     flows: Vec<Flow>,
     pool: Pool<P>,
-    new_flows: VecDeque<u32>,
-    old_flows: VecDeque<u32>,
+    new_flows: Chain,
+    old_flows: Chain,
     bytes: u64,
     pkts: u64,
     limit: Limit,
@@ -128,11 +169,11 @@ impl<P: Pkt> FqCodel<P> {
         let n = p.flows as usize;
         FqCodel {
             flows: (0..n)
-                .map(|_| Flow { q: List::default(), backlog: 0, deficit: 0, vars: CodelVars::default(), listed: false })
+                .map(|_| Flow { q: List::default(), backlog: 0, deficit: 0, vars: CodelVars::default(), next: UNLISTED })
                 .collect(),
             pool: Pool::new(),
-            new_flows: VecDeque::with_capacity(n),
-            old_flows: VecDeque::with_capacity(n),
+            new_flows: Chain::EMPTY,
+            old_flows: Chain::EMPTY,
             bytes: 0,
             pkts: 0,
             limit: port.limit,
@@ -184,10 +225,9 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
         let f = &mut self.flows[idx];
         self.pool.push(&mut f.q, now, p);
         f.backlog += size;
-        if !f.listed {
-            f.listed = true;
+        if f.next == UNLISTED {
             f.deficit = self.quantum;
-            self.new_flows.push_back(idx as u32);
+            self.new_flows.push_back(&mut self.flows, idx);
         }
         self.bytes += size;
         self.pkts += 1;
@@ -201,19 +241,16 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
     fn dequeue(&mut self, now: Nanos) -> Option<P> {
         loop {
             let (idx, from_new) = match (self.new_flows.front(), self.old_flows.front()) {
-                (Some(&i), _) => (i as usize, true),
-                (None, Some(&i)) => (i as usize, false),
+                (Some(i), _) => (i, true),
+                (None, Some(i)) => (i, false),
                 (None, None) => return None,
             };
-            let Flow { q, backlog, deficit, vars, listed } = &mut self.flows[idx];
+            let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
+            let Flow { q, backlog, deficit, vars, .. } = &mut self.flows[idx];
             if *deficit <= 0 {
                 *deficit += self.quantum;
-                if from_new {
-                    self.new_flows.pop_front();
-                } else {
-                    self.old_flows.pop_front();
-                }
-                self.old_flows.push_back(idx as u32);
+                list.pop_front(&self.flows);
+                self.old_flows.push_back(&mut self.flows, idx);
                 continue;
             }
             let mut view = View { pool: &mut self.pool, q, backlog, bytes: &mut self.bytes, pkts: &mut self.pkts };
@@ -223,21 +260,39 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
                     return Some(p);
                 }
                 None => {
-                    if from_new {
-                        self.new_flows.pop_front();
-                        // Force a pass through the old list before this
-                        // queue can count as new again.
-                        if !self.old_flows.is_empty() {
-                            self.old_flows.push_back(idx as u32);
-                            continue;
-                        }
-                    } else {
-                        self.old_flows.pop_front();
+                    list.pop_front(&self.flows);
+                    // A new queue found empty forces a pass through the old
+                    // list before it can count as new again.
+                    if from_new && self.old_flows.front().is_some() {
+                        self.old_flows.push_back(&mut self.flows, idx);
+                        continue;
                     }
-                    *listed = false;
+                    self.flows[idx].next = UNLISTED;
                 }
             }
         }
+    }
+
+    /// With no queue listed (so nothing queued: a queue leaves the lists only
+    /// when found empty), `enqueue` then `dequeue` put the packet in a new
+    /// queue with a full quantum and take it straight back out (CoDel never
+    /// drops with at most one MTU left queued); this leaves the same state
+    /// without the pass through the pool and the queue lists. Links that
+    /// never build a queue (the ACK direction) see only this.
+    fn enqueue_dequeue(&mut self, p: P, now: Nanos) -> Result<Option<P>, P> {
+        let size = p.wire_bytes() as u64;
+        let idle = self.new_flows.front().is_none() && self.old_flows.front().is_none();
+        if !idle || self.quantum <= 0 || self.limit.exceeded(size, 1) {
+            self.enqueue(p, now)?;
+            return Ok(self.dequeue(now));
+        }
+        let idx = self.queue_of(p.flow_key());
+        let f = &mut self.flows[idx];
+        f.deficit = self.quantum - size as i64;
+        f.vars.pass_lone();
+        self.new_flows.push_back(&mut self.flows, idx);
+        self.stats.enqueued += 1;
+        Ok(Some(p))
     }
 
     fn backlog_bytes(&self) -> u64 {
@@ -256,6 +311,7 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::link::Offered;
     use crate::qdisc::testutil::{byte_shares, drive, port, E};
 
     fn fq(limit: Limit) -> FqCodel<E> {
@@ -344,6 +400,108 @@ mod tests {
             n_b += (p.flow == b) as u32;
         }
         assert_eq!(n_b, 11);
+    }
+
+    /// The idle shortcut leaves FQ-CoDel as enqueue-then-dequeue would: a
+    /// link fed bursts (queues build; CoDel drops and marks; the limit
+    /// overflows) between pauses (the transmitter goes idle and the next
+    /// packet takes the shortcut) sends the same packets at the same times
+    /// with the same counters either way.
+    #[test]
+    fn idle_shortcut_is_enqueue_then_dequeue() {
+        use crate::link::Link;
+        use crate::rng::Rng;
+        /// FQ-CoDel with the trait's own `enqueue_dequeue`.
+        struct Plain(FqCodel<E>);
+        impl Qdisc<E> for Plain {
+            fn enqueue(&mut self, p: E, now: Nanos) -> Result<(), E> {
+                self.0.enqueue(p, now)
+            }
+            fn dequeue(&mut self, now: Nanos) -> Option<E> {
+                self.0.dequeue(now)
+            }
+            fn backlog_bytes(&self) -> u64 {
+                self.0.backlog_bytes()
+            }
+            fn backlog_pkts(&self) -> u64 {
+                self.0.backlog_pkts()
+            }
+            fn stats(&self) -> QdiscStats {
+                self.0.stats()
+            }
+        }
+        let rate = 10_000_000;
+        let params = FqCodelParams { mtu_bytes: 1500, quantum_bytes: 1500, ..FqCodelParams::default() };
+        let mk = || FqCodel::new(&params, &port(rate, Limit::Packets(200)));
+        // Bursts of 1 to 400 packets at twice the link rate, then a pause
+        // long enough to drain the queue or not; 8 keys, mixed sizes, some ECT.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut arrivals = Vec::new();
+        let mut t: Nanos = 0;
+        for _ in 0..400 {
+            let n = 1 + rnd() % if rnd() % 3 == 0 { 400 } else { 3 };
+            for _ in 0..n {
+                let size = [64, 600, 1500][(rnd() % 3) as usize];
+                let mut e = E::new(size, rnd() % 8).at(t);
+                if rnd() % 4 == 0 {
+                    e = e.ect();
+                }
+                arrivals.push((t, e));
+                t += crate::tx_time(size, 2 * rate);
+            }
+            t += rnd() % 400_000_000;
+        }
+        fn run(link: &mut Link<E>, arrivals: &[(Nanos, E)]) -> Vec<(Nanos, E)> {
+            let mut sent = Vec::new();
+            let mut tx_done: Option<Nanos> = None;
+            let mut i = 0;
+            loop {
+                let arr = arrivals.get(i).map(|a| a.0);
+                match (tx_done, arr) {
+                    (Some(d), a) if a.is_none_or(|a| d <= a) => {
+                        tx_done = link.tx_done(d).next_tx_done;
+                        sent.push((d, link.arrive().0));
+                    }
+                    (_, Some(a)) => {
+                        if let Offered::TxStarted(d) = link.offer(arrivals[i].1, a) {
+                            tx_done = Some(d);
+                        }
+                        i += 1;
+                    }
+                    (None, None) => return sent,
+                    (Some(_), None) => unreachable!(),
+                }
+            }
+        }
+        let mut a = Link::new(rate, 0, 0.0, Rng::new(1), Box::new(mk()));
+        let mut b = Link::new(rate, 0, 0.0, Rng::new(1), Box::new(Plain(mk())));
+        let (sa, sb) = (run(&mut a, &arrivals), run(&mut b, &arrivals));
+        assert_eq!(sa, sb);
+        let (qa, qb) = (a.qdisc().unwrap().stats(), b.qdisc().unwrap().stats());
+        assert_eq!(qa, qb);
+        // The schedule does what it is for.
+        assert!(qa.dropped > 0 && qa.ecn_marked > 0, "{qa:?}");
+        let idle = sa.windows(2).filter(|w| w[1].0 > w[0].0 + 2_000_000).count();
+        assert!(idle > 50, "{idle} pauses");
+        // Called directly, in any order and at any times.
+        let (mut a, mut b) = (mk(), Plain(mk()));
+        let mut now = 0;
+        for _ in 0..100_000 {
+            now += rnd() % 20_000_000;
+            let e = E::new([64, 1500][(rnd() % 2) as usize], rnd() % 4).at(now);
+            match rnd() % 3 {
+                0 => assert_eq!(a.enqueue(e, now), b.enqueue(e, now)),
+                1 => assert_eq!(a.dequeue(now), b.dequeue(now)),
+                _ => assert_eq!(a.enqueue_dequeue(e, now), b.enqueue_dequeue(e, now)),
+            }
+            assert_eq!((a.backlog_bytes(), a.backlog_pkts(), a.stats()), (b.backlog_bytes(), b.backlog_pkts(), b.stats()));
+        }
     }
 
     #[test]

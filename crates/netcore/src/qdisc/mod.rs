@@ -72,6 +72,14 @@ pub trait Qdisc<P: Pkt> {
     fn enqueue(&mut self, p: P, now: Nanos) -> Result<(), P>;
     /// Next packet to transmit, if any.
     fn dequeue(&mut self, now: Nanos) -> Option<P>;
+    /// `enqueue` then `dequeue`, for a transmitter that is idle: `Err(p)`
+    /// when the packet is dropped on arrival, else what `dequeue` gives. A
+    /// discipline may do both at once where that leaves it in the same
+    /// state (FQ-CoDel with nothing queued).
+    fn enqueue_dequeue(&mut self, p: P, now: Nanos) -> Result<Option<P>, P> {
+        self.enqueue(p, now)?;
+        Ok(self.dequeue(now))
+    }
     fn backlog_bytes(&self) -> u64;
     fn backlog_pkts(&self) -> u64;
     fn stats(&self) -> QdiscStats;

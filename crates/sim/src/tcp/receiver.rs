@@ -448,7 +448,7 @@ impl Receiver {
         // A D-SACK block goes first and is sent once.
         let mut n = 0;
         if let Some(d) = self.dsack.take() {
-            a.sack[0] = d;
+            a.set_sack(0, d);
             n = 1;
         }
         if self.cfg.sack && !self.ooo.is_empty() {
@@ -459,7 +459,9 @@ impl Receiver {
             }
             // The most recently changed blocks first (RFC 2018), after a D-SACK block.
             let k = self.nsack.min(MAX_SACK - n);
-            a.sack[n..n + k].copy_from_slice(&self.sack_blocks[..k]);
+            for (j, b) in self.sack_blocks[..k].iter().enumerate() {
+                a.set_sack(n + j, *b);
+            }
             n += k;
         }
         if n > 0 {
@@ -552,12 +554,12 @@ mod tests {
         r.on_data(&data(0), 0, &mut out);
         let a = out.pkts.last().unwrap();
         assert_eq!(a.nsack, 2);
-        assert_eq!(a.sack[0], (0, 1448));
-        assert_eq!(a.sack[1], (2 * 1448, 3 * 1448));
+        assert_eq!(a.sack(0), (0, 1448));
+        assert_eq!(a.sack(1), (2 * 1448, 3 * 1448));
         out.clear();
         // Segment 2 again: inside the out-of-order range.
         r.on_data(&data(2), 0, &mut out);
-        assert_eq!(out.pkts.last().unwrap().sack[0], (2 * 1448, 3 * 1448));
+        assert_eq!(out.pkts.last().unwrap().sack(0), (2 * 1448, 3 * 1448));
         out.clear();
         // New data: no D-SACK any more.
         r.on_data(&data(1), 0, &mut out);
@@ -599,7 +601,7 @@ mod tests {
         let mut out = Out::default();
         r.on_comp_ack_timer(at, &mut out);
         assert_eq!(out.pkts.len(), 1, "one ACK for the three held");
-        assert_eq!(out.pkts[0].sack[0], (2 * 1448, 8 * 1448));
+        assert_eq!(out.pkts[0].sack(0), (2 * 1448, 8 * 1448));
         // The hole filled: at once.
         out.clear();
         r.on_data(&Packet { seq: 1448, len: 1448, ..Packet::default() }, at + MS, &mut out);
@@ -616,7 +618,7 @@ mod tests {
             acks.push(out.pkts.len());
         }
         assert_eq!(acks, vec![1, 1, 1, 0, 1], "three at once, one held, flushed by the fifth range");
-        assert_eq!(out.pkts[0].sack[0], (15 * 1448, 16 * 1448), "the held ACK, without the new range");
+        assert_eq!(out.pkts[0].sack(0), (15 * 1448, 16 * 1448), "the held ACK, without the new range");
         assert!(r.comp_timer.is_armed(), "the new range's ACK is held again");
         for cfg in [
             TcpConfig { sack: false, ..tcp_cfg() },

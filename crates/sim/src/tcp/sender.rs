@@ -751,7 +751,7 @@ impl Sender {
         let ncache = self.nsack_cache;
         let first = if self.check_dsack(p) { 1 } else { 0 };
         for b in first..p.nsack as usize {
-            let (mut start, end) = p.sack[b];
+            let (mut start, end) = p.sack(b);
             start = start.max(self.snd_una);
             if start >= end || end > self.snd_nxt {
                 continue;
@@ -780,7 +780,9 @@ impl Sender {
         }
         let n = p.nsack as usize - first;
         self.sack_cache = [(0, 0); crate::packet::MAX_SACK];
-        self.sack_cache[..n].copy_from_slice(&p.sack[first..p.nsack as usize]);
+        for (j, c) in self.sack_cache[..n].iter_mut().enumerate() {
+            *c = p.sack(first + j);
+        }
         self.nsack_cache = n;
     }
 
@@ -788,8 +790,8 @@ impl Sender {
     /// cumulative ACK, or inside the second block, reports data that arrived
     /// twice. Each such retransmission was unnecessary (`undo_retrans`).
     fn check_dsack(&mut self, p: &Packet) -> bool {
-        let (start, end) = p.sack[0];
-        let dup = start < p.ack || (p.nsack > 1 && start >= p.sack[1].0 && end <= p.sack[1].1);
+        let (start, end) = p.sack(0);
+        let dup = start < p.ack || (p.nsack > 1 && start >= p.sack(1).0 && end <= p.sack(1).1);
         if !dup || start >= end {
             return dup;
         }
@@ -1673,7 +1675,7 @@ mod tests {
         // (Segment 11, the loss probe sent before the timeout, is an
         // original: its SACK would prove the timeout spurious.)
         let (end, _) = *first.last().unwrap();
-        let p = Packet { ack: 1448, ts_ecr: rexmit_at, nsack: 1, sack: [((end - 1) * 1448, end * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        let p = Packet { ack: 1448, ts_ecr: rexmit_at, ..Packet::default() }.with_sacks(&[((end - 1) * 1448, end * 1448)]);
         s.on_ack(&p, rexmit_at + 2_000_000, &mut out);
         assert_eq!(s.stats.undo_count, 0);
         assert!(sent(&out).iter().any(|&(end, _)| end <= 10), "no retransmission after step 3a");
@@ -1686,14 +1688,14 @@ mod tests {
         let (mut s, mut out) = ten_out("cubic");
         // Segments 2..4 sacked after segment 1: RACK marks 1 lost at once
         // (three sacked), recovery retransmits it.
-        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(a * 1448, b * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)]);
         s.on_ack(&sack(1, 4), 20_000_000, &mut out);
         assert_eq!(s.c.ca_state, CaState::Recovery);
         let prior = s.c.prior_cwnd;
         assert!(s.c.ssthresh < prior);
         // The original arrived after all, then the rest of the window: the
         // receiver reports the retransmission as a duplicate.
-        let d = Packet { ack: 10 * 1448, ts_ecr: 20_000_000, nsack: 1, sack: [(0, 1448), (0, 0), (0, 0)], ..Packet::default() };
+        let d = Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }.with_sacks(&[(0, 1448)]);
         s.on_ack(&d, 31_000_000, &mut out);
         assert_eq!(s.stats.undo_count, 1);
         assert!(matches!(s.c.ca_state, CaState::Open | CaState::Disorder));
@@ -1704,7 +1706,7 @@ mod tests {
     #[test]
     fn real_fast_recovery_is_kept() {
         let (mut s, mut out) = ten_out("cubic");
-        let sack = Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(1448, 4 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        let sack = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(1448, 4 * 1448)]);
         s.on_ack(&sack, 20_000_000, &mut out);
         let ssthresh = s.c.ssthresh;
         // The retransmission's ACK echoes the retransmission.
@@ -1751,7 +1753,7 @@ mod tests {
     fn reordering_timer_is_a_jiffies_timer_and_fires_once() {
         // Segment 2 sacked, segment 1 (sent with it) not: RACK waits
         // min_rtt/4 = 75 µs, plus 2 ms, as jiffies.
-        let sack2 = Packet { ack: 0, ts_ecr: 300_000, nsack: 1, sack: [(1448, 2 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        let sack2 = Packet { ack: 0, ts_ecr: 300_000, ..Packet::default() }.with_sacks(&[(1448, 2 * 1448)]);
         for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
             let (mut s, mut out) = short_path(hz, None);
             s.on_ack(&sack2, 600_000, &mut out);
@@ -1778,7 +1780,7 @@ mod tests {
     #[test]
     fn only_cumulative_acks_raise_cwnd() {
         let (mut s, mut out) = ten_out("reno");
-        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, nsack: 1, sack: [(a * 1448, b * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)]);
         s.on_ack(&sack(1, 2), 20_000_000, &mut out);
         assert_eq!(s.c.ca_state, CaState::Disorder);
         assert_eq!(s.c.cwnd, 10);
@@ -1809,7 +1811,7 @@ mod tests {
     fn dsacked_loss_probe_is_no_loss() {
         let (mut s, mut out) = probed_tail();
         let now = s.c.now_ns + 10_000_000;
-        let d = Packet { ack: 10 * 1448, ts_ecr: 10_000_000, nsack: 1, sack: [(9 * 1448, 10 * 1448), (0, 0), (0, 0)], ..Packet::default() };
+        let d = Packet { ack: 10 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(9 * 1448, 10 * 1448)]);
         s.on_ack(&d, now, &mut out);
         assert_eq!(s.tlp_high_seq, None);
         assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
