@@ -155,11 +155,15 @@ def test_a_route_change_mid_run(tmp_path):
         assert abs(at[t][0] - detour_rtt) < 1500, (t, at[t])
     for t in range(7_500_000, 10_000_001, 500_000):
         assert abs(at[t][0] - primary_rtt) < 1500, (t, at[t])
-    # the move back reorders (new packets overtake old ones): the fast recovery that starts is
-    # spurious, and the evidence (D-SACKs of its retransmissions, echoed timestamps) undoes it, as in
-    # Linux; before undo was modelled cwnd fell from 90 to 63 segments here
+    # the move back reorders (new packets overtake old ones): fast recovery starts, spuriously, again
+    # and again as RACK marks the late originals lost; each delayed original that fills the hole
+    # undoes the episode (tcp_try_undo_partial, echoed timestamps), so the window is cut at most once
+    # for the whole reordering (0.7 for CUBIC), not once per episode (six here: 0.7^6). Linux would
+    # also learn the reordering from the filled holes (tcp_check_sack_reordering, RACK's reordering
+    # window, not modelled: docs/sim-model.md) and not cut at all; so did this run until the pacer
+    # counted payload bytes, when its last episode came to have no retransmission to prove spurious
     cwnd = dict(zip(samples["time_us"], samples["cwnd_bytes"]))
-    assert cwnd[7_500_000] >= cwnd[6_900_000], (cwnd[6_900_000], cwnd[7_500_000])
+    assert cwnd[7_500_000] >= 0.7 * cwnd[6_900_000] - 1448, (cwnd[6_900_000], cwnd[7_500_000])
     # it keeps delivering through both moves (the second after a move to the longer path, its window
     # grows to the new BDP), and at its 20 Mbit/s between them
     ceiling = 20e6 * 1448 / 1500
