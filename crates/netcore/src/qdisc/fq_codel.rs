@@ -435,13 +435,8 @@ mod tests {
         let mk = || FqCodel::new(&params, &port(rate, Limit::Packets(200)));
         // Bursts of 1 to 400 packets at twice the link rate, then a pause
         // long enough to drain the queue or not; 8 keys, mixed sizes, some ECT.
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut g = Rng::new(7);
+        let mut rnd = move || g.next_u64();
         let mut arrivals = Vec::new();
         let mut t: Nanos = 0;
         for _ in 0..400 {

@@ -1629,6 +1629,12 @@ mod tests {
         connected(&tcp_cfg(), cca, None, 10_000_000)
     }
 
+    /// The ACK of `ten_out`'s receiver holding segments `a..b` out of order
+    /// (nothing cumulatively acked; it echoes the first transmissions).
+    fn sacked(a: u64, b: u64) -> Packet {
+        Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)])
+    }
+
     /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
     /// the original transmission's timestamp, so the window cut is undone
     /// and the connection is Open with its old cwnd and ssthresh.
@@ -1688,8 +1694,7 @@ mod tests {
         let (mut s, mut out) = ten_out("cubic");
         // Segments 2..4 sacked after segment 1: RACK marks 1 lost at once
         // (three sacked), recovery retransmits it.
-        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)]);
-        s.on_ack(&sack(1, 4), 20_000_000, &mut out);
+        s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
         assert_eq!(s.c.ca_state, CaState::Recovery);
         let prior = s.c.prior_cwnd;
         assert!(s.c.ssthresh < prior);
@@ -1706,8 +1711,7 @@ mod tests {
     #[test]
     fn real_fast_recovery_is_kept() {
         let (mut s, mut out) = ten_out("cubic");
-        let sack = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(1448, 4 * 1448)]);
-        s.on_ack(&sack, 20_000_000, &mut out);
+        s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
         let ssthresh = s.c.ssthresh;
         // The retransmission's ACK echoes the retransmission.
         s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
@@ -1780,8 +1784,7 @@ mod tests {
     #[test]
     fn only_cumulative_acks_raise_cwnd() {
         let (mut s, mut out) = ten_out("reno");
-        let sack = |a: u64, b: u64| Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)]);
-        s.on_ack(&sack(1, 2), 20_000_000, &mut out);
+        s.on_ack(&sacked(1, 2), 20_000_000, &mut out);
         assert_eq!(s.c.ca_state, CaState::Disorder);
         assert_eq!(s.c.cwnd, 10);
         // Segment 1 arrives late: the cumulative ACK delivers one more.
