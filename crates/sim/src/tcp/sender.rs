@@ -127,6 +127,10 @@ pub struct Sender {
     orig_sack_acked: bool,
     data_sacked: bool,
     lost_retrans: bool,
+    /// Send time of the oldest never-retransmitted segment this ACK newly
+    /// SACKed (Linux `sack->first_sackt`), for the RTT when no cumulative
+    /// measurement is allowed.
+    first_sackt: Option<Nanos>,
     /// A D-SACK of exactly the loss probe's segment (Linux FLAG_DSACK_TLP).
     dsack_tlp: bool,
     /// F-RTO step 2b: this ACK sends new data before retransmissions.
@@ -225,6 +229,7 @@ impl Sender {
             orig_sack_acked: false,
             data_sacked: false,
             lost_retrans: false,
+            first_sackt: None,
             dsack_tlp: false,
             new_data_first: false,
             retx_hint: 0,
@@ -622,6 +627,7 @@ impl Sender {
         self.rate.begin_ack();
         self.orig_sack_acked = false;
         self.data_sacked = false;
+        self.first_sackt = None;
         self.lost_retrans = false;
         self.dsack_tlp = false;
         let mut newest: Option<(Nanos, u64, bool)> = None; // (sent, end seq, retransmitted)
@@ -645,11 +651,16 @@ impl Sender {
             self.c.sacked_out = self.c.sacked_out.min(self.c.packets_out);
         }
 
-        // RTT: from the oldest newly acked original transmission, else from
-        // the echoed timestamp (which also covers retransmissions, RFC 7323).
-        let rtt_ns = match seq_rtt_ns {
+        // RTT as Linux's tcp_clean_rtx_queue and tcp_ack_update_rtt take it:
+        // the oldest newly acked original transmission, unless the ACK also
+        // covers a retransmission (Karn: FLAG_RETRANS_DATA_ACKED voids it);
+        // else the oldest newly SACKed original transmission; else, when
+        // snd_una advanced, the echoed timestamp (RFC 7323).
+        let seq_rtt_ns = if retrans_acked { None } else { seq_rtt_ns };
+        let sack_rtt_ns = self.first_sackt.map(|t| now.saturating_sub(t));
+        let rtt_ns = match seq_rtt_ns.or(sack_rtt_ns) {
             Some(r) => Some(r),
-            None if acked > 0 && p.ts_ecr > 0 && retrans_acked => Some(now.saturating_sub(p.ts_ecr)),
+            None if acked > 0 && p.ts_ecr > 0 => Some(now.saturating_sub(p.ts_ecr)),
             None => None,
         };
         if let Some(r) = rtt_ns {
@@ -824,8 +835,12 @@ impl Sender {
             }
             if s.seq >= start && s.flags & SACKED == 0 {
                 self.data_sacked = true;
-                if s.flags & EVER_RETRANS == 0 && s.end() <= self.high_seq {
-                    self.orig_sack_acked = true;
+                if s.flags & EVER_RETRANS == 0 {
+                    if s.end() <= self.high_seq {
+                        self.orig_sack_acked = true;
+                    }
+                    let t = s.tx.sent_ns;
+                    self.first_sackt = Some(self.first_sackt.map_or(t, |f: Nanos| f.min(t)));
                 }
                 self.mark_delivered(i, rs, newest);
                 let s = &mut self.rtxq[i];
