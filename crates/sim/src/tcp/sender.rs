@@ -9,7 +9,7 @@
 
 use super::frto::{Frto, LossAck, Verdict};
 use super::prr::Prr;
-use super::rack::{Rack, DUPTHRESH};
+use super::rack::{Rack, Reordering};
 use super::rate::{RateSampler, TxState};
 use super::rtt::RttEstimator;
 use super::undo::{current_ssthresh, Undo};
@@ -53,6 +53,7 @@ impl Seg {
 /// What one ACK brought for the loss state machine.
 struct AckInfo {
     una_advanced: bool,
+    prior_snd_una: u64,
     /// A duplicate ACK: no progress (the simulator's ACKs carry no data).
     dupack: bool,
     ts_ecr: Nanos,
@@ -119,6 +120,16 @@ pub struct Sender {
     high_seq: u64,
     prr: Prr,
     rack: Rack,
+    /// Reordering observed so far (`tp->reordering`, `tp->reord_seen`).
+    reord: Reordering,
+    /// End of the highest SACKed segment (`tcp_highest_sack_seq` while
+    /// anything is sacked): see `fack`.
+    highest_sack: u64,
+    /// The highest SACK when this ACK arrived (`prior_fack`), and the
+    /// lowest never-retransmitted segment it newly SACKed below that
+    /// (`sack_state.reord`; snd_nxt if none): a filled hole, reordering.
+    prior_fack: u64,
+    reord_low: u64,
     undo: Undo,
     frto: Frto,
     /// This ACK's news for the loss state machine (Linux's `flag` bits):
@@ -224,6 +235,10 @@ impl Sender {
             high_seq: 0,
             prr: Prr::default(),
             rack: Rack::default(),
+            reord: Reordering::default(),
+            highest_sack: 0,
+            prior_fack: 0,
+            reord_low: 0,
             undo: Undo::default(),
             frto: Frto::default(),
             orig_sack_acked: false,
@@ -632,10 +647,18 @@ impl Sender {
         self.dsack_tlp = false;
         let mut newest: Option<(Nanos, u64, bool)> = None; // (sent, end seq, retransmitted)
 
+        self.prior_fack = self.fack();
         if self.cfg.sack && p.nsack > 0 {
+            self.reord_low = self.snd_nxt;
             self.sacktag(p, &mut rs, &mut newest);
+            // As `tcp_sacktag_write_queue`: not while recovering from a
+            // timeout that may no longer be undone.
+            if self.c.ca_state != CaState::Loss || self.undo.armed() {
+                self.reord.check(self.reord_low, self.fack(), self.cfg.mss);
+            }
         }
         let (acked, seq_rtt_ns, retrans_acked) = self.clean_rtx_queue(p.ack, &mut rs, &mut newest);
+        self.rack.update_reo_wnd(rs.prior_delivered, self.c.delivered);
 
         // Without SACK every duplicate ACK stands for one delivered segment.
         let mut dupack = false;
@@ -707,6 +730,7 @@ impl Sender {
         }
         let new_first = self.fastretrans_alert(&AckInfo {
             una_advanced: self.snd_una > prior_snd_una,
+            prior_snd_una,
             dupack: dupack || self.snd_una == prior_snd_una,
             ts_ecr: p.ts_ecr,
             ece,
@@ -720,10 +744,11 @@ impl Sender {
         if !handled {
             if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
                 self.cwnd_reduction(rs.acked_sacked, rs.losses > 0, self.snd_una > prior_snd_una);
-            } else if self.c.is_cwnd_limited() && acked > 0 {
+            } else if self.c.is_cwnd_limited() && (acked > 0 || (self.data_sacked && self.reord.sacks_raise_cwnd())) {
                 // Linux `tcp_may_raise_cwnd`: only an ACK that advances
                 // snd_una (FLAG_DATA_ACKED) grows cwnd, by all it newly
-                // acked or sacked; SACKs alone wait for it (RFC 5681).
+                // acked or sacked; SACKs alone wait for it (RFC 5681),
+                // unless more reordering than the default has been seen.
                 self.cca.cong_avoid(&mut self.c, rs.acked_sacked);
             }
             self.update_pacing_rate();
@@ -809,6 +834,9 @@ impl Sender {
         if end - start <= self.cfg.mss as u64 && self.tlp_high_seq == Some(end) {
             self.dsack_tlp = true;
         }
+        // The simulated network never duplicates a packet: every D-SACK is
+        // of a retransmission (Linux checks `dsack_dups <= total_retrans`).
+        self.rack.on_dsack(&self.reord, self.dsack_tlp);
         if end <= self.snd_una {
             // Already cumulatively acked: count segments of its length.
             let segs = (end - start).div_ceil(self.cfg.mss as u64).max(1) as u32;
@@ -819,6 +847,11 @@ impl Sender {
                 let s = self.rtxq[i];
                 if s.seq >= start && s.end() <= end && s.flags & EVER_RETRANS != 0 {
                     self.undo.on_dsack(s.end(), 1);
+                    // Both copies arrived, the retransmission after data
+                    // above it (`tcp_sacktag_one` on a D-SACK).
+                    if s.flags & SACKED != 0 {
+                        self.reord_low = self.reord_low.min(s.seq);
+                    }
                 }
                 i += 1;
             }
@@ -839,6 +872,11 @@ impl Sender {
                     if s.end() <= self.high_seq {
                         self.orig_sack_acked = true;
                     }
+                    // Sent once and SACKed below an earlier SACK: it was
+                    // overtaken (`tcp_sacktag_one`).
+                    if s.seq < self.prior_fack {
+                        self.reord_low = self.reord_low.min(s.seq);
+                    }
                     let t = s.tx.sent_ns;
                     self.first_sackt = Some(self.first_sackt.map_or(t, |f: Nanos| f.min(t)));
                 }
@@ -851,6 +889,7 @@ impl Sender {
                     self.c.retrans_out -= 1;
                 }
                 s.flags = (s.flags | SACKED) & !(LOST | RETRANS);
+                self.highest_sack = self.highest_sack.max(s.end());
                 self.c.sacked_out += 1;
             }
             i += 1;
@@ -879,6 +918,7 @@ impl Sender {
         let mut acked = 0;
         let mut seq_rtt = None;
         let mut retrans_acked = false;
+        let mut reord = self.snd_nxt;
         while let Some(s) = self.rtxq.front() {
             if s.end() > ack {
                 break;
@@ -901,6 +941,7 @@ impl Sender {
                 if seq_rtt.is_none() {
                     seq_rtt = Some(now.saturating_sub(s.tx.sent_ns));
                 }
+                reord = reord.min(s.seq);
                 if s.end() <= self.high_seq {
                     self.orig_sack_acked = true;
                 }
@@ -915,6 +956,11 @@ impl Sender {
         if ack > self.snd_una {
             self.snd_una = ack;
             self.c.snd_una = ack;
+        }
+        // A never-retransmitted hole below the highest SACK filled
+        // (`tcp_clean_rtx_queue`): reordering.
+        if self.cfg.sack && reord < self.prior_fack {
+            self.reord.check(reord, self.fack(), self.cfg.mss);
         }
         (acked, seq_rtt, retrans_acked)
     }
@@ -952,7 +998,7 @@ impl Sender {
         if !self.rack.valid() {
             return;
         }
-        let reo_wnd = Rack::reo_wnd(self.c.ca_state, self.c.sacked_out, self.c.min_rtt_us, self.rtt.srtt_ns());
+        let reo_wnd = self.rack.reo_wnd(&self.reord, self.c.ca_state, self.c.sacked_out, self.c.min_rtt_us, self.rtt.srtt_ns());
         let mut wait: Option<Nanos> = None;
         // Original transmissions: sent in sequence order.
         let mut i = self.index_of(self.rack_hint.max(self.snd_una));
@@ -1033,12 +1079,14 @@ impl Sender {
         }
     }
 
-    /// Without SACK: the head is lost after DUPTHRESH duplicate ACKs, and in
-    /// recovery after a partial ACK (NewReno, RFC 6582).
+    /// Without SACK: the head is lost after as many duplicate ACKs as the
+    /// reordering degree (3; the learning of it from duplicate ACKs,
+    /// `tcp_check_reno_reordering`, is not modelled), and in recovery
+    /// after a partial ACK (NewReno, RFC 6582; `tcp_newreno_mark_lost`).
     fn dupack_detect(&mut self, dupack: bool, acked: u32) {
         let head_unmarked = self.rtxq.front().map_or(false, |s| s.flags & (LOST | RETRANS) == 0);
         let trigger = match self.c.ca_state {
-            CaState::Open | CaState::Disorder => dupack && self.c.sacked_out >= DUPTHRESH,
+            CaState::Open | CaState::Disorder => dupack && self.c.sacked_out >= self.reord.degree,
             CaState::Recovery => acked > 0 && self.snd_una < self.high_seq,
             _ => false,
         };
@@ -1071,7 +1119,7 @@ impl Sender {
         }
         match self.c.ca_state {
             CaState::Recovery => {
-                if a.una_advanced && self.try_undo_partial(a.ts_ecr) {
+                if a.una_advanced && self.try_undo_partial(a.ts_ecr, a.prior_snd_una) {
                     return false;
                 }
                 if self.try_undo_dsack() {
@@ -1126,6 +1174,16 @@ impl Sender {
         if self.c.ca_state != target {
             self.set_ca_state(target);
             self.high_seq = self.snd_nxt;
+        }
+    }
+
+    /// The highest SACKed sequence, snd_una when nothing is sacked (Linux
+    /// `tcp_highest_sack_seq`, the "forward-most" ACK).
+    fn fack(&self) -> u64 {
+        if self.c.sacked_out > 0 && self.cfg.sack {
+            self.highest_sack.max(self.snd_una)
+        } else {
+            self.snd_una
         }
     }
 
@@ -1196,6 +1254,8 @@ impl Sender {
     fn try_undo_recovery(&mut self, ts_ecr: Nanos) -> bool {
         if self.undo.may_undo(ts_ecr) {
             self.undo_cwnd_reduction(false);
+        } else {
+            self.rack.recovery_kept();
         }
         if self.non_sack_holds() {
             return true;
@@ -1216,9 +1276,11 @@ impl Sender {
     }
 
     /// `tcp_try_undo_partial`: a partial ACK echoing an original's
-    /// timestamp; undo once no retransmission is in flight.
-    fn try_undo_partial(&mut self, ts_ecr: Nanos) -> bool {
+    /// timestamp, so the hole at `prior_snd_una` was filled by a delayed
+    /// original (reordering); undo once no retransmission is in flight.
+    fn try_undo_partial(&mut self, ts_ecr: Nanos, prior_snd_una: u64) -> bool {
         if self.undo.armed() && self.undo.packet_delayed(ts_ecr) {
+            self.reord.check(prior_snd_una, self.fack(), self.cfg.mss);
             if self.c.retrans_out > 0 {
                 return true;
             }
@@ -1234,6 +1296,7 @@ impl Sender {
     /// `tcp_try_undo_dsack`: D-SACKs showed every retransmission needless.
     fn try_undo_dsack(&mut self) -> bool {
         if self.undo.all_dsacked() {
+            self.rack.dsack_undo();
             self.undo_cwnd_reduction(false);
             return true;
         }
@@ -1437,6 +1500,7 @@ impl Sender {
             return;
         }
         self.stats.rto_count += 1;
+        self.reord.on_timeout(self.c.ca_state, self.c.sacked_out);
         let new_recovery = self.c.ca_state < CaState::Recovery;
         let repeated_timeout = self.rtt.backoff > 0;
         // `tcp_timeout_mark_lost`: the head and everything not sacked that
@@ -1805,6 +1869,73 @@ mod tests {
         // Segment 1 arrives late: the cumulative ACK delivers one more.
         s.on_ack(&Packet { ack: 2 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 20_100_000, &mut out);
         assert_eq!(s.c.cwnd, 11);
+    }
+
+    /// `ten_out` whose segments 2 and 3 overtook segment 1, which came 1 ms
+    /// later, before RACK's window (min_rtt/4, under the dupack threshold)
+    /// ran out: the filled hole is reordering (`tcp_clean_rtx_queue` ->
+    /// `tcp_check_sack_reordering`).
+    fn reordered_once() -> (Sender, Out) {
+        let (mut s, mut out) = ten_out("cubic");
+        s.on_ack(&sacked(1, 3), 20_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Disorder);
+        assert_eq!(s.reord.seen, 0);
+        s.on_ack(&Packet { ack: 3 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 21_000_000, &mut out);
+        assert_eq!((s.reord.seen, s.reord.degree), (1, 3));
+        assert_eq!(s.stats.retrans_segs, 0);
+        (s, out)
+    }
+
+    /// The same reordering again, with four segments overtaking segment 4:
+    /// past the dupack threshold RACK's window would be 0 and recovery
+    /// would start, but reordering has been seen, so RACK keeps its
+    /// min_rtt/4 window and the late original arrives within it.
+    #[test]
+    fn learnt_reordering_does_not_start_recovery_again() {
+        let (mut s, mut out) = reordered_once();
+        let p = Packet { ack: 3 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(4 * 1448, 8 * 1448)]);
+        s.on_ack(&p, 21_500_000, &mut out);
+        assert_eq!(s.c.sacked_out, 4);
+        assert_eq!((s.c.ca_state, s.c.lost_out), (CaState::Disorder, 0));
+        assert!(s.reo_timer.is_armed());
+        s.on_ack(&Packet { ack: 8 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 22_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Open);
+        assert_eq!((s.stats.retrans_segs, s.c.ssthresh), (0, INFINITE_SSTHRESH));
+        // Segment 4 was five segments behind the highest ACK.
+        assert_eq!((s.reord.seen, s.reord.degree), (2, 5));
+        // With more reordering than the default, an ACK that only SACKs
+        // grows cwnd too (`tcp_may_raise_cwnd`; compare
+        // `only_cumulative_acks_raise_cwnd`).
+        let cwnd = s.c.cwnd;
+        let p = Packet { ack: 8 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(9 * 1448, 10 * 1448)]);
+        s.on_ack(&p, 22_100_000, &mut out);
+        assert_eq!(s.c.cwnd, cwnd + 1);
+    }
+
+    /// Reordering longer than RACK's window: the spurious retransmission
+    /// draws a D-SACK, which undoes the recovery and widens the window by
+    /// one min_rtt/4 step on the next ACK that delivers data sent after
+    /// the last widening (`tcp_rack_update_reo_wnd`).
+    #[test]
+    fn dsack_after_reordering_widens_the_rack_window() {
+        let (mut s, mut out) = reordered_once();
+        let wnd = |s: &Sender| s.rack.reo_wnd(&s.reord, CaState::Recovery, 0, s.c.min_rtt_us, s.rtt.srtt_ns());
+        let step = s.c.min_rtt_us as u64 * NS_PER_US / 4;
+        assert_eq!(wnd(&s), step);
+        let p = Packet { ack: 3 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(4 * 1448, 8 * 1448)]);
+        s.on_ack(&p, 21_500_000, &mut out);
+        let at = s.reo_timer.deadline().unwrap();
+        s.on_timer(TimerKind::Reorder, at, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+        assert_eq!(s.stats.retrans_segs, 1);
+        // The original, then the D-SACK of its retransmission.
+        s.on_ack(&Packet { ack: 8 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, at + 500_000, &mut out);
+        let d = Packet { ack: 8 * 1448, ts_ecr: at, ..Packet::default() }.with_sacks(&[(3 * 1448, 4 * 1448)]);
+        s.on_ack(&d, at + 1_000_000, &mut out);
+        assert_eq!(s.stats.undo_count, 1);
+        assert_eq!(wnd(&s), step, "no data delivered yet: the widening waits");
+        s.on_ack(&Packet { ack: 12 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, at + 2_000_000, &mut out);
+        assert_eq!(wnd(&s), 2 * step);
     }
 
     /// Ten segments written, eight acked, the probe timer fired (2·srtt +
