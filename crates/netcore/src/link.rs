@@ -144,6 +144,13 @@ impl<P: Pkt> Link<P> {
     /// The packet reaching the far end now, and when the next one will.
     pub fn arrive(&mut self) -> (P, Option<Nanos>) {
         let (_, p) = self.line.pop_front().expect("arrive with an empty line");
+        if self.line.is_empty() {
+            // Restart the ring at its first slot: popping alone moves its
+            // start on, and an access pipe (mostly one packet at a time)
+            // would write each packet to a slot untouched since the ring
+            // last wrapped around, a cache miss per packet with many flows.
+            self.line.clear();
+        }
         (p, self.line.front().map(|(t, _)| *t))
     }
 
