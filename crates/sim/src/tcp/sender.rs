@@ -786,9 +786,16 @@ impl Sender {
         let cache = self.sack_cache;
         let ncache = self.nsack_cache;
         let first = if self.check_dsack(p) { 1 } else { 0 };
-        for b in first..p.nsack as usize {
-            let (mut start, end) = p.sack(b);
-            start = start.max(self.snd_una);
+        // In sequence order, as Linux sorts them: RACK keeps the RTT of the
+        // last segment it is told about.
+        let mut blocks = [(0, 0); crate::packet::MAX_SACK];
+        let n = p.nsack as usize - first;
+        for (j, b) in blocks[..n].iter_mut().enumerate() {
+            *b = p.sack(first + j);
+        }
+        blocks[..n].sort_unstable();
+        for &(start, end) in &blocks[..n] {
+            let start = start.max(self.snd_una);
             if start >= end || end > self.snd_nxt {
                 continue;
             }
@@ -814,7 +821,6 @@ impl Sender {
                 pos = next_pos;
             }
         }
-        let n = p.nsack as usize - first;
         self.sack_cache = [(0, 0); crate::packet::MAX_SACK];
         for (j, c) in self.sack_cache[..n].iter_mut().enumerate() {
             *c = p.sack(first + j);
@@ -1712,6 +1718,41 @@ mod tests {
     /// (nothing cumulatively acked; it echoes the first transmissions).
     fn sacked(a: u64, b: u64) -> Packet {
         Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)])
+    }
+
+    /// RACK's RTT is the last delivered segment's, in Linux's order (Linux
+    /// 6.x `tcp_rack_advance`, called by `tcp_sacktag_one` for newly SACKed
+    /// segments in sequence order, then by `tcp_clean_rtx_queue` for the
+    /// cumulatively acked ones). Segments 0..9 went out at 10 ms, 10..13 at
+    /// 20 ms (min RTT 10 ms, window 2.5 ms); at 34 ms segment 10 (RTT 14
+    /// ms) is SACKed, so 3..9 (out 24 ms) look lost, unless the same ACK
+    /// also cumulatively acks segment 2, whose 24 ms RTT is processed last.
+    #[test]
+    fn rack_takes_the_rtt_of_the_last_segment_processed() {
+        let at = 34_000_000;
+        let ack_with = |una: u64, blocks: &[(u64, u64)]| {
+            let b: Vec<(u64, u64)> = blocks.iter().map(|&(a, e)| (a * 1448, e * 1448)).collect();
+            Packet { ack: una * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&b)
+        };
+        let four_more = || {
+            let (mut s, mut out) = ten_out("reno");
+            s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+            assert_eq!(s.snd_nxt, 14 * 1448);
+            (s, out)
+        };
+        // SACK only: segments 2..9 lost.
+        let (mut s, mut out) = four_more();
+        s.on_ack(&ack_with(2, &[(10, 11)]), at, &mut out);
+        assert_eq!(s.c.lost, 8);
+        // The same SACK with segment 2 cumulatively acked: nothing lost.
+        let (mut s, mut out) = four_more();
+        s.on_ack(&ack_with(3, &[(10, 11)]), at, &mut out);
+        assert_eq!((s.c.lost, s.c.ca_state), (0, CaState::Disorder));
+        // Blocks go in sequence order whatever order the ACK lists them in:
+        // segment 10 after segment 7, so its 14 ms RTT is the one kept.
+        let (mut s, mut out) = four_more();
+        s.on_ack(&ack_with(2, &[(10, 11), (7, 8)]), at, &mut out);
+        assert_eq!(s.c.lost, 7);
     }
 
     /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
