@@ -110,16 +110,22 @@ impl Rack {
     /// `tcp_rack_advance`: a segment sent at `sent_ns` and ending at
     /// `end_seq` was delivered at `now`. A retransmission acked faster than
     /// the min RTT was probably the original's delivery and is skipped.
+    /// As in Linux 6.x, the RTT is that of the last segment processed (the
+    /// sender calls this in Linux's order: newly SACKed segments in
+    /// sequence order, then the cumulatively acked ones), while the send
+    /// time and sequence only move forward: an ACK that SACKs new data and
+    /// also cumulatively acks a segment that waited longer judges the
+    /// others with the longer RTT.
     pub fn advance(&mut self, sent_ns: Nanos, end_seq: u64, retrans: bool, now: Nanos, min_rtt_us: u32) {
         let rtt = now.saturating_sub(sent_ns);
         if retrans && rtt < min_rtt_us as u64 * NS_PER_US {
             return;
         }
+        self.rtt_ns = rtt;
         if !self.valid || (sent_ns, end_seq) > (self.xmit_ns, self.end_seq) {
             self.valid = true;
             self.xmit_ns = sent_ns;
             self.end_seq = end_seq;
-            self.rtt_ns = rtt;
         }
     }
 
@@ -216,17 +222,25 @@ mod tests {
         assert_eq!(r.deadline(2 * MS, 3000, 0), None);
     }
 
+    /// Linux 6.x `tcp_rack_advance`: the send time and sequence only move
+    /// forward, but the RTT is the last delivered segment's, even an older
+    /// one's (one ACK that SACKs new data and cumulatively acks old data
+    /// leaves the old segment's longer RTT).
     #[test]
-    fn only_newer_transmissions_advance_and_fast_retransmit_acks_are_ignored() {
+    fn only_newer_transmissions_advance_but_the_last_one_sets_the_rtt() {
         let mut r = Rack::default();
         r.advance(5 * MS, 6000, false, 15 * MS, 10_000);
-        // An older segment delivered later does not move RACK back.
-        r.advance(2 * MS, 3000, false, 16 * MS, 10_000);
         assert_eq!(r.deadline(4 * MS, 5000, 0), Some(14 * MS));
-        // A retransmission "acked" 1 ms after it was sent: the original's ACK.
+        // An older segment delivered later does not move RACK's send time
+        // back (segment 5000 is still judged), but its 14 ms RTT counts.
+        r.advance(2 * MS, 3000, false, 16 * MS, 10_000);
+        assert_eq!(r.deadline(4 * MS, 5000, 0), Some(18 * MS));
+        assert_eq!(r.deadline(5 * MS, 6000, 0), None);
+        // A retransmission "acked" 1 ms after it was sent: the original's
+        // ACK, ignored altogether.
         r.advance(20 * MS, 7000, true, 21 * MS, 10_000);
         assert_eq!(r.deadline(6 * MS, 6500, 0), None);
-        assert_eq!(r.deadline(4 * MS, 5000, 0), Some(14 * MS));
+        assert_eq!(r.deadline(4 * MS, 5000, 0), Some(18 * MS));
     }
 
     #[test]

@@ -28,6 +28,11 @@ const LOST: u8 = 2;
 /// A retransmission of this segment is in flight (Linux TCPCB_SACKED_RETRANS).
 const RETRANS: u8 = 4;
 const EVER_RETRANS: u8 = 8;
+/// RACK marked this original lost: Linux takes it off the time-sorted send
+/// list then (`tcp_rack_detect_loss`), and an undo that clears the mark
+/// does not put it back, so RACK never judges it again; only its
+/// retransmission would be.
+const RACK_MARKED: u8 = 16;
 /// The segment carries PSH: it ends an application write.
 const PUSH: u8 = 32;
 
@@ -786,9 +791,16 @@ impl Sender {
         let cache = self.sack_cache;
         let ncache = self.nsack_cache;
         let first = if self.check_dsack(p) { 1 } else { 0 };
-        for b in first..p.nsack as usize {
-            let (mut start, end) = p.sack(b);
-            start = start.max(self.snd_una);
+        // In sequence order, as Linux sorts them: RACK keeps the RTT of the
+        // last segment it is told about.
+        let mut blocks = [(0, 0); crate::packet::MAX_SACK];
+        let n = p.nsack as usize - first;
+        for (j, b) in blocks[..n].iter_mut().enumerate() {
+            *b = p.sack(first + j);
+        }
+        blocks[..n].sort_unstable();
+        for &(start, end) in &blocks[..n] {
+            let start = start.max(self.snd_una);
             if start >= end || end > self.snd_nxt {
                 continue;
             }
@@ -814,7 +826,6 @@ impl Sender {
                 pos = next_pos;
             }
         }
-        let n = p.nsack as usize - first;
         self.sack_cache = [(0, 0); crate::packet::MAX_SACK];
         for (j, c) in self.sack_cache[..n].iter_mut().enumerate() {
             *c = p.sack(first + j);
@@ -1004,7 +1015,7 @@ impl Sender {
         let mut i = self.index_of(self.rack_hint.max(self.snd_una));
         while i < self.rtxq.len() {
             let s = self.rtxq[i];
-            if s.flags & EVER_RETRANS != 0 || s.flags & (SACKED | LOST) != 0 {
+            if s.flags & (EVER_RETRANS | SACKED | LOST | RACK_MARKED) != 0 {
                 i += 1;
                 self.rack_hint = s.end();
                 continue;
@@ -1014,6 +1025,7 @@ impl Sender {
             };
             if deadline <= now {
                 self.mark_lost(i);
+                self.rtxq[i].flags |= RACK_MARKED;
                 self.rack_hint = s.end();
                 i += 1;
             } else {
@@ -1021,7 +1033,7 @@ impl Sender {
                 // sent before RACK's segment.
                 let mut last = deadline;
                 for s in self.rtxq.range(i + 1..) {
-                    if s.flags & (EVER_RETRANS | SACKED | LOST) != 0 {
+                    if s.flags & (EVER_RETRANS | SACKED | LOST | RACK_MARKED) != 0 {
                         continue;
                     }
                     match self.rack.deadline(s.tx.sent_ns, s.end(), reo_wnd) {
@@ -1252,7 +1264,7 @@ impl Sender {
     /// `tcp_try_undo_recovery`, at the end of Recovery or Loss. Without
     /// SACK the state holds until an ACK above high_seq (RFC 6582).
     fn try_undo_recovery(&mut self, ts_ecr: Nanos) -> bool {
-        if self.undo.may_undo(ts_ecr) {
+        if self.undo.may_undo(ts_ecr, self.non_sack_reopen()) {
             self.undo_cwnd_reduction(false);
         } else {
             self.rack.recovery_kept();
@@ -1262,6 +1274,13 @@ impl Sender {
         }
         self.set_ca_state(CaState::Open);
         false
+    }
+
+    /// A non-SACK connection at or above high_seq, whose retransmission
+    /// stamp `tcp_is_non_sack_preventing_reopen` may have cleared: a zero
+    /// stamp is no evidence for undo there (`tcp_packet_delayed`).
+    fn non_sack_reopen(&self) -> bool {
+        !self.cfg.sack && self.snd_una >= self.high_seq
     }
 
     /// `tcp_is_non_sack_preventing_reopen`.
@@ -1279,7 +1298,7 @@ impl Sender {
     /// timestamp, so the hole at `prior_snd_una` was filled by a delayed
     /// original (reordering); undo once no retransmission is in flight.
     fn try_undo_partial(&mut self, ts_ecr: Nanos, prior_snd_una: u64) -> bool {
-        if self.undo.armed() && self.undo.packet_delayed(ts_ecr) {
+        if self.undo.armed() && self.undo.packet_delayed(ts_ecr, self.non_sack_reopen()) {
             self.reord.check(prior_snd_una, self.fack(), self.cfg.mss);
             if self.c.retrans_out > 0 {
                 return true;
@@ -1305,7 +1324,7 @@ impl Sender {
 
     /// `tcp_try_undo_loss`: the RTO proved spurious.
     fn try_undo_loss(&mut self, frto_undo: bool, ts_ecr: Nanos) -> bool {
-        if !(frto_undo || self.undo.may_undo(ts_ecr)) {
+        if !(frto_undo || self.undo.may_undo(ts_ecr, self.non_sack_reopen())) {
             return false;
         }
         self.undo_cwnd_reduction(true);
@@ -1712,6 +1731,79 @@ mod tests {
     /// (nothing cumulatively acked; it echoes the first transmissions).
     fn sacked(a: u64, b: u64) -> Packet {
         Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)])
+    }
+
+    /// RACK's RTT is the last delivered segment's, in Linux's order (Linux
+    /// 6.x `tcp_rack_advance`, called by `tcp_sacktag_one` for newly SACKed
+    /// segments in sequence order, then by `tcp_clean_rtx_queue` for the
+    /// cumulatively acked ones). Segments 0..9 went out at 10 ms, 10..13 at
+    /// 20 ms (min RTT 10 ms, window 2.5 ms); at 34 ms segment 10 (RTT 14
+    /// ms) is SACKed, so 3..9 (out 24 ms) look lost, unless the same ACK
+    /// also cumulatively acks segment 2, whose 24 ms RTT is processed last.
+    #[test]
+    fn rack_takes_the_rtt_of_the_last_segment_processed() {
+        let at = 34_000_000;
+        let ack_with = |una: u64, blocks: &[(u64, u64)]| {
+            let b: Vec<(u64, u64)> = blocks.iter().map(|&(a, e)| (a * 1448, e * 1448)).collect();
+            Packet { ack: una * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&b)
+        };
+        let four_more = || {
+            let (mut s, mut out) = ten_out("reno");
+            s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+            assert_eq!(s.snd_nxt, 14 * 1448);
+            (s, out)
+        };
+        // SACK only: segments 2..9 lost.
+        let (mut s, mut out) = four_more();
+        s.on_ack(&ack_with(2, &[(10, 11)]), at, &mut out);
+        assert_eq!(s.c.lost, 8);
+        // The same SACK with segment 2 cumulatively acked: nothing lost.
+        let (mut s, mut out) = four_more();
+        s.on_ack(&ack_with(3, &[(10, 11)]), at, &mut out);
+        assert_eq!((s.c.lost, s.c.ca_state), (0, CaState::Disorder));
+        // Blocks go in sequence order whatever order the ACK lists them in:
+        // segment 10 after segment 7, so its 14 ms RTT is the one kept.
+        let (mut s, mut out) = four_more();
+        s.on_ack(&ack_with(2, &[(10, 11), (7, 8)]), at, &mut out);
+        assert_eq!(s.c.lost, 7);
+    }
+
+    /// The route change of docs/sim-model.md ("Reordering detection"), as
+    /// Linux 6.18 handled it: RACK marks delayed originals lost and fast
+    /// recovery starts, but the retransmission waits for its pacing slot;
+    /// the next ACK cumulatively acks a delayed original, and with nothing
+    /// retransmitted yet that proves the packet delayed (`tcp_packet_delayed`
+    /// since 2024): the recovery is undone at once. The segments RACK
+    /// marked are off its time-sorted list for good: RACK does not judge
+    /// them again. Paced at 96.5 kB/s: segment 10 went out at 20 ms, the
+    /// next pacing slot is 7.5 ms later (15 ms less Linux's credit).
+    #[test]
+    fn delayed_originals_undo_recovery_before_any_retransmission() {
+        let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
+        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), opts);
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        assert_eq!(s.snd_nxt, 11 * 1448);
+        let cwnd = s.c.cwnd;
+        let with = |una: u64, end: u64| {
+            Packet { ack: una * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(10 * 1448, end * 1448)])
+        };
+        // Segment 10 SACKed at 25 ms (RTT 5 ms): 2..9 (out 15 ms) lost.
+        s.on_ack(&with(2, 11), 25_000_000, &mut out);
+        assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (8, CaState::Recovery, 0));
+        // Segment 2 arrives: partial undo, window restored, nothing sent.
+        s.on_ack(&with(3, 11), 25_060_000, &mut out);
+        assert_eq!((s.c.ca_state, s.c.lost_out, s.stats.retrans_segs), (CaState::Disorder, 0, 0));
+        assert!(s.c.cwnd >= cwnd, "cwnd {} not restored to {cwnd}", s.c.cwnd);
+        // The pacing slot: new data, segment 11, SACKed 1 ms later. 3..9
+        // have been out 19 ms, but RACK judged them already.
+        s.on_timer(TimerKind::Pace, 28_000_000, &mut out);
+        assert_eq!(s.snd_nxt, 12 * 1448);
+        s.on_ack(&with(3, 12), 29_000_000, &mut out);
+        assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (8, CaState::Disorder, 0));
     }
 
     /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes

@@ -68,14 +68,23 @@ impl Undo {
     }
 
     /// `tcp_packet_delayed`: the ACK echoes a timestamp from before the
-    /// first retransmission, so an original transmission got through.
-    pub fn packet_delayed(&self, ts_ecr: Nanos) -> bool {
-        self.retrans_stamp != 0 && ts_ecr != 0 && ts_ecr / TS_TICK_NS < self.retrans_stamp / TS_TICK_NS
+    /// first retransmission, so an original transmission got through; or
+    /// nothing has been retransmitted yet (a fast retransmit still held by
+    /// pacing or TSQ), so what advanced snd_una was an original (Linux
+    /// since 2024: e37ab7373696, "tcp: fix to allow timestamp undo if no
+    /// retransmits were sent"; measured on 6.18, docs/sim-model.md). Not so for a non-SACK connection at or above high_seq
+    /// (`non_sack_reopen`: `tcp_is_non_sack_preventing_reopen` cleared
+    /// the stamp, d0fa59897e04).
+    pub fn packet_delayed(&self, ts_ecr: Nanos, non_sack_reopen: bool) -> bool {
+        if self.retrans_stamp != 0 {
+            return ts_ecr != 0 && ts_ecr / TS_TICK_NS < self.retrans_stamp / TS_TICK_NS;
+        }
+        !non_sack_reopen
     }
 
     /// `tcp_may_undo`.
-    pub fn may_undo(&self, ts_ecr: Nanos) -> bool {
-        self.armed() && (self.retrans == 0 || self.packet_delayed(ts_ecr))
+    pub fn may_undo(&self, ts_ecr: Nanos, non_sack_reopen: bool) -> bool {
+        self.armed() && (self.retrans == 0 || self.packet_delayed(ts_ecr, non_sack_reopen))
     }
 
     /// D-SACKs covered every retransmission (`tcp_try_undo_dsack`'s test).
@@ -103,15 +112,32 @@ mod tests {
     #[test]
     fn undo_needs_a_marker_and_proof() {
         let mut u = Undo::default();
-        assert!(!u.may_undo(5 * MS));
+        assert!(!u.may_undo(5 * MS, false));
         u.init(1000, 0);
         u.on_retransmit(10 * MS);
         // The ACK echoes the retransmission itself: no proof.
-        assert!(!u.may_undo(10 * MS));
+        assert!(!u.may_undo(10 * MS, false));
         // It echoes an original sent 2 ms before the retransmission.
-        assert!(u.may_undo(8 * MS));
+        assert!(u.may_undo(8 * MS, false));
         u.disarm();
-        assert!(!u.may_undo(8 * MS));
+        assert!(!u.may_undo(8 * MS, false));
+    }
+
+    /// Linux since 2024 (`tcp_packet_delayed`): with nothing retransmitted yet
+    /// (the fast retransmit still waits for its pacing slot), an ACK that
+    /// advances snd_una was for an original: the reduction may be undone,
+    /// whatever timestamp it echoes; except for a non-SACK connection at
+    /// high_seq, whose stamp `tcp_is_non_sack_preventing_reopen` cleared.
+    #[test]
+    fn nothing_retransmitted_yet_proves_the_packet_delayed() {
+        let mut u = Undo::default();
+        u.init(1000, 0);
+        assert!(u.packet_delayed(0, false) && u.may_undo(0, false));
+        assert!(!u.packet_delayed(0, true) && !u.may_undo(0, true));
+        u.on_retransmit(10 * MS);
+        assert!(!u.packet_delayed(10 * MS, false));
+        u.clear_stamp();
+        assert!(u.packet_delayed(10 * MS, false));
     }
 
     /// Eifel detection at Linux's millisecond timestamp granularity: an
@@ -122,9 +148,9 @@ mod tests {
         let mut u = Undo::default();
         u.init(0, 0);
         u.on_retransmit(10 * MS + 900_000);
-        assert!(!u.packet_delayed(10 * MS + 100_000));
-        assert!(u.packet_delayed(9 * MS + 999_999));
-        assert!(!u.packet_delayed(0), "no echoed timestamp is no evidence");
+        assert!(!u.packet_delayed(10 * MS + 100_000, false));
+        assert!(u.packet_delayed(9 * MS + 999_999, false));
+        assert!(!u.packet_delayed(0, false), "no echoed timestamp is no evidence");
     }
 
     #[test]
@@ -140,7 +166,7 @@ mod tests {
         u.on_dsack(900, 1);
         assert!(!u.all_dsacked());
         u.on_dsack(4000, 1);
-        assert!(u.all_dsacked() && u.may_undo(0));
+        assert!(u.all_dsacked() && u.may_undo(0, false));
     }
 
     #[test]
