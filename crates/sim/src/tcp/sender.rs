@@ -693,10 +693,6 @@ impl Sender {
         };
         if let Some(r) = rtt_ns {
             self.rtt_sample(r);
-        } else if let Some((sent, _, false)) = newest {
-            // Only SACKed data this time: still a valid sample for min_rtt.
-            let r = now.saturating_sub(sent);
-            self.c.min_rtt_us = self.c.min_rtt_us.min((r / NS_PER_US).max(1) as u32);
         }
         if self.snd_una > prior_snd_una {
             self.rtt.backoff = 0;
@@ -1731,6 +1727,31 @@ mod tests {
     /// (nothing cumulatively acked; it echoes the first transmissions).
     fn sacked(a: u64, b: u64) -> Packet {
         Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)])
+    }
+
+    /// Which ACK gives an RTT sample, as Linux's `tcp_clean_rtx_queue` and
+    /// `tcp_ack_update_rtt` pick it: a SACK alone measures from the oldest
+    /// newly SACKed original; an ACK that also covers a retransmission
+    /// gives no cumulative sample (Karn), only the echoed timestamp.
+    #[test]
+    fn rtt_samples_as_linux_picks_them() {
+        // Segments 0..9 went out at 10 ms (SYN RTT 10 ms).
+        let (mut s, mut out) = ten_out("reno");
+        assert_eq!(s.c.srtt_us, 10_000);
+        s.on_ack(&sacked(1, 2), 13_000_000, &mut out);
+        // srtt + (3 ms - srtt) / 8: the SACKed original's 3 ms (before, a
+        // SACK alone only lowered min_rtt).
+        assert_eq!(s.c.srtt_us, 9_125);
+
+        // Segment 0 lost: three SACKed, it is retransmitted at 20 ms.
+        let (mut s, mut out) = ten_out("reno");
+        s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+        assert_eq!(s.stats.retrans_segs, 1);
+        assert_eq!(s.c.min_rtt_us, 10_000);
+        // At 21 ms the cumulative ACK covers the retransmission and the
+        // original segment 4 (11 ms): not that, the echo of 20 ms (1 ms).
+        s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 21_000_000, &mut out);
+        assert_eq!(s.c.min_rtt_us, 1_000);
     }
 
     /// RACK's RTT is the last delivered segment's, in Linux's order (Linux
