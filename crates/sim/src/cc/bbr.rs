@@ -27,7 +27,7 @@
 //!   `bbr_packets_in_net_at_edt`) is taken as "now": the engine's pacer is
 //!   assumed to hold no packet with a future departure time.
 
-use super::util::{jiffies, msecs_to_jiffies};
+use super::util::{jiffies, msecs_to_jiffies, MinMax};
 use super::{CaEvent, CaState, CcaReport, CongestionControl, Conn, RateSample, INFINITE_SSTHRESH};
 use netcore::rng::Rng;
 
@@ -114,55 +114,6 @@ impl Mode {
     }
 }
 
-/// Windowed max filter keeping the best three samples (Kathleen Nichols'
-/// algorithm, Linux lib/win_minmax.c), with time in rounds.
-#[derive(Clone, Copy, Debug, Default)]
-struct MaxFilter {
-    s: [(u32, u64); 3], // (time, value), best first
-}
-
-impl MaxFilter {
-    fn reset(&mut self, t: u32, v: u64) {
-        self.s = [(t, v); 3];
-    }
-
-    fn get(&self) -> u64 {
-        self.s[0].1
-    }
-
-    fn running_max(&mut self, win: u32, t: u32, v: u64) {
-        let val = (t, v);
-        // A new maximum, or everything has aged out: start over.
-        if v >= self.s[0].1 || t.wrapping_sub(self.s[2].0) > win {
-            self.reset(t, v);
-            return;
-        }
-        if v >= self.s[1].1 {
-            self.s[1] = val;
-            self.s[2] = val;
-        } else if v >= self.s[2].1 {
-            self.s[2] = val;
-        }
-        // Age the choices so the three stay spread over the window.
-        let dt = t.wrapping_sub(self.s[0].0);
-        if dt > win {
-            self.s[0] = self.s[1];
-            self.s[1] = self.s[2];
-            self.s[2] = val;
-            if t.wrapping_sub(self.s[0].0) > win {
-                self.s[0] = self.s[1];
-                self.s[1] = self.s[2];
-                self.s[2] = val;
-            }
-        } else if self.s[1].0 == self.s[0].0 && dt > win / 4 {
-            self.s[1] = val;
-            self.s[2] = val;
-        } else if self.s[2].0 == self.s[1].0 && dt > win / 2 {
-            self.s[2] = val;
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Bbr {
     /// Draws the ProbeBW start phase (Linux: get_random_u32_below()).
@@ -174,7 +125,7 @@ pub struct Bbr {
     /// End of the 200 ms ProbeRTT dwell (jiffies), once inflight is low.
     probe_rtt_done_stamp: Option<u64>,
     /// Max recent delivery rate, segments/µs << 24.
-    bw: MaxFilter,
+    bw: MinMax,
     /// Packet-timed rounds so far, and `delivered` at the end of this one.
     rtt_cnt: u32,
     next_rtt_delivered: u64,
@@ -233,7 +184,7 @@ impl Bbr {
             min_rtt_us: u32::MAX,
             min_rtt_stamp: 0,
             probe_rtt_done_stamp: None,
-            bw: MaxFilter::default(),
+            bw: MinMax::default(),
             rtt_cnt: 0,
             next_rtt_delivered: 0,
             cycle_mstamp: 0,
@@ -1464,7 +1415,7 @@ mod tests {
 
     #[test]
     fn max_filter_window() {
-        let mut f = MaxFilter::default();
+        let mut f = MinMax::default();
         f.reset(0, 0);
         f.running_max(10, 1, 100);
         assert_eq!(f.get(), 100);

@@ -55,6 +55,76 @@ pub fn current_ssthresh(c: &Conn) -> u32 {
     }
 }
 
+/// Windowed min or max filter keeping the best three samples (Kathleen
+/// Nichols' algorithm, Linux lib/win_minmax.c); time in the caller's unit
+/// (BBR's bandwidth filter counts rounds, the min RTT counts jiffies).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MinMax {
+    s: [(u32, u64); 3], // (time, value), best first
+}
+
+impl MinMax {
+    pub fn reset(&mut self, t: u32, v: u64) {
+        self.s = [(t, v); 3];
+    }
+
+    pub fn get(&self) -> u64 {
+        self.s[0].1
+    }
+
+    /// `minmax_running_max`.
+    pub fn running_max(&mut self, win: u32, t: u32, v: u64) {
+        // A new maximum, or everything has aged out: start over.
+        if v >= self.s[0].1 || t.wrapping_sub(self.s[2].0) > win {
+            self.reset(t, v);
+            return;
+        }
+        if v >= self.s[1].1 {
+            self.s[1] = (t, v);
+            self.s[2] = (t, v);
+        } else if v >= self.s[2].1 {
+            self.s[2] = (t, v);
+        }
+        self.subwin_update(win, (t, v));
+    }
+
+    /// `minmax_running_min`.
+    pub fn running_min(&mut self, win: u32, t: u32, v: u64) {
+        if v <= self.s[0].1 || t.wrapping_sub(self.s[2].0) > win {
+            self.reset(t, v);
+            return;
+        }
+        if v <= self.s[1].1 {
+            self.s[1] = (t, v);
+            self.s[2] = (t, v);
+        } else if v <= self.s[2].1 {
+            self.s[2] = (t, v);
+        }
+        self.subwin_update(win, (t, v));
+    }
+
+    /// `minmax_subwin_update`: age the choices so the three stay spread
+    /// over the window.
+    fn subwin_update(&mut self, win: u32, val: (u32, u64)) {
+        let dt = val.0.wrapping_sub(self.s[0].0);
+        if dt > win {
+            self.s[0] = self.s[1];
+            self.s[1] = self.s[2];
+            self.s[2] = val;
+            if val.0.wrapping_sub(self.s[0].0) > win {
+                self.s[0] = self.s[1];
+                self.s[1] = self.s[2];
+                self.s[2] = val;
+            }
+        } else if self.s[1].0 == self.s[0].0 && dt > win / 4 {
+            self.s[1] = val;
+            self.s[2] = val;
+        } else if self.s[2].0 == self.s[1].0 && dt > win / 2 {
+            self.s[2] = val;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,9 @@
 //! RTT smoothing and the retransmission timeout (RFC 6298 as Linux's
 //! `tcp_rtt_estimator` and `tcp_set_rto` compute it), with exponential
-//! backoff.
+//! backoff; and the windowed minimum RTT (`tcp_update_rtt_min`).
 
+use crate::cc::util::{jiffies, MinMax};
+use crate::cc::Conn;
 use netcore::{Nanos, NS_PER_SEC};
 
 /// Linux TCP_TIMEOUT_INIT and TCP_RTO_MAX.
@@ -68,6 +70,47 @@ impl RttEstimator {
     /// The timeout to arm now: the RTO doubled per backoff, capped.
     pub fn current_rto(&self) -> Nanos {
         (self.rto_ns << self.backoff.min(16)).min(RTO_MAX)
+    }
+}
+
+/// Linux `sysctl_tcp_min_rtt_wlen` (default 300 s): the min RTT's window.
+const MIN_RTT_WLEN_S: u64 = 300;
+
+/// Linux `tp->rtt_min` as `tcp_update_rtt_min` keeps it: a windowed
+/// minimum (lib/win_minmax.c over `tcp_jiffies32`, 300 s) of the RTT of the
+/// newest segment each ACK (s)acked (`ca_rtt_us`), not of the oldest one
+/// that srtt takes.
+#[derive(Clone, Debug)]
+pub struct MinRtt {
+    f: MinMax,
+}
+
+impl Default for MinRtt {
+    fn default() -> Self {
+        let mut f = MinMax::default();
+        f.reset(0, u32::MAX as u64);
+        MinRtt { f }
+    }
+}
+
+impl MinRtt {
+    /// The minimum in µs (`tcp_min_rtt`); u32::MAX before the first sample.
+    pub fn get(&self) -> u32 {
+        self.f.get() as u32
+    }
+
+    /// One `ca_rtt_us` sample at the connection's current jiffy. A sample
+    /// from an ACK that may have been delayed (FLAG_ACK_MAYBE_DELAYED) only
+    /// counts if it is a new minimum, so that a receiver that keeps
+    /// delaying its ACKs does not become the propagation delay once the
+    /// true minimum ages out. A 0 µs sample counts as one jiffy, as Linux's.
+    pub fn update(&mut self, c: &Conn, rtt_us: u64, maybe_delayed: bool) -> u32 {
+        if maybe_delayed && rtt_us > self.get() as u64 {
+            return self.get();
+        }
+        let v = if rtt_us == 0 { 1_000_000 / c.hz } else { rtt_us.min(u32::MAX as u64) };
+        self.f.running_min((MIN_RTT_WLEN_S * c.hz) as u32, jiffies(c) as u32, v);
+        self.get()
     }
 }
 

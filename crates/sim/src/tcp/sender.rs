@@ -11,7 +11,7 @@ use super::frto::{Frto, LossAck, Verdict};
 use super::prr::Prr;
 use super::rack::{Rack, Reordering};
 use super::rate::{RateSampler, TxState};
-use super::rtt::RttEstimator;
+use super::rtt::{MinRtt, RttEstimator};
 use super::undo::{current_ssthresh, Undo};
 use super::{ConnOpts, Out, TimerKind, TIMEOUT_MIN_US};
 use crate::cc::util::jiffies_timer_ns;
@@ -102,6 +102,7 @@ pub struct Sender {
     short_segs: usize,
 
     rtt: RttEstimator,
+    min_rtt: MinRtt,
     /// The retransmission timer; it also carries the tail loss probe.
     pub rto_timer: Timer,
     /// When the RTO would fire, and whether the timer is set for a probe.
@@ -143,10 +144,12 @@ pub struct Sender {
     orig_sack_acked: bool,
     data_sacked: bool,
     lost_retrans: bool,
-    /// Send time of the oldest never-retransmitted segment this ACK newly
-    /// SACKed (Linux `sack->first_sackt`), for the RTT when no cumulative
-    /// measurement is allowed.
+    /// Send times of the first and the last never-retransmitted segment
+    /// this ACK newly SACKed, in sequence order (Linux `sack->first_sackt`,
+    /// `last_sackt`): the oldest and the newest, as originals go out in
+    /// sequence order.
     first_sackt: Option<Nanos>,
+    last_sackt: Option<Nanos>,
     /// A D-SACK of exactly the loss probe's segment (Linux FLAG_DSACK_TLP).
     dsack_tlp: bool,
     /// F-RTO step 2b: this ACK sends new data before retransmissions.
@@ -225,6 +228,7 @@ impl Sender {
             rtxq: VecDeque::with_capacity(256),
             short_segs: 0,
             rtt: RttEstimator::new(cfg.min_rto_ns),
+            min_rtt: MinRtt::default(),
             rto_timer: Timer::default(),
             rto_deadline: 0,
             probe_armed: false,
@@ -250,6 +254,7 @@ impl Sender {
             data_sacked: false,
             lost_retrans: false,
             first_sackt: None,
+            last_sackt: None,
             dsack_tlp: false,
             new_data_first: false,
             retx_hint: 0,
@@ -312,7 +317,8 @@ impl Sender {
         self.rto_timer.cancel();
         // A SYN RTT is only trusted when the SYN was not retransmitted (Karn).
         if self.rtt.backoff == 0 {
-            self.rtt_sample(now.saturating_sub(p.ts_ecr));
+            let rtt = now.saturating_sub(p.ts_ecr);
+            self.rtt_sample(rtt, rtt / NS_PER_US, false);
         }
         self.rtt.backoff = 0;
         self.rtt.update_rto();
@@ -648,21 +654,22 @@ impl Sender {
         self.orig_sack_acked = false;
         self.data_sacked = false;
         self.first_sackt = None;
+        self.last_sackt = None;
         self.lost_retrans = false;
         self.dsack_tlp = false;
-        let mut newest: Option<(Nanos, u64, bool)> = None; // (sent, end seq, retransmitted)
 
         self.prior_fack = self.fack();
         if self.cfg.sack && p.nsack > 0 {
             self.reord_low = self.snd_nxt;
-            self.sacktag(p, &mut rs, &mut newest);
+            self.sacktag(p, &mut rs);
             // As `tcp_sacktag_write_queue`: not while recovering from a
             // timeout that may no longer be undone.
             if self.c.ca_state != CaState::Loss || self.undo.armed() {
                 self.reord.check(self.reord_low, self.fack(), self.cfg.mss);
             }
         }
-        let (acked, seq_rtt_ns, retrans_acked) = self.clean_rtx_queue(p.ack, &mut rs, &mut newest);
+        let prior_sacked = self.c.sacked_out;
+        let (acked, ackt, retrans_acked) = self.clean_rtx_queue(p.ack, &mut rs);
         self.rack.update_reo_wnd(rs.prior_delivered, self.c.delivered);
 
         // Without SACK every duplicate ACK stands for one delivered segment.
@@ -679,36 +686,53 @@ impl Sender {
             self.c.sacked_out = self.c.sacked_out.min(self.c.packets_out);
         }
 
-        // RTT as Linux's tcp_clean_rtx_queue and tcp_ack_update_rtt take it:
-        // the oldest newly acked original transmission, unless the ACK also
-        // covers a retransmission (Karn: FLAG_RETRANS_DATA_ACKED voids it);
-        // else the oldest newly SACKed original transmission; else, when
-        // snd_una advanced, the echoed timestamp (RFC 7323).
-        let seq_rtt_ns = if retrans_acked { None } else { seq_rtt_ns };
-        let sack_rtt_ns = self.first_sackt.map(|t| now.saturating_sub(t));
-        let rtt_ns = match seq_rtt_ns.or(sack_rtt_ns) {
-            Some(r) => Some(r),
-            None if acked > 0 && p.ts_ecr > 0 => Some(now.saturating_sub(p.ts_ecr)),
-            None => None,
-        };
-        if let Some(r) = rtt_ns {
-            self.rtt_sample(r);
+        // RTT as Linux's tcp_clean_rtx_queue and tcp_ack_update_rtt take it.
+        // srtt (`seq_rtt_us`): the oldest newly acked original transmission,
+        // unless the ACK also covers a retransmission (Karn:
+        // FLAG_RETRANS_DATA_ACKED voids it); else the oldest newly SACKed
+        // original; else, when snd_una advanced, the echoed timestamp (RFC
+        // 7323). The min RTT filter, the CCA's `pkts_acked` and the rate
+        // sample (`ca_rtt_us`): the newest of the same segments, a newly
+        // SACKed one before a cumulatively acked one; the echo when it
+        // stands in for srtt.
+        let ackt = if retrans_acked { None } else { ackt };
+        let age_us = |t: Nanos| now.saturating_sub(t) / NS_PER_US;
+        let mut seq_rtt_ns = ackt.map(|(first, _)| now.saturating_sub(first));
+        let mut ca_rtt_us = ackt.map(|(_, last)| age_us(last));
+        // FLAG_ACK_MAYBE_DELAYED: one segment shorter than an MSS acked
+        // alone with nothing sacked and nothing else delivered since it was
+        // sent, typically a lone runt answered by a delayed ACK. Linux
+        // compares with `tp->delivered` before `tcp_remove_reno_sacks`
+        // counts the acked segment for a connection without SACK.
+        let delivered_now = if self.cfg.sack { self.c.delivered } else { prior_delivered };
+        let maybe_delayed = ackt.is_some()
+            && acked == 1
+            && prior_sacked == 0
+            && self.snd_una - prior_snd_una < self.cfg.mss as u64
+            && rs.prior_delivered + 1 == delivered_now;
+        if let (Some(first), Some(last)) = (self.first_sackt, self.last_sackt) {
+            seq_rtt_ns = seq_rtt_ns.or(Some(now.saturating_sub(first)));
+            ca_rtt_us = Some(age_us(last));
+        }
+        if seq_rtt_ns.is_none() && acked > 0 && p.ts_ecr > 0 {
+            let echo = now.saturating_sub(p.ts_ecr);
+            seq_rtt_ns = Some(echo);
+            ca_rtt_us = Some(echo / NS_PER_US);
+        }
+        rs.rtt_us = ca_rtt_us.map_or(-1, |r| r as i64);
+        rs.is_ack_delayed = maybe_delayed;
+        if let (Some(seq), Some(ca)) = (seq_rtt_ns, ca_rtt_us) {
+            self.rtt_sample(seq, ca, maybe_delayed);
         }
         if self.snd_una > prior_snd_una {
             self.rtt.backoff = 0;
             self.rtt.update_rto();
         }
         if self.c.delivered > prior_delivered {
-            // Linux passes the CCA `ca_rtt_us`: the RTT of the most recently
-            // sent segment this ACK delivered, if it was never retransmitted.
-            let ca_rtt_us = match newest {
-                Some((sent, _, false)) => (now.saturating_sub(sent) / NS_PER_US) as i64,
-                _ => -1,
-            };
             // Linux: mss × (delivered − rs.prior_delivered), the data
             // delivered since the newest segment this ACK covers was sent.
             let in_flight = (self.c.delivered - rs.prior_delivered).min(u32::MAX as u64) as u32;
-            let s = AckSample { pkts_acked: acked, rtt_us: ca_rtt_us, in_flight };
+            let s = AckSample { pkts_acked: acked, rtt_us: rs.rtt_us, in_flight };
             self.cca.pkts_acked(&mut self.c, &s);
         }
 
@@ -740,7 +764,7 @@ impl Sender {
             self.enter_cwr();
         }
 
-        self.rate_gen(&mut rs, newest, now);
+        self.rate_gen(&mut rs, now);
         let handled = self.cca.cong_control(&mut self.c, &rs);
         if !handled {
             if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
@@ -783,7 +807,7 @@ impl Sender {
 
     /// Mark segments covered by new SACK blocks (Linux `tcp_sacktag_write_queue`),
     /// skipping parts the previous ACK already reported.
-    fn sacktag(&mut self, p: &Packet, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
+    fn sacktag(&mut self, p: &Packet, rs: &mut RateSample) {
         let cache = self.sack_cache;
         let ncache = self.nsack_cache;
         let first = if self.check_dsack(p) { 1 } else { 0 };
@@ -818,7 +842,7 @@ impl Sender {
                     pos = ce.min(end);
                     continue;
                 }
-                self.sack_range(pos, next_pos, rs, newest);
+                self.sack_range(pos, next_pos, rs);
                 pos = next_pos;
             }
         }
@@ -866,7 +890,7 @@ impl Sender {
         true
     }
 
-    fn sack_range(&mut self, start: u64, end: u64, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
+    fn sack_range(&mut self, start: u64, end: u64, rs: &mut RateSample) {
         let mut i = self.index_of(start);
         while i < self.rtxq.len() {
             let s = self.rtxq[i];
@@ -884,10 +908,10 @@ impl Sender {
                     if s.seq < self.prior_fack {
                         self.reord_low = self.reord_low.min(s.seq);
                     }
-                    let t = s.tx.sent_ns;
-                    self.first_sackt = Some(self.first_sackt.map_or(t, |f: Nanos| f.min(t)));
+                    self.first_sackt = self.first_sackt.or(Some(s.tx.sent_ns));
+                    self.last_sackt = Some(s.tx.sent_ns);
                 }
-                self.mark_delivered(i, rs, newest);
+                self.mark_delivered(i, rs);
                 let s = &mut self.rtxq[i];
                 if s.flags & LOST != 0 {
                     self.c.lost_out -= 1;
@@ -905,25 +929,22 @@ impl Sender {
 
     /// A segment reached the receiver: count it and feed the rate sample
     /// (Linux `tcp_rate_skb_delivered`) and RACK.
-    fn mark_delivered(&mut self, i: usize, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) {
+    fn mark_delivered(&mut self, i: usize, rs: &mut RateSample) {
         let s = &mut self.rtxq[i];
         self.c.delivered += 1;
         let (end, retrans) = (s.end(), s.flags & EVER_RETRANS != 0);
         self.rate.on_delivered(rs, &mut s.tx, end, retrans);
-        let cand = (s.tx.sent_ns, end, retrans);
-        match newest {
-            Some((t, e, _)) if (*t, *e) >= (cand.0, cand.1) => {}
-            _ => *newest = Some(cand),
-        }
-        self.rack.advance(cand.0, end, retrans, self.c.now_ns, self.c.min_rtt_us);
+        let sent = s.tx.sent_ns;
+        self.rack.advance(sent, end, retrans, self.c.now_ns, self.c.min_rtt_us);
     }
 
-    /// Remove cumulatively acked segments. Returns how many, the RTT of the
-    /// oldest never-retransmitted one, and whether a retransmission was acked.
-    fn clean_rtx_queue(&mut self, ack: u64, rs: &mut RateSample, newest: &mut Option<(Nanos, u64, bool)>) -> (u32, Option<Nanos>, bool) {
-        let now = self.c.now_ns;
+    /// Remove cumulatively acked segments. Returns how many, the send times
+    /// of the first and the last of them that were neither retransmitted
+    /// nor SACKed before (Linux `first_ackt`, `last_ackt`), and whether a
+    /// retransmission was acked.
+    fn clean_rtx_queue(&mut self, ack: u64, rs: &mut RateSample) -> (u32, Option<(Nanos, Nanos)>, bool) {
         let mut acked = 0;
-        let mut seq_rtt = None;
+        let mut ackt: Option<(Nanos, Nanos)> = None;
         let mut retrans_acked = false;
         let mut reord = self.snd_nxt;
         while let Some(s) = self.rtxq.front() {
@@ -932,7 +953,7 @@ impl Sender {
             }
             let s = *s;
             if s.flags & SACKED == 0 {
-                self.mark_delivered(0, rs, newest);
+                self.mark_delivered(0, rs);
             } else {
                 self.c.sacked_out -= 1;
             }
@@ -945,9 +966,8 @@ impl Sender {
             if s.flags & EVER_RETRANS != 0 {
                 retrans_acked = true;
             } else if s.flags & SACKED == 0 {
-                if seq_rtt.is_none() {
-                    seq_rtt = Some(now.saturating_sub(s.tx.sent_ns));
-                }
+                let first = ackt.map_or(s.tx.sent_ns, |(f, _)| f);
+                ackt = Some((first, s.tx.sent_ns));
                 reord = reord.min(s.seq);
                 if s.end() <= self.high_seq {
                     self.orig_sack_acked = true;
@@ -969,7 +989,7 @@ impl Sender {
         if self.cfg.sack && reord < self.prior_fack {
             self.reord.check(reord, self.fack(), self.cfg.mss);
         }
-        (acked, seq_rtt, retrans_acked)
+        (acked, ackt, retrans_acked)
     }
 
     fn mark_lost(&mut self, i: usize) {
@@ -1418,12 +1438,9 @@ impl Sender {
         }
     }
 
-    /// Close a rate sample (Linux `tcp_rate_gen`), with the RTT of the
-    /// newest delivered segment if it was never retransmitted.
-    fn rate_gen(&mut self, rs: &mut RateSample, newest: Option<(Nanos, u64, bool)>, now: Nanos) {
-        if let Some((sent, _, false)) = newest {
-            rs.rtt_us = (now.saturating_sub(sent) / NS_PER_US) as i64;
-        }
+    /// Close a rate sample (Linux `tcp_rate_gen`); its RTT is the ACK's
+    /// `ca_rtt_us`, set in `on_ack` as `tcp_ack_update_rtt` sets it.
+    fn rate_gen(&mut self, rs: &mut RateSample, now: Nanos) {
         self.rate.gen(&mut self.c, rs, now);
         self.stats.delivery_rate_bps = self.rate.delivery_rate_bps();
     }
@@ -1443,22 +1460,25 @@ impl Sender {
 
     // ---------------------------------------------------------------- RTT, RTO
 
-    /// One RTT measurement: the estimator, min RTT and the flow's statistics.
-    fn rtt_sample(&mut self, rtt: Nanos) {
+    /// One ACK's RTT measurement (`tcp_ack_update_rtt`): `seq_rtt` (ns) for
+    /// the estimator and the flow's per-round statistic, `ca_rtt_us` for
+    /// the min RTT filter (skipped if the ACK may have been delayed and is
+    /// no new minimum) and the flow's minimum.
+    fn rtt_sample(&mut self, seq_rtt: Nanos, ca_rtt_us: u64, maybe_delayed: bool) {
         let first = self.rtt.srtt_ns() == 0;
-        let rtt = self.rtt.sample(rtt);
+        let rtt = self.rtt.sample(seq_rtt);
         // The flow's RTT statistic (docs/analysis.md "RTT statistics"): the
         // first sample, then one per round, the first after the cumulative
         // ACK passes the snd_nxt of the previous counted one — where Linux's
         // tcp_rtt_estimator calls BPF_SOCK_OPS_RTT_CB, which the linux
-        // backend counts. The minimum is over every sample.
+        // backend counts. The minimum is the min RTT filter's, as the linux
+        // backend reads `tcpi_min_rtt`.
         if first || self.snd_una > self.rtt_seq {
             self.stats.rtt.add(rtt / NS_PER_US);
             self.rtt_seq = self.snd_nxt;
-        } else {
-            self.stats.rtt.note_min(rtt / NS_PER_US);
         }
-        self.c.min_rtt_us = self.c.min_rtt_us.min((rtt / NS_PER_US).max(1) as u32);
+        self.c.min_rtt_us = self.min_rtt.update(&self.c, ca_rtt_us, maybe_delayed);
+        self.stats.rtt.note_min(self.c.min_rtt_us as u64);
         self.c.srtt_us = (self.rtt.srtt_ns() / NS_PER_US).max(1) as u32;
     }
 
@@ -1633,8 +1653,9 @@ mod tests {
         Packet { ack: n * 1448, ts_ecr: at - 10_000_000, ..Packet::default() }
     }
 
-    /// A CCA that records the samples `pkts_acked` sees.
-    struct Recorder(std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>);
+    /// A CCA that records the samples `pkts_acked` sees, and the rate
+    /// samples `cong_control` sees (it leaves cwnd to the engine).
+    struct Recorder(std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>, std::rc::Rc<std::cell::RefCell<Vec<RateSample>>>);
 
     impl CongestionControl for Recorder {
         fn name(&self) -> &'static str {
@@ -1646,6 +1667,10 @@ mod tests {
         fn pkts_acked(&mut self, _c: &mut Conn, s: &AckSample) {
             self.0.borrow_mut().push(*s);
         }
+        fn cong_control(&mut self, _c: &mut Conn, rs: &RateSample) -> bool {
+            self.1.borrow_mut().push(*rs);
+            false
+        }
     }
 
     /// `pkts_acked` gets Linux's `in_flight`: what was delivered since the
@@ -1653,7 +1678,7 @@ mod tests {
     #[test]
     fn ack_sample_in_flight_is_delivered_since_send() {
         let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone())), ConnOpts::default());
+        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone(), Default::default())), ConnOpts::default());
         s.set_unlimited(true);
         let mut out = Out::default();
         s.connect(0, &mut out);
@@ -1752,6 +1777,81 @@ mod tests {
         // original segment 4 (11 ms): not that, the echo of 20 ms (1 ms).
         s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 21_000_000, &mut out);
         assert_eq!(s.c.min_rtt_us, 1_000);
+    }
+
+    /// The min RTT filter takes the newest segment an ACK delivered
+    /// (`ca_rtt_us`, `tcp_update_rtt_min`), srtt the oldest. Segments 0..9
+    /// went out at 10 ms, 10..13 at 20 ms (after the ACK of two); at 25 ms
+    /// one ACK covers 2..11: srtt takes segment 2's 15 ms, the min RTT
+    /// segment 11's 5 ms (before, the oldest's: it stayed at the SYN's 10).
+    #[test]
+    fn min_rtt_takes_the_newest_segment_acked() {
+        let (mut s, mut out) = ten_out("reno");
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        assert_eq!((s.c.min_rtt_us, s.snd_nxt), (10_000, 14 * 1448));
+        let srtt = s.rtt.srtt_ns();
+        s.on_ack(&ack(12, 25_000_000), 25_000_000, &mut out);
+        assert_eq!(s.c.min_rtt_us, 5_000);
+        assert_eq!(s.rtt.srtt_ns(), (7 * srtt + 15_000_000) / 8);
+        assert_eq!(s.stats.rtt.min(), Some(5_000));
+    }
+
+    /// Linux's min RTT is a windowed minimum (`tcp_min_rtt_wlen`, 300 s of
+    /// jiffies), not the minimum of the whole connection; and a sample
+    /// from an ACK that may have been delayed (one runt acked alone) is
+    /// kept out unless it is a new minimum (FLAG_ACK_MAYBE_DELAYED).
+    #[test]
+    fn min_rtt_is_windowed_and_skips_maybe_delayed_acks() {
+        let mut f = MinRtt::default();
+        let mut c = Conn::new(1448, 10);
+        assert_eq!(f.update(&c, 10_000, false), 10_000);
+        c.now_us = 100_000_000;
+        assert_eq!(f.update(&c, 30_000, true), 10_000, "a delayed ACK above the minimum");
+        assert_eq!(f.update(&c, 20_000, false), 10_000);
+        // 300 s after the 10 ms sample it has aged out; the 20 ms one
+        // (taken at 100 s) is the minimum now.
+        c.now_us = 300_001_000;
+        assert_eq!(f.update(&c, 40_000, false), 20_000);
+        // A write of half a segment into an idle connection, acked alone
+        // 50 ms later by a delayed ACK: srtt takes it, the min RTT filter
+        // does not, and the rate sample says the ACK may have been delayed
+        // (BBR then does not refresh an expired min RTT with it).
+        let rate = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(Default::default(), rate.clone())), ConnOpts::default());
+        let mut out = Out::default();
+        s.write(724, 0, &mut out);
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        s.on_ack(&Packet { ack: 724, ts_ecr: 10_000_000, ..Packet::default() }, 60_000_000, &mut out);
+        assert_eq!(s.c.min_rtt_us, 10_000);
+        assert_eq!(s.rtt.srtt_ns(), (7 * 10_000_000 + 50_000_000) / 8);
+        let last = *rate.borrow().last().unwrap();
+        assert!(last.is_ack_delayed && last.rtt_us == 50_000);
+    }
+
+    /// `pkts_acked` and the rate sample get Linux's `ca_rtt_us`: when the
+    /// ACK covers a retransmission (Karn voids the cumulative sample) the
+    /// echoed timestamp stands in for it too, where the simulator gave -1
+    /// because the newest delivered segment was a retransmission.
+    #[test]
+    fn cca_rtt_is_the_echo_when_karn_voids_the_sample() {
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let rate_rtts = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone(), rate_rtts.clone())), ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        // Segment 0 lost: three SACKed at 20 ms, it is retransmitted then.
+        s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+        assert_eq!(s.stats.retrans_segs, 1);
+        // The SACK of originals sent at 10 ms: 10 ms for the CCA too.
+        assert_eq!((seen.borrow().last().unwrap().rtt_us, rate_rtts.borrow().last().unwrap().rtt_us), (10_000, 10_000));
+        // The cumulative ACK of the retransmission and segment 4: the echo
+        // of 20 ms, 1 ms.
+        s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 21_000_000, &mut out);
+        assert_eq!(seen.borrow().last().unwrap().rtt_us, 1_000);
+        assert_eq!(rate_rtts.borrow().last().unwrap().rtt_us, 1_000);
     }
 
     /// RACK's RTT is the last delivered segment's, in Linux's order (Linux
@@ -2048,7 +2148,9 @@ mod tests {
         assert_eq!(s.stats.undo_count, 1);
         assert_eq!(wnd(&s), step, "no data delivered yet: the widening waits");
         s.on_ack(&Packet { ack: 12 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, at + 2_000_000, &mut out);
-        assert_eq!(wnd(&s), 2 * step);
+        // Two steps of the min RTT, which this ACK's newest segment lowered.
+        assert!(s.c.min_rtt_us as u64 * NS_PER_US / 4 < step);
+        assert_eq!(wnd(&s), 2 * (s.c.min_rtt_us as u64 * NS_PER_US / 4));
     }
 
     /// Ten segments written, eight acked, the probe timer fired (2·srtt +
