@@ -76,6 +76,9 @@ pub struct Rack {
     end_seq: u64,
     rtt_ns: Nanos,
     valid: bool,
+    /// A delivered segment was accepted since loss detection last ran on
+    /// an ACK (`tp->rack.advanced`).
+    advanced: bool,
     /// The reordering window in multiples of min_rtt/4 (`reo_wnd_steps`),
     /// recoveries it persists for without D-SACK (`reo_wnd_persist`), a
     /// D-SACK not yet acted on (`dsack_seen`) and `tp->delivered` when the
@@ -93,6 +96,7 @@ impl Default for Rack {
             end_seq: 0,
             rtt_ns: 0,
             valid: false,
+            advanced: false,
             reo_wnd_steps: 1,
             reo_wnd_persist: 0,
             dsack_seen: false,
@@ -122,11 +126,20 @@ impl Rack {
             return;
         }
         self.rtt_ns = rtt;
+        self.advanced = true;
         if !self.valid || (sent_ns, end_seq) > (self.xmit_ns, self.end_seq) {
             self.valid = true;
             self.xmit_ns = sent_ns;
             self.end_seq = end_seq;
         }
+    }
+
+    /// `tcp_rack_mark_lost`'s gate: whether a delivered segment was
+    /// accepted (`advance`) since the last call, which clears it. Linux
+    /// scans for losses on an ACK only then; the reordering timer scans
+    /// regardless (`tcp_rack_reo_timeout`).
+    pub fn take_advanced(&mut self) -> bool {
+        std::mem::take(&mut self.advanced)
     }
 
     /// `tcp_rack_reo_wnd`: before any reordering is seen, none in recovery

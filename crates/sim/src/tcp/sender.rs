@@ -63,6 +63,10 @@ struct AckInfo {
     dupack: bool,
     ts_ecr: Nanos,
     ece: bool,
+    /// Linux `tcp_ack_is_dubious`: no progress, new SACK or D-SACK
+    /// information, ECE, or not in the Open state. Only such an ACK reaches
+    /// `tcp_fastretrans_alert` and so RACK's loss detection.
+    dubious: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -659,9 +663,10 @@ impl Sender {
         self.dsack_tlp = false;
 
         self.prior_fack = self.fack();
+        let mut dsack = false;
         if self.cfg.sack && p.nsack > 0 {
             self.reord_low = self.snd_nxt;
-            self.sacktag(p, &mut rs);
+            dsack = self.sacktag(p, &mut rs);
             // As `tcp_sacktag_write_queue`: not while recovering from a
             // timeout that may no longer be undone.
             if self.c.ca_state != CaState::Loss || self.undo.armed() {
@@ -736,13 +741,11 @@ impl Sender {
             self.cca.pkts_acked(&mut self.c, &s);
         }
 
-        // Loss detection.
-        if self.cfg.sack {
-            self.rack_detect(now, out, true);
-        } else {
+        // Loss detection without SACK; with SACK, RACK runs in
+        // `fastretrans_alert` (`identify_packet_loss`).
+        if !self.cfg.sack {
             self.dupack_detect(dupack, acked);
         }
-        rs.losses = (self.c.lost - prior_lost) as u32;
         rs.acked_sacked = (self.c.delivered - prior_delivered) as u32;
         let ece = p.ece && self.opts.ecn;
         if ece {
@@ -753,13 +756,20 @@ impl Sender {
         if self.tlp_high_seq.is_some() {
             self.process_tlp_ack(p.ack, self.snd_una > prior_snd_una || acked > 0);
         }
-        let new_first = self.fastretrans_alert(&AckInfo {
-            una_advanced: self.snd_una > prior_snd_una,
-            prior_snd_una,
-            dupack: dupack || self.snd_una == prior_snd_una,
-            ts_ecr: p.ts_ecr,
-            ece,
-        });
+        let una_advanced = self.snd_una > prior_snd_una;
+        let dubious = !una_advanced || self.data_sacked || ece || dsack || self.c.ca_state != CaState::Open;
+        let new_first = self.fastretrans_alert(
+            &AckInfo {
+                una_advanced,
+                prior_snd_una,
+                dupack: dupack || self.snd_una == prior_snd_una,
+                ts_ecr: p.ts_ecr,
+                ece,
+                dubious,
+            },
+            out,
+        );
+        rs.losses = (self.c.lost - prior_lost) as u32;
         if ece && matches!(self.c.ca_state, CaState::Open | CaState::Disorder) {
             self.enter_cwr();
         }
@@ -806,8 +816,9 @@ impl Sender {
     }
 
     /// Mark segments covered by new SACK blocks (Linux `tcp_sacktag_write_queue`),
-    /// skipping parts the previous ACK already reported.
-    fn sacktag(&mut self, p: &Packet, rs: &mut RateSample) {
+    /// skipping parts the previous ACK already reported. Returns whether the
+    /// ACK carried a D-SACK (FLAG_DSACKING_ACK).
+    fn sacktag(&mut self, p: &Packet, rs: &mut RateSample) -> bool {
         let cache = self.sack_cache;
         let ncache = self.nsack_cache;
         let first = if self.check_dsack(p) { 1 } else { 0 };
@@ -851,6 +862,7 @@ impl Sender {
             *c = p.sack(first + j);
         }
         self.nsack_cache = n;
+        first == 1
     }
 
     /// D-SACK (RFC 2883, Linux `tcp_check_dsack`): a first block below the
@@ -1126,7 +1138,7 @@ impl Sender {
     /// The loss state machine (Linux `tcp_fastretrans_alert`), with undo of
     /// spurious reductions and F-RTO. Returns true when F-RTO wants new data
     /// sent before retransmissions (Linux REXMIT_NEW).
-    fn fastretrans_alert(&mut self, a: &AckInfo) -> bool {
+    fn fastretrans_alert(&mut self, a: &AckInfo, out: &mut Out) -> bool {
         if a.ece {
             self.undo.prior_ssthresh = 0;
         }
@@ -1153,6 +1165,7 @@ impl Sender {
                 if self.try_undo_dsack() {
                     self.try_keep_open();
                 }
+                self.identify_packet_loss(a, out);
                 if self.c.ca_state != CaState::Recovery && self.c.lost_out > 0 {
                     self.enter_recovery(a.ece);
                 }
@@ -1160,16 +1173,17 @@ impl Sender {
             }
             CaState::Loss => {
                 let new_first = self.process_loss(a);
+                self.identify_packet_loss(a, out);
                 // Leave Loss when undone, or for fast recovery when a
                 // retransmission is lost again.
                 if self.c.ca_state == CaState::Open || self.lost_retrans {
-                    self.open_or_recover(a);
+                    self.open_or_recover(a, out);
                     return false;
                 }
                 new_first
             }
             _ => {
-                self.open_or_recover(a);
+                self.open_or_recover(a, out);
                 false
             }
         }
@@ -1177,10 +1191,11 @@ impl Sender {
 
     /// The default branch of `tcp_fastretrans_alert`: fast recovery when a
     /// loss is known (`tcp_time_to_recover`), else `tcp_try_to_open`.
-    fn open_or_recover(&mut self, a: &AckInfo) {
+    fn open_or_recover(&mut self, a: &AckInfo, out: &mut Out) {
         if self.c.ca_state <= CaState::Disorder {
             self.try_undo_dsack();
         }
+        self.identify_packet_loss(a, out);
         if self.c.lost_out > 0 {
             // Loss takes over from an ECN reduction in progress.
             self.enter_recovery(a.ece);
@@ -1191,6 +1206,19 @@ impl Sender {
         }
         if self.c.ca_state != CaState::Cwr {
             self.try_keep_open();
+        }
+    }
+
+    /// `tcp_identify_packet_loss` with SACK: RACK's loss detection on an
+    /// ACK, as `tcp_rack_mark_lost` runs it: only on a dubious ACK (which
+    /// reaches `tcp_fastretrans_alert`), with segments still out, and only
+    /// if a segment RACK accepted was delivered since the last run
+    /// (`tp->rack.advanced`), so an ACK that brings nothing new for RACK
+    /// does not scan again. What is not yet due waits for the reordering
+    /// timer armed then.
+    fn identify_packet_loss(&mut self, a: &AckInfo, out: &mut Out) {
+        if self.cfg.sack && a.dubious && !self.rtxq.is_empty() && self.rack.take_advanced() {
+            self.rack_detect(self.c.now_ns, out, true);
         }
     }
 
@@ -1852,6 +1880,26 @@ mod tests {
         s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 21_000_000, &mut out);
         assert_eq!(seen.borrow().last().unwrap().rtt_us, 1_000);
         assert_eq!(rate_rtts.borrow().last().unwrap().rtt_us, 1_000);
+    }
+
+    /// Linux's `tcp_rack_mark_lost` scans for losses on an ACK only if a
+    /// segment was delivered since its last scan (`tp->rack.advanced`):
+    /// an ACK repeating known SACKs marks nothing even once a segment is
+    /// due; the reordering timer armed at the last scan does. Segments
+    /// 0..9 went out at 10 ms; at 20 ms segments 1 and 2 are SACKed, so
+    /// segment 0 is due at 10 + 10 + 2.5 ms (RACK's RTT plus min_rtt/4).
+    #[test]
+    fn rack_scans_on_an_ack_only_when_it_advanced() {
+        let (mut s, mut out) = ten_out("reno");
+        s.on_ack(&sacked(1, 3), 20_000_000, &mut out);
+        assert_eq!((s.c.lost, s.c.ca_state), (0, CaState::Disorder));
+        let at = s.reo_timer.deadline().unwrap();
+        assert!(at > 23_000_000);
+        // The same SACK again at 23 ms (before, this ACK marked it).
+        s.on_ack(&sacked(1, 3), 23_000_000, &mut out);
+        assert_eq!((s.c.lost, s.stats.retrans_segs), (0, 0));
+        s.on_timer(TimerKind::Reorder, at, &mut out);
+        assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (1, CaState::Recovery, 1));
     }
 
     /// RACK's RTT is the last delivered segment's, in Linux's order (Linux
