@@ -73,6 +73,17 @@ impl RttEstimator {
     }
 }
 
+/// `tcp_rtt_tsopt_us`: the RTT an echoed timestamp gives, on Linux's
+/// millisecond TCP timestamp clock (TCP_TS_HZ = 1000; microsecond
+/// timestamps only when a route enables `tcp_usec_ts`, which ccbench's
+/// linux backend does not): the difference of whole milliseconds, 0
+/// counting as 1. `ts_ecr` is the echoed send time on the same clock as
+/// `now`.
+pub fn ts_echo_rtt(now: Nanos, ts_ecr: Nanos) -> Nanos {
+    const NS_PER_MS: Nanos = 1_000_000;
+    (now / NS_PER_MS).saturating_sub(ts_ecr / NS_PER_MS).max(1) * NS_PER_MS
+}
+
 /// Linux `sysctl_tcp_min_rtt_wlen` (default 300 s): the min RTT's window.
 const MIN_RTT_WLEN_S: u64 = 300;
 
@@ -153,6 +164,17 @@ mod tests {
         let mut syn = RttEstimator::new(200 * MS);
         syn.syn_timeout();
         assert_eq!((syn.backoff, syn.rto_ns()), (1, 2 * RTO_INIT));
+    }
+
+    /// Whole milliseconds of the timestamp clock: 0.2 ms within one
+    /// millisecond is 1 ms, 0.2 ms across a millisecond boundary too, and
+    /// 1.9 ms is 1 or 2 ms depending on where the boundaries fall.
+    #[test]
+    fn echo_rtt_counts_whole_milliseconds() {
+        assert_eq!(ts_echo_rtt(20_300_000, 20_100_000), MS);
+        assert_eq!(ts_echo_rtt(21_100_000, 20_900_000), MS);
+        assert_eq!(ts_echo_rtt(21_950_000, 20_050_000), MS);
+        assert_eq!(ts_echo_rtt(22_050_000, 20_150_000), 2 * MS);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::frto::{Frto, LossAck, Verdict};
 use super::prr::Prr;
 use super::rack::{Rack, Reordering};
 use super::rate::{RateSampler, TxState};
-use super::rtt::{MinRtt, RttEstimator};
+use super::rtt::{ts_echo_rtt, MinRtt, RttEstimator};
 use super::undo::{current_ssthresh, Undo};
 use super::{ConnOpts, Out, TimerKind, TIMEOUT_MIN_US};
 use crate::cc::util::jiffies_timer_ns;
@@ -696,10 +696,10 @@ impl Sender {
         // unless the ACK also covers a retransmission (Karn:
         // FLAG_RETRANS_DATA_ACKED voids it); else the oldest newly SACKed
         // original; else, when snd_una advanced, the echoed timestamp (RFC
-        // 7323). The min RTT filter, the CCA's `pkts_acked` and the rate
-        // sample (`ca_rtt_us`): the newest of the same segments, a newly
-        // SACKed one before a cumulatively acked one; the echo when it
-        // stands in for srtt.
+        // 7323; in whole milliseconds, `ts_echo_rtt`). The min RTT filter,
+        // the CCA's `pkts_acked` and the rate sample (`ca_rtt_us`): the
+        // newest of the same segments, a newly SACKed one before a
+        // cumulatively acked one; the echo when it stands in for srtt.
         let ackt = if retrans_acked { None } else { ackt };
         let age_us = |t: Nanos| now.saturating_sub(t) / NS_PER_US;
         let mut seq_rtt_ns = ackt.map(|(first, _)| now.saturating_sub(first));
@@ -720,7 +720,7 @@ impl Sender {
             ca_rtt_us = Some(age_us(last));
         }
         if seq_rtt_ns.is_none() && acked > 0 && p.ts_ecr > 0 {
-            let echo = now.saturating_sub(p.ts_ecr);
+            let echo = ts_echo_rtt(now, p.ts_ecr);
             seq_rtt_ns = Some(echo);
             ca_rtt_us = Some(echo / NS_PER_US);
         }
@@ -1880,6 +1880,21 @@ mod tests {
         s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 21_000_000, &mut out);
         assert_eq!(seen.borrow().last().unwrap().rtt_us, 1_000);
         assert_eq!(rate_rtts.borrow().last().unwrap().rtt_us, 1_000);
+    }
+
+    /// The echo that stands in when Karn voids the ACK's sample counts
+    /// whole milliseconds of Linux's timestamp clock: segment 0 lost and
+    /// retransmitted at 20 ms, its ACK 0.3 ms later echoing 20 ms gives
+    /// 1 ms (before, 0.3 ms, which became the min RTT).
+    #[test]
+    fn echo_sample_is_in_whole_milliseconds() {
+        let (mut s, mut out) = ten_out("reno");
+        s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+        assert_eq!(s.stats.retrans_segs, 1);
+        let srtt = s.rtt.srtt_ns();
+        s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 20_300_000, &mut out);
+        assert_eq!(s.c.min_rtt_us, 1_000);
+        assert_eq!(s.rtt.srtt_ns(), (7 * srtt + 1_000_000) / 8);
     }
 
     /// Linux's `tcp_rack_mark_lost` scans for losses on an ACK only if a
