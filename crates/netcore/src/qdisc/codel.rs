@@ -121,7 +121,7 @@ impl CodelVars {
         stats: &mut QdiscStats,
     ) -> Option<P> {
         let Some(mut item) = q.pop() else {
-            self.dropping = false;
+            self.found_empty();
             return None;
         };
         let drop = self.should_drop(Some(&item), q.backlog(), now, c);
@@ -175,6 +175,11 @@ impl CodelVars {
             self.enter_dropping(now, c);
         }
         Some(item.1)
+    }
+
+    /// `codel_dequeue` on an empty queue.
+    pub(crate) fn found_empty(&mut self) {
+        self.dropping = false;
     }
 
     /// What `dequeue` does to the state when the packet it takes is the

@@ -191,6 +191,42 @@ impl<P: Pkt> FqCodel<P> {
         (((mix64(key ^ self.perturb) >> 32) * self.flows.len() as u64) >> 32) as usize
     }
 
+    /// The round robin (`fq_codel_dequeue`).
+    fn dequeue_rr(&mut self, now: Nanos) -> Option<P> {
+        loop {
+            let (idx, from_new) = match (self.new_flows.front(), self.old_flows.front()) {
+                (Some(i), _) => (i, true),
+                (None, Some(i)) => (i, false),
+                (None, None) => return None,
+            };
+            let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
+            let Flow { q, backlog, deficit, vars, .. } = &mut self.flows[idx];
+            if *deficit <= 0 {
+                *deficit += self.quantum;
+                list.pop_front(&self.flows);
+                self.old_flows.push_back(&mut self.flows, idx);
+                continue;
+            }
+            let mut view = View { pool: &mut self.pool, q, backlog, bytes: &mut self.bytes, pkts: &mut self.pkts };
+            match vars.dequeue(&self.cfg, now, &mut view, &mut self.stats) {
+                Some(p) => {
+                    *deficit -= p.wire_bytes() as i64;
+                    return Some(p);
+                }
+                None => {
+                    list.pop_front(&self.flows);
+                    // A new queue found empty forces a pass through the old
+                    // list before it can count as new again.
+                    if from_new && self.old_flows.front().is_some() {
+                        self.old_flows.push_back(&mut self.flows, idx);
+                        continue;
+                    }
+                    self.flows[idx].next = UNLISTED;
+                }
+            }
+        }
+    }
+
     /// Drop from the head of the fattest queue until half its bytes are
     /// gone, at most `drop_batch` packets (`fq_codel_drop`).
     fn drop_fattest(&mut self) {
@@ -238,39 +274,27 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
         Ok(())
     }
 
+    /// With nothing queued, the round robin would find every listed queue
+    /// empty and unlist it; this leaves the same state without the passes
+    /// (a link whose queue never builds, such as the ACK direction, comes
+    /// here after every packet).
     fn dequeue(&mut self, now: Nanos) -> Option<P> {
-        loop {
-            let (idx, from_new) = match (self.new_flows.front(), self.old_flows.front()) {
-                (Some(i), _) => (i, true),
-                (None, Some(i)) => (i, false),
-                (None, None) => return None,
-            };
-            let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
-            let Flow { q, backlog, deficit, vars, .. } = &mut self.flows[idx];
-            if *deficit <= 0 {
-                *deficit += self.quantum;
-                list.pop_front(&self.flows);
-                self.old_flows.push_back(&mut self.flows, idx);
-                continue;
-            }
-            let mut view = View { pool: &mut self.pool, q, backlog, bytes: &mut self.bytes, pkts: &mut self.pkts };
-            match vars.dequeue(&self.cfg, now, &mut view, &mut self.stats) {
-                Some(p) => {
-                    *deficit -= p.wire_bytes() as i64;
-                    return Some(p);
-                }
-                None => {
-                    list.pop_front(&self.flows);
-                    // A new queue found empty forces a pass through the old
-                    // list before it can count as new again.
-                    if from_new && self.old_flows.front().is_some() {
-                        self.old_flows.push_back(&mut self.flows, idx);
-                        continue;
-                    }
-                    self.flows[idx].next = UNLISTED;
-                }
+        if self.pkts > 0 {
+            return self.dequeue_rr(now);
+        }
+        let (new, old) = (self.new_flows, self.old_flows);
+        (self.new_flows, self.old_flows) = (Chain::EMPTY, Chain::EMPTY);
+        for chain in [new, old] {
+            let mut i = chain.head;
+            while i != END {
+                // Its deficit is left as it is: a queue gets a fresh one
+                // when it is listed again.
+                let f = &mut self.flows[i as usize];
+                f.vars.found_empty();
+                i = std::mem::replace(&mut f.next, UNLISTED);
             }
         }
+        None
     }
 
     /// With no queue listed (so nothing queued: a queue leaves the lists only
@@ -402,7 +426,8 @@ mod tests {
         assert_eq!(n_b, 11);
     }
 
-    /// The idle shortcut leaves FQ-CoDel as enqueue-then-dequeue would: a
+    /// The shortcuts (idle: `enqueue_dequeue`; nothing queued: `dequeue`)
+    /// leave FQ-CoDel as enqueue-then-dequeue and the round robin would: a
     /// link fed bursts (queues build; CoDel drops and marks; the limit
     /// overflows) between pauses (the transmitter goes idle and the next
     /// packet takes the shortcut) sends the same packets at the same times
@@ -411,14 +436,15 @@ mod tests {
     fn idle_shortcut_is_enqueue_then_dequeue() {
         use crate::link::Link;
         use crate::rng::Rng;
-        /// FQ-CoDel with the trait's own `enqueue_dequeue`.
+        /// FQ-CoDel with the trait's own `enqueue_dequeue`, and always the
+        /// round robin to dequeue.
         struct Plain(FqCodel<E>);
         impl Qdisc<E> for Plain {
             fn enqueue(&mut self, p: E, now: Nanos) -> Result<(), E> {
                 self.0.enqueue(p, now)
             }
             fn dequeue(&mut self, now: Nanos) -> Option<E> {
-                self.0.dequeue(now)
+                self.0.dequeue_rr(now)
             }
             fn backlog_bytes(&self) -> u64 {
                 self.0.backlog_bytes()
