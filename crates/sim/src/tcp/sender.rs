@@ -709,10 +709,15 @@ impl Sender {
         // sent, typically a lone runt answered by a delayed ACK. Linux
         // compares with `tp->delivered` before `tcp_remove_reno_sacks`
         // counts the acked segment for a connection without SACK.
+        // Not with FLAG_CA_ALERT: a new SACK (then `prior_sacked` > 0), a
+        // D-SACK or ECE.
         let delivered_now = if self.cfg.sack { self.c.delivered } else { prior_delivered };
+        let ece = p.ece && self.opts.ecn;
         let maybe_delayed = ackt.is_some()
             && acked == 1
             && prior_sacked == 0
+            && !dsack
+            && !ece
             && self.snd_una - prior_snd_una < self.cfg.mss as u64
             && rs.prior_delivered + 1 == delivered_now;
         if let (Some(first), Some(last)) = (self.first_sackt, self.last_sackt) {
@@ -747,7 +752,6 @@ impl Sender {
             self.dupack_detect(dupack, acked);
         }
         rs.acked_sacked = (self.c.delivered - prior_delivered) as u32;
-        let ece = p.ece && self.opts.ecn;
         if ece {
             self.c.delivered_ce += rs.acked_sacked as u64;
         }
@@ -1855,6 +1859,23 @@ mod tests {
         assert_eq!(s.rtt.srtt_ns(), (7 * 10_000_000 + 50_000_000) / 8);
         let last = *rate.borrow().last().unwrap();
         assert!(last.is_ack_delayed && last.rtt_us == 50_000);
+    }
+
+    /// The same lone runt acked alone is not "maybe delayed" when the ACK
+    /// carries ECE (FLAG_CA_ALERT): the rate sample says so.
+    #[test]
+    fn ack_with_ece_is_not_maybe_delayed() {
+        for ece in [false, true] {
+            let rate = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
+            let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(Default::default(), rate.clone())), opts);
+            let mut out = Out::default();
+            s.write(724, 0, &mut out);
+            s.connect(0, &mut out);
+            s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+            s.on_ack(&Packet { ack: 724, ts_ecr: 10_000_000, ece, ..Packet::default() }, 60_000_000, &mut out);
+            assert_eq!(rate.borrow().last().unwrap().is_ack_delayed, !ece);
+        }
     }
 
     /// `pkts_acked` and the rate sample get Linux's `ca_rtt_us`: when the
