@@ -23,7 +23,7 @@
 //! `ce_threshold`.
 
 use super::codel::{check_times, CodelCfg, CodelQueue, CodelVars};
-use super::pool::{List, Pool};
+use super::pool::{prefetch, List, Pool};
 use super::{Limit, Port, Qdisc, QdiscStats};
 use crate::rng::mix64;
 use crate::{Nanos, Pkt};
@@ -211,6 +211,7 @@ impl<P: Pkt> FqCodel<P> {
             match vars.dequeue(&self.cfg, now, &mut view, &mut self.stats) {
                 Some(p) => {
                     *deficit -= p.wire_bytes() as i64;
+                    self.prefetch_next_visit(idx);
                     return Some(p);
                 }
                 None => {
@@ -225,6 +226,29 @@ impl<P: Pkt> FqCodel<P> {
                 }
             }
         }
+    }
+
+    /// After queue `idx` sent a packet: start loading the queue the round
+    /// robin serves next and its head packet. With many flows both are cold
+    /// (each queue's turn comes once a round), and the next dequeue is a
+    /// transmission time away, time enough for them to arrive.
+    #[inline]
+    fn prefetch_next_visit(&self, idx: usize) {
+        let f = &self.flows[idx];
+        let next = if f.deficit > 0 {
+            idx
+        } else {
+            match f.next {
+                END => match self.old_flows.head {
+                    END => return,
+                    h => h as usize,
+                },
+                n => n as usize,
+            }
+        };
+        let g = &self.flows[next];
+        prefetch(g);
+        self.pool.prefetch_head(&g.q);
     }
 
     /// Drop from the head of the fattest queue until half its bytes are

@@ -229,7 +229,7 @@ impl Sender {
             write_seq: 0,
             unlimited: false,
             push_seqs: VecDeque::new(),
-            rtxq: VecDeque::with_capacity(256),
+            rtxq: VecDeque::with_capacity(16),
             short_segs: 0,
             rtt: RttEstimator::new(cfg.min_rto_ns),
             min_rtt: MinRtt::default(),
@@ -404,7 +404,7 @@ impl Sender {
                     cwnd_limited = true;
                     break;
                 }
-                self.transmit(i, true, now, out);
+                self.retransmit(i, now, out);
                 sent_any = true;
                 continue;
             }
@@ -426,8 +426,7 @@ impl Sender {
             if self.c.packets_out == 0 {
                 self.restart_after_idle(now);
             }
-            let i = self.queue_new_segment(len);
-            self.transmit(i, false, now, out);
+            self.transmit_new(len, now, out);
             sent_any = true;
         }
         if self.burst_segs > 0 {
@@ -457,29 +456,29 @@ impl Sender {
         }
     }
 
-    /// Take `len` new bytes from the application into the retransmit queue.
-    fn queue_new_segment(&mut self, len: u64) -> usize {
-        let end = self.snd_nxt + len;
+    /// Take `len` new bytes from the application into the retransmit queue
+    /// and send them. The segment is built whole and written once: with many
+    /// flows its ring slot is a cold line, and reading it back stalled there.
+    fn transmit_new(&mut self, len: u64, now: Nanos, out: &mut Out) {
+        let seq = self.snd_nxt;
+        let end = seq + len;
         let mut push = false;
         while let Some(&e) = self.push_seqs.front() {
             if e > end {
                 break;
             }
-            push |= e > self.snd_nxt;
+            push |= e > seq;
             self.push_seqs.pop_front();
         }
         if len < self.cfg.mss as u64 {
             self.short_segs += 1;
         }
-        self.rtxq.push_back(Seg {
-            seq: self.snd_nxt,
-            len: len as u32,
-            flags: if push { PUSH } else { 0 },
-            tx: TxState::default(),
-        });
-        self.snd_nxt += len;
-        self.c.snd_nxt = self.snd_nxt;
-        self.rtxq.len() - 1
+        let tx = self.rate.on_send(&self.c, now);
+        self.rtxq.push_back(Seg { seq, len: len as u32, flags: if push { PUSH } else { 0 }, tx });
+        self.snd_nxt = end;
+        self.c.snd_nxt = end;
+        self.c.packets_out += 1;
+        self.emit(seq, len as u32, push, false, now, out);
     }
 
     /// Segments per paced burst, as Linux's `tcp_tso_autosize`: about 1 ms
@@ -593,20 +592,23 @@ impl Sender {
         self.rtxq.partition_point(|s| s.end() <= seq)
     }
 
-    fn transmit(&mut self, i: usize, retrans: bool, now: Nanos, out: &mut Out) {
+    /// Send the queued segment `i` again.
+    fn retransmit(&mut self, i: usize, now: Nanos, out: &mut Out) {
         let tx = self.rate.on_send(&self.c, now);
         let s = &mut self.rtxq[i];
         s.tx = tx;
-        let (seq, len) = (s.seq, s.len);
-        if retrans {
-            s.flags |= RETRANS | EVER_RETRANS;
-            self.c.retrans_out += 1;
-            self.stats.retrans_segs += 1;
-            self.undo.on_retransmit(now);
-            self.rexmits.push_back(seq);
-        } else {
-            self.c.packets_out += 1;
-        }
+        s.flags |= RETRANS | EVER_RETRANS;
+        let (seq, len, push) = (s.seq, s.len, s.flags & PUSH != 0);
+        self.c.retrans_out += 1;
+        self.stats.retrans_segs += 1;
+        self.undo.on_retransmit(now);
+        self.rexmits.push_back(seq);
+        self.emit(seq, len, push, true, now, out);
+    }
+
+    /// What every transmission does beside the queue: counters, the packet,
+    /// the paced burst.
+    fn emit(&mut self, seq: u64, len: u32, push: bool, retrans: bool, now: Nanos, out: &mut Out) {
         // PRR counts what is sent during any cwnd reduction (loss or ECN).
         if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
             self.prr.on_sent();
@@ -619,7 +621,7 @@ impl Sender {
         p.seq = seq;
         p.len = len;
         p.wire = len + self.cfg.header_bytes;
-        p.psh = self.rtxq[i].flags & PUSH != 0;
+        p.psh = push;
         if !retrans && self.cwr_pending {
             p.cwr = true;
             self.cwr_pending = false;
@@ -995,6 +997,12 @@ impl Sender {
                 self.short_segs -= 1;
             }
             self.rtxq.pop_front();
+        }
+        // A ring cycles through all the capacity it ever grew to: after a
+        // window's peak, each new segment would take a slot untouched for
+        // many round trips (a cache miss per segment with many flows).
+        if acked > 0 && self.rtxq.capacity() > 32 && self.rtxq.len() * 4 < self.rtxq.capacity() {
+            self.rtxq.shrink_to(self.rtxq.len() * 2);
         }
         if ack > self.snd_una {
             self.snd_una = ack;
@@ -1659,11 +1667,10 @@ impl Sender {
         let len = if self.unlimited { self.cfg.mss as u64 } else { (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64) };
         let outstanding = self.snd_nxt + len - self.snd_una;
         if len > 0 && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes {
-            let i = self.queue_new_segment(len);
-            self.transmit(i, false, now, out);
+            self.transmit_new(len, now, out);
         } else if let Some(last) = self.rtxq.len().checked_sub(1) {
             if self.rtxq[last].flags & (SACKED | RETRANS) == 0 {
-                self.transmit(last, true, now, out);
+                self.retransmit(last, now, out);
                 self.tlp_retrans = true;
             }
         }
@@ -1724,6 +1731,21 @@ mod tests {
         s.on_ack(&ack(10, 21_000_000), 21_000_000, &mut out);
         s.on_ack(&ack(12, 30_000_000), 30_000_000, &mut out);
         assert_eq!(seen.borrow().last().unwrap().in_flight, 10);
+    }
+
+    /// The retransmit queue's ring shrinks with what it holds once a big
+    /// window has been acked, and its contents stay in order.
+    #[test]
+    fn retransmit_queue_shrinks_after_a_peak() {
+        let cfg = TcpConfig { init_cwnd: 400, ..tcp_cfg() };
+        let (mut s, mut out) = connected(&cfg, "reno", Some(400 * 1448), 10_000_000);
+        assert_eq!(s.rtxq.len(), 400);
+        assert!(s.rtxq.capacity() >= 400);
+        s.on_ack(&ack(395, 20_000_000), 20_000_000, &mut out);
+        assert_eq!(s.rtxq.len(), 5);
+        assert!(s.rtxq.capacity() <= 32, "capacity {}", s.rtxq.capacity());
+        let seqs: Vec<u64> = s.rtxq.iter().map(|g| g.seq / 1448).collect();
+        assert_eq!(seqs, (395..400).collect::<Vec<_>>());
     }
 
     /// (end segment index, PSH) of the data segments in `out`.
