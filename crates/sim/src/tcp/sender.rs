@@ -652,6 +652,7 @@ impl Sender {
         }
         self.set_now(now);
         let prior_in_flight = self.c.packets_in_flight();
+        let prior_packets = self.c.packets_out;
         let prior_delivered = self.c.delivered;
         let prior_lost = self.c.lost;
         let prior_snd_una = self.snd_una;
@@ -740,7 +741,10 @@ impl Sender {
             self.rtt.backoff = 0;
             self.rtt.update_rto();
         }
-        if self.c.delivered > prior_delivered {
+        // `tcp_clean_rtx_queue` calls the CCA on every ACK that finds data
+        // outstanding (`prior_packets`), one that delivers nothing too: with
+        // no segment, rs.prior_delivered stays 0 and rtt_us -1, as in Linux.
+        if prior_packets > 0 {
             // Linux: mss × (delivered − rs.prior_delivered), the data
             // delivered since the newest segment this ACK covers was sent.
             let in_flight = (self.c.delivered - rs.prior_delivered).min(u32::MAX as u64) as u32;
@@ -1712,16 +1716,23 @@ mod tests {
         }
     }
 
-    /// `pkts_acked` gets Linux's `in_flight`: what was delivered since the
-    /// newest segment the ACK covers was sent, not what is out now.
-    #[test]
-    fn ack_sample_in_flight_is_delivered_since_send() {
+    /// An unlimited sender with `Recorder` as its CCA, its ten initial
+    /// segments out at 10 ms, and the `pkts_acked` samples it records.
+    fn recorded() -> (Sender, Out, std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>) {
         let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone(), Default::default())), ConnOpts::default());
         s.set_unlimited(true);
         let mut out = Out::default();
         s.connect(0, &mut out);
         s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        (s, out, seen)
+    }
+
+    /// `pkts_acked` gets Linux's `in_flight`: what was delivered since the
+    /// newest segment the ACK covers was sent, not what is out now.
+    #[test]
+    fn ack_sample_in_flight_is_delivered_since_send() {
+        let (mut s, mut out, seen) = recorded();
         // Ten segments out; the first ACK covers two of them, both sent
         // before anything was delivered.
         s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
@@ -1746,6 +1757,17 @@ mod tests {
         assert!(s.rtxq.capacity() <= 32, "capacity {}", s.rtxq.capacity());
         let seqs: Vec<u64> = s.rtxq.iter().map(|g| g.seq / 1448).collect();
         assert_eq!(seqs, (395..400).collect::<Vec<_>>());
+    }
+
+    /// A duplicate ACK that delivers nothing still reaches `pkts_acked`
+    /// (Linux calls it at the end of `tcp_clean_rtx_queue` whenever data
+    /// was outstanding), with no segment and no RTT.
+    #[test]
+    fn pkts_acked_on_an_ack_that_delivers_nothing() {
+        let (mut s, mut out, seen) = recorded();
+        s.on_ack(&ack(0, 20_000_000), 20_000_000, &mut out);
+        let got = *seen.borrow().last().expect("pkts_acked was called");
+        assert_eq!((got.pkts_acked, got.rtt_us), (0, -1));
     }
 
     /// (end segment index, PSH) of the data segments in `out`.
