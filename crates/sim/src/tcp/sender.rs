@@ -15,7 +15,9 @@ use super::rtt::{ts_echo_rtt, MinRtt, RttEstimator};
 use super::undo::{current_ssthresh, Undo};
 use super::{ConnOpts, Out, TimerKind, TIMEOUT_MIN_US};
 use crate::cc::util::jiffies_timer_ns;
-use crate::cc::{AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH};
+use crate::cc::{
+    AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, ACK_SLOWPATH, ACK_WIN_UPDATE, INFINITE_SSTHRESH,
+};
 use crate::config::{Pacing, TcpConfig};
 use crate::packet::Packet;
 use crate::stats::RttStats;
@@ -641,6 +643,23 @@ impl Sender {
 
     // ---------------------------------------------------------------- ACKs
 
+    /// The flags `tcp_in_ack_event` gives the CCA. Linux's header prediction
+    /// takes a pure ACK with the timestamp option alone and no ECE on its
+    /// fast path; one with SACK blocks or ECE goes the slow path
+    /// (CA_ACK_SLOWPATH, and CA_ACK_ECE only there). Either way an ACK that
+    /// advances snd_una updates the window (CA_ACK_WIN_UPDATE). The window
+    /// field never changes here (no receive-window autotuning).
+    fn ack_event_flags(&self, p: &Packet, una_advanced: bool) -> u32 {
+        let mut flags = if una_advanced { ACK_WIN_UPDATE } else { 0 };
+        if p.nsack > 0 || p.ece {
+            flags |= ACK_SLOWPATH;
+            if p.ece && self.opts.ecn {
+                flags |= ACK_ECE;
+            }
+        }
+        flags
+    }
+
     /// Process an ACK (Linux `tcp_ack`) and send what it allows.
     pub fn on_ack(&mut self, p: &Packet, now: Nanos, out: &mut Out) {
         if p.syn {
@@ -761,7 +780,8 @@ impl Sender {
         if ece {
             self.c.delivered_ce += rs.acked_sacked as u64;
         }
-        self.cca.in_ack_event(&mut self.c, if ece { ACK_ECE } else { 0 });
+        let ack_flags = self.ack_event_flags(p, self.snd_una > prior_snd_una);
+        self.cca.in_ack_event(&mut self.c, ack_flags);
 
         if self.tlp_high_seq.is_some() {
             self.process_tlp_ack(p.ack, self.snd_una > prior_snd_una || acked > 0);
@@ -1768,6 +1788,36 @@ mod tests {
         s.on_ack(&ack(0, 20_000_000), 20_000_000, &mut out);
         let got = *seen.borrow().last().expect("pkts_acked was called");
         assert_eq!((got.pkts_acked, got.rtt_us), (0, -1));
+    }
+
+    /// The flags `in_ack_event` sees: a cumulative ACK without options takes
+    /// Linux's fast path (window update only); one with SACK blocks the
+    /// slow path; a duplicate without SACK neither.
+    #[test]
+    fn in_ack_event_flags_follow_header_prediction() {
+        struct Flags(std::rc::Rc<std::cell::RefCell<Vec<u32>>>);
+        impl CongestionControl for Flags {
+            fn name(&self) -> &'static str {
+                "flags"
+            }
+            fn ssthresh(&mut self, c: &mut Conn) -> u32 {
+                c.cwnd / 2
+            }
+            fn in_ack_event(&mut self, _c: &mut Conn, flags: u32) {
+                self.0.borrow_mut().push(flags);
+            }
+        }
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Flags(seen.clone())), ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        s.on_ack(&ack(2, 20_100_000), 20_100_000, &mut out);
+        s.on_ack(&ack(2, 20_200_000).with_sacks(&[(3 * 1448, 4 * 1448)]), 20_200_000, &mut out);
+        s.on_ack(&ack(5, 20_300_000).with_sacks(&[(6 * 1448, 7 * 1448)]), 20_300_000, &mut out);
+        assert_eq!(*seen.borrow(), vec![ACK_WIN_UPDATE, 0, ACK_SLOWPATH, ACK_SLOWPATH | ACK_WIN_UPDATE]);
     }
 
     /// (end segment index, PSH) of the data segments in `out`.
