@@ -80,9 +80,12 @@ impl RttEstimator {
 /// counting as 1. `ts_ecr` is the echoed send time on the same clock as
 /// `now`.
 pub fn ts_echo_rtt(now: Nanos, ts_ecr: Nanos) -> Nanos {
-    const NS_PER_MS: Nanos = 1_000_000;
-    (now / NS_PER_MS).saturating_sub(ts_ecr / NS_PER_MS).max(1) * NS_PER_MS
+    (now / TS_TICK_NS).saturating_sub(ts_ecr / TS_TICK_NS).max(1) * TS_TICK_NS
 }
+
+/// One tick of Linux's TCP timestamp clock (TCP_TS_HZ = 1000 without
+/// `tcp_usec_ts`): echo RTTs and Eifel detection count in these.
+pub const TS_TICK_NS: Nanos = 1_000_000;
 
 /// Linux `sysctl_tcp_min_rtt_wlen` (default 300 s): the min RTT's window.
 const MIN_RTT_WLEN_S: u64 = 300;

@@ -11,7 +11,7 @@ use super::frto::{Frto, LossAck, Verdict};
 use super::prr::Prr;
 use super::rack::{Rack, Reordering};
 use super::rate::{RateSampler, TxState};
-use super::rtt::{ts_echo_rtt, MinRtt, RttEstimator};
+use super::rtt::{ts_echo_rtt, MinRtt, RttEstimator, TS_TICK_NS};
 use super::undo::{current_ssthresh, Undo};
 use super::{ConnOpts, Out, TimerKind, TIMEOUT_MIN_US};
 use crate::cc::util::jiffies_timer_ns;
@@ -127,6 +127,9 @@ pub struct Sender {
     burst_bytes: u64,
     burst_goal: u32,
     last_send_ns: Nanos,
+    /// When the first SYN went out (Linux keeps it as `retrans_stamp` once
+    /// the SYN is retransmitted).
+    syn_sent_ns: Nanos,
 
     // loss recovery
     high_seq: u64,
@@ -247,6 +250,7 @@ impl Sender {
             burst_bytes: 0,
             burst_goal: 1,
             last_send_ns: 0,
+            syn_sent_ns: 0,
             high_seq: 0,
             prr: Prr::default(),
             rack: Rack::default(),
@@ -293,6 +297,7 @@ impl Sender {
     pub fn connect(&mut self, now: Nanos, out: &mut Out) {
         self.set_now(now);
         self.state = State::SynSent;
+        self.syn_sent_ns = now;
         self.send_syn(now, out);
     }
 
@@ -321,14 +326,26 @@ impl Sender {
         }
         self.set_now(now);
         self.rto_timer.cancel();
-        // A SYN RTT is only trusted when the SYN was not retransmitted (Karn).
-        if self.rtt.backoff == 0 {
+        let syn_retrans = self.rtt.backoff;
+        if syn_retrans == 0 {
             let rtt = now.saturating_sub(p.ts_ecr);
+            self.rtt_sample(rtt, rtt / NS_PER_US, false);
+        } else {
+            // Karn voids the SYN's own RTT; `tcp_ack_update_rtt` takes the
+            // timestamp echo instead, in whole milliseconds.
+            let rtt = ts_echo_rtt(now, p.ts_ecr);
             self.rtt_sample(rtt, rtt / NS_PER_US, false);
         }
         self.rtt.backoff = 0;
         self.rtt.update_rto();
         self.state = State::Established;
+        // `tcp_init_transfer`: one segment after more than one SYN
+        // retransmission, unless the SYN-ACK answers the first SYN
+        // (`tcp_try_undo_spurious_syn`: its echo is that SYN's timestamp).
+        let spurious = p.ts_ecr / TS_TICK_NS == self.syn_sent_ns / TS_TICK_NS;
+        if syn_retrans > 1 && !spurious {
+            self.c.cwnd = 1;
+        }
         self.cca.init(&mut self.c);
         self.send(now, out);
     }
@@ -1818,6 +1835,38 @@ mod tests {
         s.on_ack(&ack(2, 20_200_000).with_sacks(&[(3 * 1448, 4 * 1448)]), 20_200_000, &mut out);
         s.on_ack(&ack(5, 20_300_000).with_sacks(&[(6 * 1448, 7 * 1448)]), 20_300_000, &mut out);
         assert_eq!(*seen.borrow(), vec![ACK_WIN_UPDATE, 0, ACK_SLOWPATH, ACK_SLOWPATH | ACK_WIN_UPDATE]);
+    }
+
+    /// After SYN timeouts, as Linux: the SYN-ACK's RTT comes from the
+    /// timestamp echo in whole milliseconds (Karn voids the SYN's own), and
+    /// more than one retransmission starts the transfer at one segment,
+    /// unless the SYN-ACK answers the first SYN.
+    #[test]
+    fn handshake_after_syn_retransmissions() {
+        // (srtt in µs, cwnd) after `n` SYN timeouts and a SYN-ACK that
+        // echoes SYN number `echo`, 30.5 ms after the last SYN left.
+        fn handshake(n: usize, echo: usize) -> (u64, u32) {
+            let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("reno").unwrap(), ConnOpts::default());
+            s.set_unlimited(true);
+            let mut out = Out::default();
+            s.connect(0, &mut out);
+            let mut sent = vec![out.pkts.last().unwrap().ts_val];
+            for _ in 0..n {
+                let (t, _, _) = *out.timers.last().unwrap();
+                out.clear();
+                s.on_timer(TimerKind::Rto, t, &mut out);
+                assert!(out.pkts.last().unwrap().syn);
+                sent.push(out.pkts.last().unwrap().ts_val);
+            }
+            let now = sent.last().unwrap() + 30_500_000;
+            s.on_synack(&Packet { syn: true, ts_ecr: sent[echo], ..Packet::default() }, now, &mut out);
+            (s.srtt_us(), s.c.cwnd)
+        }
+        assert_eq!(handshake(0, 0), (30_500, 10));
+        assert_eq!(handshake(1, 1), (30_000, 10));
+        assert_eq!(handshake(2, 2), (30_000, 1));
+        // The SYN-ACK of the first SYN: spurious retransmissions.
+        assert_eq!(handshake(2, 0).1, 10);
     }
 
     /// (end segment index, PSH) of the data segments in `out`.

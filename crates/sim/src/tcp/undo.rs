@@ -5,12 +5,9 @@
 //! when an ACK echoes a timestamp older than the first retransmission: the
 //! original arrived (Eifel detection, RFC 3522; Linux `tcp_packet_delayed`).
 
+use super::rtt::TS_TICK_NS;
 use crate::cc::{CaState, Conn};
 use netcore::Nanos;
-
-/// Linux TCP timestamps tick in milliseconds (TCP_TS_HZ = 1000): Eifel
-/// detection compares at that granularity.
-const TS_TICK_NS: Nanos = 1_000_000;
 
 #[derive(Clone, Debug, Default)]
 pub struct Undo {
