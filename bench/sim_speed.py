@@ -134,13 +134,19 @@ def jain(xs):
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if any(xs) else 0.0
 
 
+def timed_simulate(cfg: str):
+    """One simulator run of a JSON config: (wall seconds, decoded result)."""
+    t0 = time.perf_counter()
+    res = json.loads(_core.simulate(cfg))
+    return time.perf_counter() - t0, res
+
+
 def run_sim(sc, reps):
     cfg = json.dumps(sim_config(sc))
     walls, res = [], None
     for _ in range(reps):
-        t0 = time.perf_counter()
-        res = json.loads(_core.simulate(cfg))
-        walls.append(time.perf_counter() - t0)
+        wall, res = timed_simulate(cfg)
+        walls.append(wall)
     wall = statistics.median(walls)
     gps = [f["goodput_bps"] for f in res["flows"]]
     return dict(wall=wall, walls=walls, goodput=sum(gps), jain=jain(gps), pkts=res["stats"]["bottleneck_pkts"])
@@ -269,9 +275,8 @@ def interleaved_ratios(base, sc, reps):
     for _ in range(reps):
         speed = []
         for cfg in cfgs:
-            t0 = time.perf_counter()
-            res = json.loads(_core.simulate(cfg))
-            speed.append(res["stats"]["bottleneck_pkts"] / (time.perf_counter() - t0))
+            wall, res = timed_simulate(cfg)
+            speed.append(res["stats"]["bottleneck_pkts"] / wall)
         ratios.append(speed[1] / speed[0])
     return ratios
 
@@ -291,9 +296,8 @@ def bpf_vs_native(headline, reps):
     outs = [None, None]
     for _ in range(reps):
         for i, cfg in enumerate(cfgs):
-            t0 = time.perf_counter()
-            outs[i] = json.loads(_core.simulate(cfg))
-            walls[i].append(time.perf_counter() - t0)
+            wall, outs[i] = timed_simulate(cfg)
+            walls[i].append(wall)
     wn, wb = statistics.median(walls[0]), statistics.median(walls[1])
     same = outs[0]["flows"] == outs[1]["flows"]
     name = title(dict(headline, cca="reno"))

@@ -236,17 +236,16 @@ impl<P: Pkt> FqCodel<P> {
     fn prefetch_next_visit(&self, idx: usize) {
         let f = &self.flows[idx];
         let next = if f.deficit > 0 {
-            idx
+            idx as u32
+        } else if f.next != END {
+            f.next
         } else {
-            match f.next {
-                END => match self.old_flows.head {
-                    END => return,
-                    h => h as usize,
-                },
-                n => n as usize,
-            }
+            self.old_flows.head
         };
-        let g = &self.flows[next];
+        if next == END {
+            return;
+        }
+        let g = &self.flows[next as usize];
         prefetch(g);
         self.pool.prefetch_head(&g.q);
     }

@@ -327,15 +327,10 @@ impl Sender {
         self.set_now(now);
         self.rto_timer.cancel();
         let syn_retrans = self.rtt.backoff;
-        if syn_retrans == 0 {
-            let rtt = now.saturating_sub(p.ts_ecr);
-            self.rtt_sample(rtt, rtt / NS_PER_US, false);
-        } else {
-            // Karn voids the SYN's own RTT; `tcp_ack_update_rtt` takes the
-            // timestamp echo instead, in whole milliseconds.
-            let rtt = ts_echo_rtt(now, p.ts_ecr);
-            self.rtt_sample(rtt, rtt / NS_PER_US, false);
-        }
+        // After a retransmitted SYN Karn voids its own RTT, and
+        // `tcp_ack_update_rtt` takes the timestamp echo, in whole ms.
+        let rtt = if syn_retrans == 0 { now.saturating_sub(p.ts_ecr) } else { ts_echo_rtt(now, p.ts_ecr) };
+        self.rtt_sample(rtt, rtt / NS_PER_US, false);
         self.rtt.backoff = 0;
         self.rtt.update_rto();
         self.state = State::Established;
@@ -797,19 +792,19 @@ impl Sender {
         if ece {
             self.c.delivered_ce += rs.acked_sacked as u64;
         }
-        let ack_flags = self.ack_event_flags(p, self.snd_una > prior_snd_una);
+        let una_advanced = self.snd_una > prior_snd_una;
+        let ack_flags = self.ack_event_flags(p, una_advanced);
         self.cca.in_ack_event(&mut self.c, ack_flags);
 
         if self.tlp_high_seq.is_some() {
-            self.process_tlp_ack(p.ack, self.snd_una > prior_snd_una || acked > 0);
+            self.process_tlp_ack(p.ack, una_advanced || acked > 0);
         }
-        let una_advanced = self.snd_una > prior_snd_una;
         let dubious = !una_advanced || self.data_sacked || ece || dsack || self.c.ca_state != CaState::Open;
         let new_first = self.fastretrans_alert(
             &AckInfo {
                 una_advanced,
                 prior_snd_una,
-                dupack: dupack || self.snd_una == prior_snd_una,
+                dupack: dupack || !una_advanced,
                 ts_ecr: p.ts_ecr,
                 ece,
                 dubious,
@@ -825,7 +820,7 @@ impl Sender {
         let handled = self.cca.cong_control(&mut self.c, &rs);
         if !handled {
             if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
-                self.cwnd_reduction(rs.acked_sacked, rs.losses > 0, self.snd_una > prior_snd_una);
+                self.cwnd_reduction(rs.acked_sacked, rs.losses > 0, una_advanced);
             } else if self.c.is_cwnd_limited() && (acked > 0 || (self.data_sacked && self.reord.sacks_raise_cwnd())) {
                 // Linux `tcp_may_raise_cwnd`: only an ACK that advances
                 // snd_una (FLAG_DATA_ACKED) grows cwnd, by all it newly
@@ -1757,11 +1752,7 @@ mod tests {
     /// segments out at 10 ms, and the `pkts_acked` samples it records.
     fn recorded() -> (Sender, Out, std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>) {
         let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone(), Default::default())), ConnOpts::default());
-        s.set_unlimited(true);
-        let mut out = Out::default();
-        s.connect(0, &mut out);
-        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        let (s, out) = connected_with(&tcp_cfg(), Box::new(Recorder(seen.clone(), Default::default())), None, 10_000_000);
         (s, out, seen)
     }
 
@@ -1825,11 +1816,7 @@ mod tests {
             }
         }
         let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Flags(seen.clone())), ConnOpts::default());
-        s.set_unlimited(true);
-        let mut out = Out::default();
-        s.connect(0, &mut out);
-        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        let (mut s, mut out) = connected_with(&tcp_cfg(), Box::new(Flags(seen.clone())), None, 10_000_000);
         s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
         s.on_ack(&ack(2, 20_100_000), 20_100_000, &mut out);
         s.on_ack(&ack(2, 20_200_000).with_sacks(&[(3 * 1448, 4 * 1448)]), 20_200_000, &mut out);
@@ -1906,7 +1893,12 @@ mod tests {
     /// A sender of `cca` whose SYN-ACK came at `synack_ns` (its RTT), so
     /// its initial window went out then; `data` bytes to send, or unlimited.
     fn connected(cfg: &TcpConfig, cca: &str, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
-        let mut s = Sender::new(0, 0, cfg, crate::cc::by_name(cca).unwrap(), ConnOpts::default());
+        connected_with(cfg, crate::cc::by_name(cca).unwrap(), data, synack_ns)
+    }
+
+    /// `connected` with a CCA given as an object (a test's recorder).
+    fn connected_with(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
+        let mut s = Sender::new(0, 0, cfg, cca, ConnOpts::default());
         let mut out = Out::default();
         match data {
             Some(n) => s.write(n, 0, &mut out),
