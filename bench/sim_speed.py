@@ -13,7 +13,9 @@ ratio and the goodput difference. Then:
 - the per-packet speed of the paced (10 BBR) and many-flow (100 CUBIC on
   FQ-CoDel) scenarios as a fraction of the headline's (target >= 0.75):
   the median over at least 5 pairs of runs, each pair back to back (the
-  ratio of the medians above is printed beside it);
+  ratio of the medians above is printed beside it); with ns-3, its own
+  many-flow figure beside it (one run each: the same scenarios slow ns-3
+  down too, which says how much of the fall is the workload's);
 - "1040 flows": 1024 NewReno + 16 CUBIC over 10 Gbit/s, 50 ms, a 41667-packet
   FIFO (one BDP), each run in its own child process so that its peak memory
   can be read honestly: the child's peak resident set (`ru_maxrss`, the
@@ -23,8 +25,10 @@ ratio and the goodput difference. Then:
   simulator's eBPF VM) against the native reno, runs interleaved: the
   wall-time ratio (the target is at most 2x).
 
-The load average is printed first: only ratios within one run mean much on
-a shared machine. Nothing here is a test: it prints figures.
+With ns-3 the whole bench takes about 17 minutes (ns-3's 100-flow run
+alone about 5). The load average is printed first: only ratios within one
+run mean much on a shared machine. Nothing here is a test: it prints
+figures.
 """
 
 from __future__ import annotations
@@ -52,9 +56,9 @@ WIRE_HEADER = 52 + 2
 def scenario(label, flows, cca, ns3_tcp, rate_bps, rtt_ms, duration_s, qdisc="fifo", buffer_pkts=None, extra=(),
              spread_ms=0, parking_links=0):
     """`extra`: more (cca, count) flow groups beside the `flows` × `cca` ones;
-    `spread_ms`: flow starts spread evenly over this time (0: all at once, as
-    the ns-3 program does); `parking_links` > 0: a parking lot of that many
-    links instead of the dumbbell (see `parking_lot_network`)."""
+    `spread_ms`: flow starts spread evenly over this time (0: all at once);
+    `parking_links` > 0: a parking lot of that many links instead of the
+    dumbbell (see `parking_lot_network`)."""
     return dict(label=label, flows=flows, cca=cca, ns3_tcp=ns3_tcp, rate_bps=rate_bps, rtt_ms=rtt_ms,
                 duration_s=duration_s, qdisc=qdisc, buffer_pkts=buffer_pkts, extra=list(extra), spread_ms=spread_ms,
                 parking_links=parking_links)
@@ -185,7 +189,8 @@ def run_sim_child(sc, reps):
 
 
 def ns3_available() -> bool:
-    if NS3_BIN.exists():
+    source = HERE / "ns3" / "dumbbell.cc"
+    if NS3_BIN.exists() and NS3_BIN.stat().st_mtime >= source.stat().st_mtime:
         return True
     if shutil.which("pkg-config") is None:
         return False
@@ -199,10 +204,13 @@ def ns3_available() -> bool:
 
 
 def run_ns3(sc):
-    bdp_pkts = round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+    """The scenario in ns-3 (dumbbells of one CCA on a FIFO or FQ-CoDel)."""
+    bdp_pkts = sc["buffer_pkts"] or round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+    # Flow i starts at i * gap, as sim_config spreads them.
+    gap_ns = sc["spread_ms"] * 1_000_000 // (sc["flows"] + sum(n for _, n in sc["extra"]))
     args = [str(NS3_BIN), f"--flows={sc['flows']}", f"--rate={sc['rate_bps']}bps", f"--rtt={sc['rtt_ms']}ms",
             "--accessDelay=0ms", f"--bufferPkts={bdp_pkts}", f"--duration={sc['duration_s']}s",
-            f"--tcp={sc['ns3_tcp']}", "--seed=1"]
+            f"--tcp={sc['ns3_tcp']}", "--seed=1", f"--qdisc={sc['qdisc']}", f"--startGap={gap_ns}ns"]
     t0 = time.perf_counter()
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
@@ -224,7 +232,7 @@ def main() -> int:
         scenario("vs NewReno", 10, newreno, "newreno", 1e9, 20, 30),
         scenario("single", 1, "cubic", "cubic", 1e8, 20, 30),
         scenario("paced", 10, "bbr", None, 1e9, 20, 30),  # ns-3 3.37's BBR is broken
-        scenario("many flows", 100, "cubic", None, 1e9, 20, 30, qdisc="fq_codel", spread_ms=100),
+        scenario("many flows", 100, "cubic", "cubic", 1e9, 20, 30, qdisc="fq_codel", spread_ms=100),
         scenario("cebinae", 16, newreno, None, 1e8, 50, 60, qdisc="cebinae", buffer_pkts=420, extra=[("cubic", 1)],
                  spread_ms=100),
         # Long flow + one short flow per link; Mpkt/s counts packets over every link.
@@ -239,7 +247,7 @@ def main() -> int:
     print(f"ccbench { _core.__version__} on {os.cpu_count()} cores; ns-3: {'yes' if use_ns3 else 'not run'}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'scenario':<72} {'wall s':>7} {'sim-s/s':>8} {'Mpkt/s':>7} {'Mbit/s':>8} {'JFI':>5}")
-    mpkts = {}
+    mpkts, ns3_mpkts = {}, {}
     for sc in scenarios:
         r = run_sim(sc, args.reps)
         mpkts[sc["label"]] = r["pkts"] / r["wall"] / 1e6
@@ -247,6 +255,7 @@ def main() -> int:
               f"{r['pkts'] / r['wall'] / 1e6:7.2f} {r['goodput'] / 1e6:8.1f} {r['jain']:5.3f}")
         if use_ns3 and sc["ns3_tcp"]:
             n = run_ns3(sc)
+            ns3_mpkts[sc["label"]] = n["pkts"] / n["wall"] / 1e6
             print(f"{'ns-3     ' + title(sc):<72} {n['wall']:7.3f} {sc['duration_s'] / n['wall']:8.1f} "
                   f"{n['pkts'] / n['wall'] / 1e6:7.2f} {n['goodput'] / 1e6:8.1f} {n['jain']:5.3f}")
             print(f"{'':<9}ratio: ccbench is {n['wall'] / r['wall']:.1f}x faster; "
@@ -257,6 +266,9 @@ def main() -> int:
         print(f"{'':<9}{label}: {statistics.median(ratios):.2f} of the headline's packets per second "
               f"(target >= 0.75; median of {len(ratios)} back-to-back pairs, {min(ratios):.2f}-{max(ratios):.2f}; "
               f"from the medians above {mpkts[label] / mpkts['headline']:.2f})")
+        if label in ns3_mpkts and "headline" in ns3_mpkts:
+            print(f"{'':<9}{label} in ns-3: {ns3_mpkts[label] / ns3_mpkts['headline']:.2f} of its headline's "
+                  f"packets per second (one run each)")
     r = run_sim_child(large, args.reps)
     print(f"{'ccbench  ' + title(large):<72} {r['wall']:7.3f} {large['duration_s'] / r['wall']:8.1f} "
           f"{r['pkts'] / r['wall'] / 1e6:7.2f} {r['goodput'] / 1e6:8.1f} {r['jain']:5.3f}")

@@ -9,14 +9,19 @@
 //   S1 ---+-- R ====== bottleneck (rate, bottleneckDelay) ====== D
 //   ...  /
 //
-// Queueing: droptail FIFO of bufferPkts packets at the bottleneck. The
-// traffic-control layer's root qdisc is uninstalled on every device, so the
-// only queue is the PointToPointNetDevice's own DropTailQueue (MaxSize =
-// bufferPkts on both bottleneck devices). With no qdisc, ns-3's traffic-control
-// layer hands packets straight to the device and drops them when the device
-// queue is full (flow-control "stopped"), which is plain tail drop; the packet
-// being serialised is not counted against the buffer. Access-link device
-// queues are made huge so that nothing is ever dropped at the senders.
+// Queueing (--qdisc): "fifo" (default) is a droptail FIFO of bufferPkts
+// packets at the bottleneck. The traffic-control layer's root qdisc is
+// uninstalled on every device, so the only queue is the PointToPointNetDevice's
+// own DropTailQueue (MaxSize = bufferPkts on both bottleneck devices). With no
+// qdisc, ns-3's traffic-control layer hands packets straight to the device and
+// drops them when the device queue is full (flow-control "stopped"), which is
+// plain tail drop; the packet being serialised is not counted against the
+// buffer. "fq_codel" installs FqCoDelQueueDisc (limit bufferPkts, quantum
+// 1514 bytes, ns-3's defaults otherwise: 1024 queues, target 5 ms, interval
+// 100 ms, drop batch 64) as the root qdisc of both bottleneck devices, over a
+// one-packet device queue, so the discipline holds the whole queue as Linux's
+// does over a NIC with BQL. Access-link device queues are made huge so that
+// nothing is ever dropped at the senders.
 //
 // Output: one JSON line on stdout. Only used by ccbench's bench/, never by
 // ccbench itself.
@@ -67,6 +72,13 @@ void
 RevDrop(Ptr<const Packet>)
 {
     ++g_revQueueDrops;
+}
+
+// A drop (overflow or CoDel's) by a queue discipline, counted in *counter.
+void
+QdiscDrop(uint64_t* counter, Ptr<const QueueDiscItem>)
+{
+    ++*counter;
 }
 
 void
@@ -202,6 +214,7 @@ main(int argc, char* argv[])
     bool debugTrace = false;
     std::string tcp2;
     uint32_t flows2 = 0;
+    std::string qdisc = "fifo";
 
     CommandLine cmd(__FILE__);
     cmd.Usage("ccbench bench: N bulk TCP flows over a droptail dumbbell; prints one JSON line.");
@@ -230,6 +243,7 @@ main(int argc, char* argv[])
     cmd.AddValue("startGap", "flow i starts at i*startGap; bare = ms", startGapStr);
     cmd.AddValue("tcp2", "a second congestion-ops type for the last flows2 flows (a mix)", tcp2);
     cmd.AddValue("flows2", "how many of the flows (the last ones) use tcp2", flows2);
+    cmd.AddValue("qdisc", "bottleneck queue: fifo | fq_codel", qdisc);
     cmd.AddValue("debugTrace", "print cwnd and congestion-state changes on stderr", debugTrace);
     cmd.Parse(argc, argv);
 
@@ -242,10 +256,11 @@ main(int argc, char* argv[])
     const Time minRto = ParseTime(minRtoStr, "ms");
     const Time startGap = ParseTime(startGapStr, "ms");
     const Time bnDelay = rtt / 2 - accessDelay;
-    if (flows == 0 || bnDelay.IsNegative() || duration.IsZero() || loss < 0 || loss >= 1)
+    if (flows == 0 || bnDelay.IsNegative() || duration.IsZero() || loss < 0 || loss >= 1 ||
+        (qdisc != "fifo" && qdisc != "fq_codel"))
     {
         std::cerr << "dumbbell: bad arguments (flows>0, accessDelay<=rtt/2, duration>0, "
-                     "0<=loss<1)\n";
+                     "0<=loss<1, qdisc fifo or fq_codel)\n";
         return 2;
     }
     const uint32_t wirePkt = mss + 52; // IP packet: payload + 20 IP + 20 TCP + 12 TS option
@@ -312,9 +327,10 @@ main(int argc, char* argv[])
     PointToPointHelper bottleneck;
     bottleneck.SetDeviceAttribute("DataRate", DataRateValue(rate));
     bottleneck.SetChannelAttribute("Delay", TimeValue(bnDelay));
+    const bool fqCodel = qdisc == "fq_codel";
     bottleneck.SetQueue("ns3::DropTailQueue",
                         "MaxSize",
-                        QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, bufferPkts)));
+                        QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, fqCodel ? 1 : bufferPkts)));
 
     TrafficControlHelper tch;
     Ipv4AddressHelper addr;
@@ -335,6 +351,27 @@ main(int argc, char* argv[])
     addr.SetBase("192.168.0.0", "255.255.255.0");
     Ipv4InterfaceContainer bnIfs = addr.Assign(bnDevs);
     tch.Uninstall(bnDevs);
+    if (fqCodel)
+    {
+        TrafficControlHelper fq;
+        fq.SetRootQueueDisc("ns3::FqCoDelQueueDisc",
+                            "MaxSize",
+                            QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, bufferPkts)));
+        QueueDiscContainer qds = fq.Install(bnDevs);
+        for (uint32_t i = 0; i < qds.GetN(); ++i)
+        {
+            // Not an attribute in 3.37; 0 (the default) would become the MTU.
+            DynamicCast<FqCoDelQueueDisc>(qds.Get(i))->SetQuantum(1514);
+        }
+        bool ok = qds.Get(0)->TraceConnectWithoutContext("Drop",
+                                                         MakeBoundCallback(&QdiscDrop, &g_bnQueueDrops));
+        ok &= qds.Get(1)->TraceConnectWithoutContext("Drop", MakeBoundCallback(&QdiscDrop, &g_revQueueDrops));
+        if (!ok)
+        {
+            std::cerr << "dumbbell: could not connect the FQ-CoDel drop traces\n";
+            return 3;
+        }
+    }
 
     Ptr<PointToPointNetDevice> bnTx = DynamicCast<PointToPointNetDevice>(bnDevs.Get(0));
     Ptr<PointToPointNetDevice> bnRx = DynamicCast<PointToPointNetDevice>(bnDevs.Get(1));
@@ -435,7 +472,7 @@ main(int argc, char* argv[])
       << ",\"delack_ns\":" << delAck.GetNanoSeconds() << ",\"min_rto_ns\":" << minRto.GetNanoSeconds()
       << ",\"sock_buf_bytes\":" << sockBuf << ",\"sack\":true,\"timestamps\":true"
       << ",\"recovery\":" << JsonStr(recovery == "classic" ? "classic" : "prr")
-      << ",\"start_gap_ns\":" << startGap.GetNanoSeconds()
+      << ",\"start_gap_ns\":" << startGap.GetNanoSeconds() << ",\"qdisc\":" << JsonStr(qdisc)
       << ",\"ip_pkt_bytes\":" << wirePkt << ",\"wire_pkt_bytes\":" << (wirePkt + 2) << "}";
     o << ",\"flows\":[";
     for (uint32_t i = 0; i < flows; ++i)
