@@ -106,8 +106,18 @@ def parking_lot_network(sc, bdp_pkts):
     return {"nodes": nodes, "links": links}, ends
 
 
+def buffer_pkts(sc) -> int:
+    """The bottleneck's buffer: the scenario's, else one BDP of packets."""
+    return sc["buffer_pkts"] or round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+
+
+def start_gap_ns(sc) -> int:
+    """Flow i starts at i times this: the starts spread over `spread_ms`."""
+    return sc["spread_ms"] * 1_000_000 // (sc["flows"] + sum(n for _, n in sc["extra"]))
+
+
 def sim_config(sc) -> dict:
-    bdp_pkts = sc["buffer_pkts"] or round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
+    bdp_pkts = buffer_pkts(sc)
     ccas = [sc["cca"]] * sc["flows"] + [c for c, n in sc["extra"] for _ in range(n)]
     cfg = {
         "seed": 1,
@@ -131,7 +141,7 @@ def sim_config(sc) -> dict:
         "bottleneck": {"rate_bps": int(sc["rate_bps"]), "delay_ns": int(sc["rtt_ms"] / 2 * 1e6), "loss": 0.0,
                        "buffer_bytes": None, "buffer_pkts": bdp_pkts, "qdisc": sc["qdisc"]},
         "reverse": None,
-        "flows": [{"id": i, "cca": c, "sender": i, "kind": "bulk", "start_ns": i * sc["spread_ms"] * 1_000_000 // len(ccas),
+        "flows": [{"id": i, "cca": c, "sender": i, "kind": "bulk", "start_ns": i * start_gap_ns(sc),
                    "stop_ns": None, "cwnd_clamp": sc["cwnd_clamp"]} for i, c in enumerate(ccas)],
     }
 
@@ -208,12 +218,9 @@ def ns3_available() -> bool:
 
 def run_ns3(sc):
     """The scenario in ns-3 (dumbbells of one CCA on a FIFO or FQ-CoDel)."""
-    bdp_pkts = sc["buffer_pkts"] or round(sc["rate_bps"] * sc["rtt_ms"] / 1e3 / 8 / (MSS + WIRE_HEADER))
-    # Flow i starts at i * gap, as sim_config spreads them.
-    gap_ns = sc["spread_ms"] * 1_000_000 // (sc["flows"] + sum(n for _, n in sc["extra"]))
     args = [str(NS3_BIN), f"--flows={sc['flows']}", f"--rate={sc['rate_bps']}bps", f"--rtt={sc['rtt_ms']}ms",
-            "--accessDelay=0ms", f"--bufferPkts={bdp_pkts}", f"--duration={sc['duration_s']}s",
-            f"--tcp={sc['ns3_tcp']}", "--seed=1", f"--qdisc={sc['qdisc']}", f"--startGap={gap_ns}ns"]
+            "--accessDelay=0ms", f"--bufferPkts={buffer_pkts(sc)}", f"--duration={sc['duration_s']}s",
+            f"--tcp={sc['ns3_tcp']}", "--seed=1", f"--qdisc={sc['qdisc']}", f"--startGap={start_gap_ns(sc)}ns"]
     t0 = time.perf_counter()
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
