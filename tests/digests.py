@@ -79,6 +79,22 @@ def quick_runs() -> Iterator[tuple[str, str | None, Any]]:
             yield str(path.relative_to(REPO)), profile, run
 
 
+def uses_bpf(run: Any) -> bool:
+    """A run with a BPF CCA: its object is compiled against this kernel's
+    BTF (vmlinux.h), which enters the object's name, so the run id and the
+    seed derived from it depend on the kernel."""
+    from ccbench import bpf
+
+    return any(bpf.is_bpf(f.get("cca", "")) for f in run.config.get("flows", []))
+
+
+def kernel_btf() -> str:
+    """This kernel's BTF as the BPF object cache names it (16 hex digits)."""
+    from ccbench import bpf
+
+    return bpf.vmlinux_header().name.removeprefix("vmlinux-")
+
+
 def simulate(core: Any, run: Any) -> dict:
     """What the sim backend hands the core (without the linux-only flow keys)."""
     from ccbench.backends.sim import core_config
@@ -89,14 +105,20 @@ def simulate(core: Any, run: Any) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--core", help="path of the core extension module (default: ccbench._core)")
+    ap.add_argument("--bpf-kernel", action="store_true",
+                    help="only the studies with BPF CCAs, as the fixture's `bpf_kernels` entry for this kernel")
     args = ap.parse_args(argv)
     core = load_core(args.core)
     entries = []
+    bpf_studies = {s for s, _, run in quick_runs() if uses_bpf(run)} if args.bpf_kernel else set()
     for study, profile, run in quick_runs():
+        if args.bpf_kernel and study not in bpf_studies:
+            continue
         entries.append({"study": study, "profile": profile, "run_id": run.run_id,
                         "digests": table_digests(simulate(core, run))})
         print(f"{study} {run.run_id}", file=sys.stderr)
-    json.dump({"runs": entries}, sys.stdout, indent=1)
+    out = {"bpf_kernels": {kernel_btf(): entries}} if args.bpf_kernel else {"runs": entries}
+    json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 
