@@ -82,19 +82,21 @@ impl<T: Copy> EventQueue<T> {
                 self.len -= 1;
                 return Some(e);
             }
-            let mut spill = std::mem::take(&mut self.buckets[b]);
-            self.last = spill.iter().map(|e| e.0).min().expect("a non-empty bucket");
+            // Every spilled event goes to a lower bucket: split them off
+            // rather than move the vector out and back (its allocation stays).
+            let (lower, rest) = self.buckets.split_at_mut(b);
+            let spill = &mut rest[0];
+            let last = spill.iter().map(|e| e.0).min().expect("a non-empty bucket");
             for e in spill.drain(..) {
-                if e.0 == self.last {
+                if e.0 == last {
                     self.now.push(e);
                 } else {
-                    let c = Self::bucket(self.last, e.0);
-                    self.buckets[c].push(e);
+                    let c = Self::bucket(last, e.0);
+                    lower[c].push(e);
                     self.full |= 1 << c;
                 }
             }
-            // Keep the allocation; every spilled event went to a lower bucket.
-            self.buckets[b] = spill;
+            self.last = last;
             if self.now.len() > 1 {
                 self.now.sort_unstable_by_key(|e| e.1);
             }

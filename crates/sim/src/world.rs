@@ -334,11 +334,17 @@ impl World {
 
     /// Put what an endpoint produced on the wire and on the clock.
     fn flush(&mut self) {
-        let mut out = std::mem::take(&mut self.out);
-        for (t, c, kind) in out.timers.drain(..) {
+        // By index rather than taking `out` out of the world and putting it
+        // back: that moved its two vectors' headers through the stack at
+        // every flush and stalled on reading them back (3 % of the
+        // headline's time). Nothing below adds to `out`.
+        for i in 0..self.out.timers.len() {
+            let (t, c, kind) = self.out.timers[i];
             self.schedule(t, Ev::Timer(c, kind));
         }
-        for p in out.pkts.drain(..) {
+        self.out.timers.clear();
+        for i in 0..self.out.pkts.len() {
+            let p = self.out.pkts[i];
             if self.jitter.enabled() {
                 let (at, key) = self.jitter.hold(p, self.now);
                 self.schedule(at, Ev::HostOut(key));
@@ -346,7 +352,7 @@ impl World {
                 self.offer(p);
             }
         }
-        self.out = out;
+        self.out.pkts.clear();
     }
 
     /// Put a packet on the link of its current hop.
