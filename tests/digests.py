@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     core = load_core(args.core)
     entries = []
-    bpf_studies = {s for s, _, run in quick_runs() if uses_bpf(run)} if args.bpf_kernel else set()
-    for study, profile, run in quick_runs():
+    runs = list(quick_runs())
+    bpf_studies = {s for s, _, run in runs if uses_bpf(run)}
+    for study, profile, run in runs:
         if args.bpf_kernel and study not in bpf_studies:
             continue
         entries.append({"study": study, "profile": profile, "run_id": run.run_id,

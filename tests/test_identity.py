@@ -62,7 +62,7 @@ def test_quick_profile_gives_the_same_results(study):
         want = next((v for v in variants if [e["run_id"] for e in v] == ids), want)
         assert [e["run_id"] for e in want] == ids, (
             f"run ids changed; the fixture has no digests of this study for this kernel's BTF "
-            f"({digests.kernel_btf()}; it has {sorted(BPF_KERNELS)} and one more): record them with "
+            f"({digests.kernel_btf()}; it has those of {sorted(BPF_KERNELS)} and of the kernel of `runs`): record them with "
             f"tests/digests.py --bpf-kernel, using a core whose other digests still match")
     assert ids == [e["run_id"] for e in want], "run ids changed"
     for (_, profile, run), e in zip(runs, want):

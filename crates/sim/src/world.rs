@@ -338,12 +338,15 @@ impl World {
         // back: that moved its two vectors' headers through the stack at
         // every flush and stalled on reading them back (3 % of the
         // headline's time). Nothing below adds to `out`.
-        for i in 0..self.out.timers.len() {
+        let timers = self.out.timers.len();
+        for i in 0..timers {
             let (t, c, kind) = self.out.timers[i];
             self.schedule(t, Ev::Timer(c, kind));
         }
+        debug_assert_eq!(self.out.timers.len(), timers, "a timer added while flushing would be lost");
         self.out.timers.clear();
-        for i in 0..self.out.pkts.len() {
+        let pkts = self.out.pkts.len();
+        for i in 0..pkts {
             let p = self.out.pkts[i];
             if self.jitter.enabled() {
                 let (at, key) = self.jitter.hold(p, self.now);
@@ -352,6 +355,7 @@ impl World {
                 self.offer(p);
             }
         }
+        debug_assert_eq!(self.out.pkts.len(), pkts, "a packet added while flushing would be lost");
         self.out.pkts.clear();
     }
 
