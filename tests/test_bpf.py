@@ -222,9 +222,17 @@ cca = "{cca}"
 """
 
 
-def _linux_run(tmp_path, cca, duration="10s", rate="50Mbit", buffer="1bdp", qdisc="", attempts=3):
-    """One linux run; again while it comes back suspect only because the
-    shared machine starved the emulator (as tests/test_linux_backend.py)."""
+# Suspect kinds a run is repeated for: the shared machine starved the
+# emulator (as tests/test_linux_backend.py), or the kernel skipped the BPF
+# congestion control and corrupted the window (docs/linux-backend.md, "A
+# corrupt window": on this project's sandbox VMs, softirqs over the VM
+# agent's threads run no BPF programs).
+RETRIED_KINDS = {"emulator", "kernel"}
+
+
+def _linux_runs(tmp_path, cca, duration="10s", rate="50Mbit", buffer="1bdp", qdisc="", attempts=3):
+    """Linux runs of one config, until one is not suspect for RETRIED_KINDS
+    only, or ``attempts`` runs: the list of them, the last one to judge."""
     from ccbench.backends.linux.backend import LinuxBackend
 
     for f in EXAMPLES.glob("*.bpf.c"):
@@ -232,10 +240,18 @@ def _linux_run(tmp_path, cca, duration="10s", rate="50Mbit", buffer="1bdp", qdis
     p = tmp_path / "s.toml"
     p.write_text(textwrap.dedent(LINUX.format(duration=duration, rate=rate, buffer=buffer, qdisc=qdisc, cca=cca)))
     (r,) = load_study(p).runs()
-    for i in range(attempts):
+    out = []
+    for _ in range(attempts):
         res = LinuxBackend().run(r)
-        if res.status == "ok" or res.stats.get("suspect_kinds") != ["emulator"] or i == attempts - 1:
-            return res
+        out.append(res)
+        kinds = set(res.stats.get("suspect_kinds") or [])
+        if res.status == "ok" or not kinds or not kinds <= RETRIED_KINDS:
+            break
+    return out
+
+
+def _linux_run(tmp_path, cca, **kw):
+    return _linux_runs(tmp_path, cca, **kw)[-1]
 
 
 def test_linux_bpf_reno_matches_kernel_reno(linux, tmp_path):
@@ -251,16 +267,23 @@ def test_linux_bpf_reno_matches_kernel_reno(linux, tmp_path):
 
 
 def test_linux_bpf_dctcp_on_step_ecn(linux, tmp_path):
-    res = _linux_run(tmp_path, "bpf:dctcp.bpf.c", duration="10s", rate="100Mbit", buffer="2bdp",
-                     qdisc='qdisc = { kind = "step_ecn", threshold = "80pkt" }')
-    q = res.queue
-    rows = [i for i, (l, t) in enumerate(zip(q["link"], q["time_us"])) if l == "bottleneck" and t >= 2_000_000]
-    backlog = sorted(q["backlog_pkts"][i] for i in rows)
-    drops = max(q["drops"][i] for i in rows)
-    marks = max(q["ecn_marks"][i] for i in rows)
-    g = res.flows[0]["goodput_bps"] / 1e6
-    print(f"BPF DCTCP on linux: {g:.1f} Mbit/s, median backlog {backlog[len(backlog) // 2]} pkts, "
-          f"drops {drops}, marks {marks}")
+    runs = _linux_runs(tmp_path, "bpf:dctcp.bpf.c", duration="10s", rate="100Mbit", buffer="2bdp",
+                       qdisc='qdisc = { kind = "step_ecn", threshold = "80pkt" }', attempts=6)
+    for res in runs:
+        q = res.queue
+        rows = [i for i, (l, t) in enumerate(zip(q["link"], q["time_us"])) if l == "bottleneck" and t >= 2_000_000]
+        backlog = sorted(q["backlog_pkts"][i] for i in rows)
+        drops = max(q["drops"][i] for i in rows)
+        marks = max(q["ecn_marks"][i] for i in rows)
+        g = res.flows[0]["goodput_bps"] / 1e6
+        kinds = res.stats.get("suspect_kinds") or []
+        print(f"BPF DCTCP on linux: {g:.1f} Mbit/s, median backlog {backlog[len(backlog) // 2]} pkts, "
+              f"drops {drops}, marks {marks}, {res.status} {kinds}")
+        # A run whose window the kernel corrupted drops thousands of packets:
+        # it must say so (the check in linux/backend.py catches it).
+        if drops > 0:
+            assert "kernel" in kinds, res.note
+    assert "kernel" not in kinds, f"the kernel corrupted the window in all {len(runs)} runs: {res.note}"
     assert g > 85
     assert drops == 0 and marks > 0
     assert 20 <= backlog[len(backlog) // 2] <= 120

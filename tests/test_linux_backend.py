@@ -160,6 +160,24 @@ def test_cpu_busy_level_follows_the_rt_cap():
     assert cpu_busy_level(500_000, 1_000_000) == pytest.approx(0.48)
 
 
+def test_a_window_past_four_send_buffers_is_a_corrupt_kernel_state():
+    from ccbench.backends.linux.backend import corrupt_windows
+
+    mss = 1448
+    cfg = {"tcp": {"wmem_bytes": 4_000_000, "mss": mss},
+           "flows": [{"id": i, "cca": c} for i, c in enumerate(("bpf:dctcp", "cubic", "reno", "bbr"))]}
+    # Flow 0 as the kernel left it when it skipped the ssthresh hook: the
+    # stale ssthresh (0x81104110) and the first window PRR made of it;
+    # flow 1 just under the bound; flow 2 only its ssthresh; flow 3 never sampled.
+    peaks = {0: {"max_cwnd": 8_627_041 * mss, "max_ssthresh": 2165326096 * mss},
+             1: {"max_cwnd": 16_000_000, "max_ssthresh": 16_000_000}, 2: {"max_ssthresh": 2072072323 * mss}}
+    r0, r2 = corrupt_windows(cfg, peaks)
+    assert r0.startswith("flow 0's congestion window reached 8627041 packets and its ssthresh reached 2165326096")
+    assert "more than 4 send buffers (11049 packets)" in r0 and "does not measure the flow's congestion control" in r0
+    assert r2.startswith("flow 2's ssthresh reached 2072072323 packets, more than")
+    assert corrupt_windows(cfg, {1: {"max_cwnd": 16_000_001}}) and not corrupt_windows(cfg, {})
+
+
 def test_plan_names_and_addresses():
     topo = netns.plan("0123abcd", 63, 1500)
     names = [topo.router_ns, topo.tun] + [n for h in topo.hosts for n in (h.ns, h.ifname, h.router_ifname)]

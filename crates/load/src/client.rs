@@ -241,6 +241,26 @@ fn rpc(fd: RawFd, h: &Header, think: u64, t0: u64, stop_at: u64, end: u64, stop:
     }
 }
 
+/// The kernel's "no ssthresh yet" (TCP_INFINITE_SSTHRESH).
+const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
+/// The largest congestion window and set ssthresh (segments) a flow's
+/// TCP_INFO showed.
+#[derive(Clone, Copy, Default)]
+struct WindowPeaks {
+    cwnd: Option<u32>,
+    ssthresh: Option<u32>,
+}
+
+impl WindowPeaks {
+    fn add(&mut self, i: &TcpInfo) {
+        self.cwnd = self.cwnd.max(Some(i.snd_cwnd));
+        if i.snd_ssthresh != INFINITE_SSTHRESH {
+            self.ssthresh = self.ssthresh.max(Some(i.snd_ssthresh));
+        }
+    }
+}
+
 /// Application bytes the peer acknowledged (a transfer's FIN, acknowledged
 /// after its last byte, is not one).
 fn acked(i: &TcpInfo, f: &FlowConfig) -> u64 {
@@ -310,6 +330,9 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
     let mut rows = 0u64;
     let mut k = 1u64;
     let mut line = Vec::with_capacity(512);
+    // Each flow's largest congestion window and ssthresh in any TCP_INFO
+    // taken, for the backend's check of the kernel's congestion state.
+    let mut peaks = vec![WindowPeaks::default(); cfg.flows.len()];
     loop {
         let at = t0 + k * every;
         if at > end || !sys::sleep_until(at, &shared.stop) {
@@ -321,6 +344,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
                 continue;
             }
             let Ok(info) = tcp_info::tcp_info(fd) else { continue };
+            peaks[fi].add(&info);
             let bw = if is_bbr(&f.cca) { tcp_info::bbr_bw_bps(fd) } else { None };
             line.clear();
             serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, acked(&info, f), bw)).expect("json");
@@ -355,6 +379,9 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
         let p99 = rtt.as_ref().and_then(|r| r.quantile_us(0.99));
         let min = info.filter(|i| i.min_rtt > 0 && i.min_rtt != u32::MAX).map(|i| i.min_rtt as f64);
         let stop_us = f.stop_ns.map_or(run_end_us, |s| (s / 1000).min(run_end_us));
+        if let Some(i) = &info {
+            peaks[fi].add(i);
+        }
         let i = info.unwrap_or_default();
         flows.push(json!({
             "flow_id": f.id,
@@ -373,6 +400,8 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
             "sndbuf_limited_us": i.sndbuf_limited,
             "active_start_us": f.start_ns / 1000,
             "active_stop_us": stop_us,
+            "max_cwnd_segs": peaks[fi].cwnd,
+            "max_ssthresh_segs": peaks[fi].ssthresh,
         }));
         for &(start, lat) in &o.rpcs {
             rpc_cols[0].push(json!(f.id));

@@ -664,7 +664,7 @@ class _Run:
 
     def assemble(self, client_out: dict, server_out: dict, emu_out: dict, stats_lines: list[dict],
                  samples_rows: list[dict], iperf3_summary: dict, late_exit: list[str]) -> RunResult:
-        from ccbench.backends.linux.backend import flow_row, result_rows
+        from ccbench.backends.linux.backend import corrupt_windows, flow_row, result_rows, window_peaks
 
         cfg = self.cfg
         duration_us = int(cfg["duration_ns"]) // 1000
@@ -702,7 +702,7 @@ class _Run:
         rpcs = {c: [r.get(c) for r in rpc_rows] for c in ("flow_id", "request_bytes", "response_bytes", "start_us",
                                                            "latency_us")}
         reasons: list[str] = []
-        kinds: set[str] = set()  # emulator (could not keep up) | processes, as the linux backend's
+        kinds: set[str] = set()  # emulator (could not keep up) | processes | kernel, as the linux backend's
 
         def flag(kind: str, text: str) -> None:
             kinds.add(kind)
@@ -725,6 +725,9 @@ class _Run:
             flag("processes", f"flows {', '.join(never)} never connected")
         if late_exit:
             flag("processes", f"{', '.join(late_exit)} did not stop in time")
+        # The hosts get the study's tcp_wmem too (host_sysctls), so the same bound holds.
+        for text in corrupt_windows(cfg, window_peaks(cflows, samples_rows, int(cfg["tcp"]["mss"]))):
+            flag("kernel", text)
         info = []
         if self.inv.bottleneck == "path":
             info.append("bottleneck = path: the study's links were not emulated; the real path between the hosts "

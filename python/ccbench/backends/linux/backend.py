@@ -78,6 +78,12 @@ def _rt_sysctl(name: str) -> Optional[int]:
     except (OSError, ValueError):
         return None
 CPU_BUSY_SAMPLES_MAX = 0.10  # ... more such samples than this fraction → suspect
+# A sender's window grows only while it is full (tcp_is_cwnd_limited: in slow
+# start, below twice what is in flight), and what is in flight fits in the
+# send buffer, so a sampled congestion window beyond this many send buffers
+# cannot come from the congestion control: the kernel's state is corrupt
+# (docs/linux-backend.md, "A corrupt window").
+CWND_WMEM_MAX = 4
 LIMITED_FRACTION_MAX = 0.10  # rwnd + sndbuf limited time / busy time of a bulk flow
 APP_BUSY_MIN = 0.80  # a bulk flow busy (data outstanding) less than this of its active time
 
@@ -512,7 +518,8 @@ class _Run:
         rpcs = {c: [r.get(c) for r in rpc_rows]
                 for c in ("flow_id", "request_bytes", "response_bytes", "start_us", "latency_us")}
 
-        status, note, checks = self._honesty(emu_out, server_out, stats_lines, cflows, flows, late_exit)
+        peaks = window_peaks(cflows, samples_rows, int(cfg["tcp"]["mss"]))
+        status, note, checks = self._honesty(emu_out, server_out, stats_lines, cflows, flows, late_exit, peaks)
         stats = {
             "backend": "linux",
             "kernel": os.uname().release,
@@ -534,10 +541,11 @@ class _Run:
         return RunResult.from_dict(result)
 
     def _honesty(self, emu_out: dict, server_out: dict, lines: list[dict], cflows: dict, flows: list[dict],
-                 late_exit: list[str]) -> tuple[str, Optional[str], dict]:
+                 late_exit: list[str], peaks: dict[int, dict[str, int]]) -> tuple[str, Optional[str], dict]:
         cfg, topo = self.cfg, self.topo
         reasons: list[str] = []
-        kinds: set[str] = set()  # emulator (could not keep up) | processes | sender (not network-limited)
+        # emulator (could not keep up) | processes | sender (not network-limited) | kernel (corrupt TCP state)
+        kinds: set[str] = set()
         info: list[str] = []
 
         def flag(kind: str, text: str) -> None:
@@ -621,6 +629,9 @@ class _Run:
                 flag("sender", f"flow {f['id']} had data outstanding only {100 * busy_us / active_us:.0f}% of "
                                "its active time (application-limited: the load generator did not keep up)")
 
+        for text in corrupt_windows(cfg, peaks):
+            flag("kernel", text)
+
         if emu_out.get("placement_error"):
             info.append(f"the emulator ran unpinned: {emu_out['placement_error']}")
 
@@ -658,6 +669,41 @@ class _Run:
         status = "suspect" if reasons else "ok"
         note = "; ".join(reasons + info) or None
         return status, note, checks
+
+
+def window_peaks(cflows: dict[int, dict], samples_rows: list[dict], mss: int) -> dict[int, dict[str, int]]:
+    """Each flow's largest congestion window and ssthresh in bytes: from its
+    load client's TCP_INFOs (``max_cwnd_segs``, ``max_ssthresh_segs``) and
+    its sample rows (iperf3's flows have only those)."""
+    peaks: dict[int, dict[str, int]] = {}
+    for fid, c in cflows.items():
+        peaks[fid] = {k: int(c[k + "_segs"]) * mss for k in ("max_cwnd", "max_ssthresh")
+                      if c.get(k + "_segs") is not None}
+    for r in samples_rows:
+        if r.get("cwnd_bytes") is not None:
+            p = peaks.setdefault(int(r["flow_id"]), {})
+            p["max_cwnd"] = max(p.get("max_cwnd", 0), int(r["cwnd_bytes"]))
+    return peaks
+
+
+def corrupt_windows(cfg: dict, peaks: dict[int, dict[str, int]]) -> list[str]:
+    """One reason per flow whose largest congestion window or ssthresh
+    (``peaks``: flow id → {"max_cwnd", "max_ssthresh"}, bytes) no congestion
+    control could have set: more than CWND_WMEM_MAX send buffers. Seen when
+    the kernel skipped a BPF congestion control's ssthresh hook and took a
+    stale value instead (docs/linux-backend.md, "A corrupt window")."""
+    wmem, mss = int(cfg["tcp"]["wmem_bytes"]), int(cfg["tcp"]["mss"])
+    out = []
+    for f in cfg["flows"]:
+        p = peaks.get(int(f["id"])) or {}
+        bad = [f"{what} reached {p[key] // mss} packets" for key, what in
+               (("max_cwnd", "congestion window"), ("max_ssthresh", "ssthresh"))
+               if p.get(key, 0) > CWND_WMEM_MAX * wmem]
+        if bad:
+            out.append(f"flow {f['id']}'s {' and its '.join(bad)}, more than {CWND_WMEM_MAX} send buffers "
+                       f"({CWND_WMEM_MAX * wmem // mss} packets): the kernel's congestion state was corrupt, "
+                       "so the run does not measure the flow's congestion control")
+    return out
 
 
 def cpu_plan() -> tuple[Optional[int], Optional[list[int]]]:
