@@ -268,7 +268,7 @@ def test_linux_bpf_reno_matches_kernel_reno(linux, tmp_path):
 
 def test_linux_bpf_dctcp_on_step_ecn(linux, tmp_path):
     runs = _linux_runs(tmp_path, "bpf:dctcp.bpf.c", duration="10s", rate="100Mbit", buffer="2bdp",
-                       qdisc='qdisc = { kind = "step_ecn", threshold = "80pkt" }', attempts=6)
+                       qdisc='qdisc = { kind = "step_ecn", threshold = "80pkt" }', attempts=8)
     for res in runs:
         q = res.queue
         rows = [i for i, (l, t) in enumerate(zip(q["link"], q["time_us"])) if l == "bottleneck" and t >= 2_000_000]

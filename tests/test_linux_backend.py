@@ -178,6 +178,25 @@ def test_a_window_past_four_send_buffers_is_a_corrupt_kernel_state():
     assert corrupt_windows(cfg, {1: {"max_cwnd": 16_000_001}}) and not corrupt_windows(cfg, {})
 
 
+def test_a_flow_without_rtt_samples_or_past_its_clamp_had_no_sock_ops():
+    from ccbench.backends.linux.backend import unapplied_sockops
+
+    mss = 1448
+    cfg = {"tcp": {"mss": mss}, "flows": [{"id": 0, "cwnd_clamp": 20}, {"id": 1, "cwnd_clamp": 20}, {"id": 2},
+                                         {"id": 3}]}
+    cflows = {0: {"rtt_samples": 0, "bytes_acked": 5_000_000}, 1: {"rtt_samples": 900, "bytes_acked": 5_000_000},
+              2: {"rtt_samples": None, "bytes_acked": 5_000_000}, 3: {"rtt_samples": 0, "bytes_acked": 0}}
+    # Flow 0 unclamped (its window grew to 300); flow 1 a packet over its
+    # clamp (PRR may send one past it); flow 2 had no cgroup; flow 3 sent nothing.
+    peaks = {0: {"max_cwnd": 300 * mss}, 1: {"max_cwnd": 21 * mss}}
+    r0, r1 = unapplied_sockops(cfg, cflows, peaks)
+    assert r0 == ("flow 0 delivered 5000000 bytes but took no RTT sample: the sock_ops program did not run for "
+                  "its connection (nor did a cwnd_clamp)")
+    assert r1 == "flow 0's congestion window reached 300 packets, past its cwnd_clamp of 20"
+    assert not unapplied_sockops(cfg, {1: cflows[1]}, {1: {"max_cwnd": 42 * mss}})
+    assert unapplied_sockops(cfg, {}, {1: {"max_cwnd": 43 * mss}})
+
+
 def test_plan_names_and_addresses():
     topo = netns.plan("0123abcd", 63, 1500)
     names = [topo.router_ns, topo.tun] + [n for h in topo.hosts for n in (h.ns, h.ifname, h.router_ifname)]

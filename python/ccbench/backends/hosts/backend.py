@@ -664,7 +664,8 @@ class _Run:
 
     def assemble(self, client_out: dict, server_out: dict, emu_out: dict, stats_lines: list[dict],
                  samples_rows: list[dict], iperf3_summary: dict, late_exit: list[str]) -> RunResult:
-        from ccbench.backends.linux.backend import corrupt_windows, flow_row, result_rows, window_peaks
+        from ccbench.backends.linux.backend import (corrupt_windows, flow_row, result_rows, unapplied_sockops,
+                                                    window_peaks)
 
         cfg = self.cfg
         duration_us = int(cfg["duration_ns"]) // 1000
@@ -726,7 +727,8 @@ class _Run:
         if late_exit:
             flag("processes", f"{', '.join(late_exit)} did not stop in time")
         # The hosts get the study's tcp_wmem too (host_sysctls), so the same bound holds.
-        for text in corrupt_windows(cfg, window_peaks(cflows, samples_rows, int(cfg["tcp"]["mss"]))):
+        peaks = window_peaks(cflows, samples_rows, int(cfg["tcp"]["mss"]))
+        for text in corrupt_windows(cfg, peaks) + unapplied_sockops(cfg, cflows, peaks):
             flag("kernel", text)
         info = []
         if self.inv.bottleneck == "path":

@@ -629,7 +629,7 @@ class _Run:
                 flag("sender", f"flow {f['id']} had data outstanding only {100 * busy_us / active_us:.0f}% of "
                                "its active time (application-limited: the load generator did not keep up)")
 
-        for text in corrupt_windows(cfg, peaks):
+        for text in corrupt_windows(cfg, peaks) + unapplied_sockops(cfg, cflows, peaks):
             flag("kernel", text)
 
         if emu_out.get("placement_error"):
@@ -703,6 +703,27 @@ def corrupt_windows(cfg: dict, peaks: dict[int, dict[str, int]]) -> list[str]:
             out.append(f"flow {f['id']}'s {' and its '.join(bad)}, more than {CWND_WMEM_MAX} send buffers "
                        f"({CWND_WMEM_MAX * wmem // mss} packets): the kernel's congestion state was corrupt, "
                        "so the run does not measure the flow's congestion control")
+    return out
+
+
+def unapplied_sockops(cfg: dict, cflows: dict[int, dict], peaks: dict[int, dict[str, int]]) -> list[str]:
+    """One reason per flow whose sock_ops program (crates/load/src/sockops.rs)
+    evidently did not run when its connection was established: it delivered
+    data but took no RTT sample (the program turns them on there), or its
+    window went past twice its ``cwnd_clamp`` (set there too). The same
+    sandbox kernel skips it as it skips BPF congestion controls
+    (docs/linux-backend.md, "A corrupt window")."""
+    mss = int(cfg["tcp"]["mss"])
+    out = []
+    for f in cfg["flows"]:
+        c = cflows.get(int(f["id"])) or {}
+        if c.get("rtt_samples") == 0 and int(c.get("bytes_acked") or 0) > 0:
+            out.append(f"flow {f['id']} delivered {c['bytes_acked']} bytes but took no RTT sample: the sock_ops "
+                       "program did not run for its connection (nor did a cwnd_clamp)")
+        clamp = f.get("cwnd_clamp")
+        top = (peaks.get(int(f["id"])) or {}).get("max_cwnd", 0) // mss
+        if clamp is not None and top > 2 * int(clamp) + 2:
+            out.append(f"flow {f['id']}'s congestion window reached {top} packets, past its cwnd_clamp of {clamp}")
     return out
 
 
