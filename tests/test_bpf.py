@@ -303,7 +303,7 @@ def test_linux_verifier_rejection_exits_2_with_the_log(linux, tmp_path, capsys):
 
 
 def test_linux_sigkill_then_doctor_cleanup_unregisters(linux, tmp_path):
-    from ccbench.backends.linux import cleanup
+    from ccbench.backends.linux import cleanup, tcp_watch
 
     (tmp_path / "reno.bpf.c").write_bytes((EXAMPLES / "reno.bpf.c").read_bytes())
     p = tmp_path / "s.toml"
@@ -328,14 +328,18 @@ def test_linux_sigkill_then_doctor_cleanup_unregisters(linux, tmp_path):
             raise AssertionError("the run did not start")
         (name,) = mine
         assert name in _kernel_ccas()
+        watch = tcp_watch.instances_dir() / f"ccb{runs[0].token}"
+        assert watch in tcp_watch.existing()  # the run's ACK watch (tcp_watch.py)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         assert name in linux.registered_names()  # a killed run leaves its CCA registered...
+        assert watch.exists()  # ...and its trace instance...
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert main(["doctor", "--cleanup"]) == 0  # ...which doctor --cleanup unregisters
+    assert main(["doctor", "--cleanup"]) == 0  # ...which doctor --cleanup removes
+    assert not watch.exists()
     assert name not in linux.registered_names() and name not in _kernel_ccas()
     assert not (linux.PIN_ROOT / name).exists()
     out = subprocess.run(["bpftool", "-j", "struct_ops", "dump"], capture_output=True, text=True).stdout

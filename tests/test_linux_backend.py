@@ -197,6 +197,32 @@ def test_a_flow_without_rtt_samples_or_past_its_clamp_had_no_sock_ops():
     assert unapplied_sockops(cfg, {}, {1: {"max_cwnd": 43 * mss}})
 
 
+def test_the_ack_watch_filters_and_reads_tcp_probe(tmp_path):
+    from ccbench.backends.linux import tcp_watch
+    from ccbench.backends.linux.backend import caught_windows, window_limit_segs
+
+    cfg = {"tcp": {"wmem_bytes": 4_194_304, "mss": 1448}}
+    assert window_limit_segs(cfg) == 11586
+    assert tcp_watch.event_filter(11586) == "snd_cwnd > 11586 || (ssthresh > 11586 && ssthresh != 2147483647)"
+    # Two lines of the trace of a corrupt run (trimmed), and one that is not tcp_probe.
+    line = ("tokio-rt-worker-75 [000] .Ns2. 13668.517301: tcp_probe: family=AF_INET src=10.77.30.6:40616 "
+            "dest=10.77.30.2:5201 mark=0x0 data_len=0 snd_nxt=0xfa657e74 snd_una=0xfa601ffc snd_cwnd={} "
+            "ssthresh={} snd_wnd=3930752 srtt=29489 rcv_wnd=3144960 sock_cookie=123 skbaddr=0 skaddr=0")
+    text = "\n".join(["# tracer: nop", line.format(8661554, 2165326096), line.format(2618, 2618),
+                      "<idle>-0 [000] d..2. 1.0: sched_switch: prev_comm=swapper/0"])
+    w = tcp_watch.Watch("0123abcd")
+    assert w.dir == tcp_watch.instances_dir() / "ccb0123abcd"
+    w.dir = tmp_path  # a trace file as tracefs shows it
+    (w.dir / "trace").write_text(text)
+    caught = w.caught()
+    assert [(c.src, c.dest, c.cwnd, c.ssthresh) for c in caught] == [
+        ("10.77.30.6:40616", "10.77.30.2:5201", 8661554, 2165326096), ("10.77.30.6:40616", "10.77.30.2:5201", 2618, 2618)]
+    assert caught_windows(cfg, caught).startswith(
+        "the kernel saw a congestion window of 8661554 packets (ssthresh 2165326096) on the connection "
+        "10.77.30.6:40616 -> 10.77.30.2:5201, in 2 ACKs on 1 connection past 4 send buffers (11586 packets)")
+    assert caught_windows(cfg, []) is None
+
+
 def test_plan_names_and_addresses():
     topo = netns.plan("0123abcd", 63, 1500)
     names = [topo.router_ns, topo.tun] + [n for h in topo.hosts for n in (h.ns, h.ifname, h.router_ifname)]

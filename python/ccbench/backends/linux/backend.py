@@ -39,7 +39,7 @@ from typing import Any, Iterator, Optional
 from ccbench.backends import SAMPLE_COLUMNS, RunResult
 from ccbench.errors import UsageError
 
-from . import bpf_cca, cgroups, cleanup, iperf3, netns, procs
+from . import bpf_cca, cgroups, cleanup, iperf3, netns, procs, tcp_watch
 
 SERVER_PORT = 5201
 # With a network the emulator knows each flow's packets by the port its load
@@ -215,6 +215,8 @@ class _Run:
         self.servers: list[str] = ["server"]  # the load servers' process names
         self.bpf: list[bpf_cca.Registration] = []  # BPF CCAs registered for this run (bpf_cca.py)
         self.cca_name: dict[str, str] = {}  # a flow's cca → the name its sockets use
+        self.watch: Optional[tcp_watch.Watch] = None  # with BPF CCAs: every ACK's window (tcp_watch.py)
+        self.watch_problem: Optional[str] = None
 
     # -- lifecycle
 
@@ -241,6 +243,11 @@ class _Run:
                          [self.topo.nodes[d] for d in sorted({f["dst"] for f in self.cfg["flows"]})])
             for host in receivers:
                 bpf_cca.accept_ecn(host.ns, self.bpf)
+            self.watch = tcp_watch.Watch(self.token)
+            try:
+                self.watch.start(window_limit_segs(self.cfg))
+            except tcp_watch.WatchError as e:
+                self.watch, self.watch_problem = None, str(e)
 
     def close(self) -> None:
         """Stop every process, delete every namespace and the run directory (idempotent)."""
@@ -260,6 +267,10 @@ class _Run:
                 problems.append(f"stopping the processes: {e}")
             for reg in self.bpf:
                 problem = bpf_cca.unregister(reg)
+                if problem:
+                    problems.append(problem)
+            if self.watch is not None:
+                problem = self.watch.stop()
                 if problem:
                     problems.append(problem)
             for d in self.cgroups.values():
@@ -631,6 +642,14 @@ class _Run:
 
         for text in corrupt_windows(cfg, peaks) + unapplied_sockops(cfg, cflows, peaks):
             flag("kernel", text)
+        if self.watch is not None:
+            ours = {h.ip for h in topo.hosts}
+            caught = [c for c in self.watch.caught() if c.src.rsplit(":", 1)[0] in ours]
+            text = caught_windows(cfg, caught)
+            if text:
+                flag("kernel", text)
+        elif self.watch_problem:
+            info.append(f"windows were only checked at the sample interval: {self.watch_problem}")
 
         if emu_out.get("placement_error"):
             info.append(f"the emulator ran unpinned: {emu_out['placement_error']}")
@@ -684,6 +703,25 @@ def window_peaks(cflows: dict[int, dict], samples_rows: list[dict], mss: int) ->
             p = peaks.setdefault(int(r["flow_id"]), {})
             p["max_cwnd"] = max(p.get("max_cwnd", 0), int(r["cwnd_bytes"]))
     return peaks
+
+
+def window_limit_segs(cfg: dict) -> int:
+    """The largest window or ssthresh, in segments, a congestion control
+    could set: CWND_WMEM_MAX send buffers."""
+    return CWND_WMEM_MAX * int(cfg["tcp"]["wmem_bytes"]) // int(cfg["tcp"]["mss"])
+
+
+def caught_windows(cfg: dict, caught: list[tcp_watch.Catch]) -> Optional[str]:
+    """The reason for what the run's tcp_probe watch caught, or None."""
+    if not caught:
+        return None
+    worst = max(caught, key=lambda c: (c.cwnd, c.ssthresh if c.ssthresh != tcp_watch.INFINITE_SSTHRESH else 0))
+    conns = sorted({(c.src, c.dest) for c in caught})
+    return (f"the kernel saw a congestion window of {worst.cwnd} packets (ssthresh {worst.ssthresh}) on the "
+            f"connection {worst.src} -> {worst.dest}, in {len(caught)} ACK{'s' if len(caught) != 1 else ''} on "
+            f"{len(conns)} connection{'s' if len(conns) != 1 else ''} past {CWND_WMEM_MAX} send buffers "
+            f"({window_limit_segs(cfg)} packets): the kernel's congestion state was corrupt, so the run does not "
+            "measure the congestion control")
 
 
 def corrupt_windows(cfg: dict, peaks: dict[int, dict[str, int]]) -> list[str]:

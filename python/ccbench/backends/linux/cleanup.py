@@ -12,6 +12,7 @@ pid and start time of the process running it). A *leftover* is any of
   already unmounted,
 * a cgroup directory with such a name in the cgroup v2 hierarchy (one per
   load client), and the processes in it,
+* a tracefs instance ``ccb<token>`` (runs with BPF CCAs: tcp_watch.py),
 * a run directory,
 
 whose run's owner is no longer alive. Runs whose owner is alive are in
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import cgroups, netns
+from . import cgroups, netns, tcp_watch
 
 RUN_ROOT = Path("/run/ccbench")
 RUN_DIR_RE = re.compile(r"^ccb([0-9a-f]{8})$")
@@ -75,11 +76,12 @@ class RunLeftovers:
     links: list[str] = field(default_factory=list)
     cgroups: list[Path] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
+    traces: list[Path] = field(default_factory=list)
     dir: Optional[Path] = None
     owner: Optional[int] = None  # alive owner: the run is in progress
 
     def empty(self) -> bool:
-        return not (self.namespaces or self.links or self.cgroups or self.pids or self.dir)
+        return not (self.namespaces or self.links or self.cgroups or self.pids or self.traces or self.dir)
 
     def describe(self) -> str:
         parts = []
@@ -91,6 +93,8 @@ class RunLeftovers:
             parts.append(f"{len(self.cgroups)} cgroup{'s' if len(self.cgroups) != 1 else ''}")
         if self.pids:
             parts.append(f"{len(self.pids)} process{'es' if len(self.pids) != 1 else ''}")
+        if self.traces:
+            parts.append(f"trace instance {', '.join(str(t) for t in self.traces)}")
         if self.dir:
             parts.append(f"directory {self.dir}")
         return ", ".join(parts)
@@ -136,6 +140,8 @@ def find(include_live: bool = False) -> list[RunLeftovers]:
         get(netns.NAME_RE.match(n).group(1)).links.append(n)
     for d in cgroups.existing():
         get(netns.NAME_RE.match(d.name).group(1)).cgroups.append(d)
+    for d in tcp_watch.existing():
+        get(d.name[len(netns.PREFIX):]).traces.append(d)
     if RUN_ROOT.is_dir():
         for d in RUN_ROOT.iterdir():
             m = RUN_DIR_RE.match(d.name)
@@ -215,6 +221,10 @@ def remove(r: RunLeftovers) -> list[str]:
             netns.delete_namespace(ns)
         except netns.SetupError as e:
             problems.append(str(e))
+    for d in r.traces:
+        problem = tcp_watch.remove(d)
+        if problem:
+            problems.append(problem)
     for link in r.links:
         p = netns.ip("link", "delete", "dev", link, check=False)
         if p.returncode != 0 and link in _root_links():
