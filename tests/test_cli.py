@@ -314,3 +314,5 @@ def test_doctor(capsys):
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert "sim" in out and "linux" in out
+    if "for the linux backend" in out:
+        assert "ACK watch for BPF runs" in out  # tcp_watch.check()

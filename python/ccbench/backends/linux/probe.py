@@ -16,7 +16,7 @@ from typing import Optional
 
 from ccbench.spec import kernel
 
-from . import cgroups, cleanup, netns
+from . import cgroups, cleanup, netns, tcp_watch
 
 
 @dataclass
@@ -152,6 +152,7 @@ def probe() -> list[Check]:
     from .bpf_cca import tools_check  # cca = "bpf:FILE" (docs/bpf.md)
 
     checks.append(Check("BPF congestion control (optional)", *tools_check()))
+    checks.append(Check("ACK watch for BPF runs", *tcp_watch.check()))
     checks.append(_preemption())
     core = core_problem()
     checks.append(Check("emulator and load generator", core is None, core or "built into ccbench._core"))

@@ -111,6 +111,17 @@ def remove(d: Path) -> Optional[str]:
     return None
 
 
+def check() -> tuple[Optional[bool], str]:
+    """For ``ccbench doctor``: can runs with BPF CCAs watch every ACK?
+    (None: informational; without it windows are checked per sample only.)"""
+    if (TRACEFS / "events" / "tcp" / "tcp_probe").is_dir():
+        return True, f"tracefs at {TRACEFS} has tcp:tcp_probe (runs with BPF CCAs check every ACK's window)"
+    if not (TRACEFS / "instances").is_dir():
+        return None, (f"tracefs is not mounted at {TRACEFS}; a run with a BPF CCA mounts it to check every ACK's "
+                      "window")
+    return None, "this kernel has no tcp:tcp_probe event: runs with BPF CCAs check windows per sample only"
+
+
 def existing() -> list[Path]:
     """Every tracefs instance named like a run's (``ccb<8 hex>``)."""
     d = instances_dir()
