@@ -161,7 +161,7 @@ def test_cpu_busy_level_follows_the_rt_cap():
 
 
 def test_a_window_past_four_send_buffers_is_a_corrupt_kernel_state():
-    from ccbench.backends.linux.backend import corrupt_windows
+    from ccbench.backends.linux.backend import corrupt_windows, window_peaks
 
     mss = 1448
     cfg = {"tcp": {"wmem_bytes": 4_000_000, "mss": mss},
@@ -169,32 +169,37 @@ def test_a_window_past_four_send_buffers_is_a_corrupt_kernel_state():
     # Flow 0 as the kernel left it when it skipped the ssthresh hook: the
     # stale ssthresh (0x81104110) and the first window PRR made of it;
     # flow 1 just under the bound; flow 2 only its ssthresh; flow 3 never sampled.
-    peaks = {0: {"max_cwnd": 8_627_041 * mss, "max_ssthresh": 2165326096 * mss},
-             1: {"max_cwnd": 16_000_000, "max_ssthresh": 16_000_000}, 2: {"max_ssthresh": 2072072323 * mss}}
+    peaks = {0: {"max_cwnd_segs": 8_627_041, "max_ssthresh_segs": 2165326096},
+             1: {"max_cwnd_segs": 11_049, "max_ssthresh_segs": 11_049}, 2: {"max_ssthresh_segs": 2072072323}}
     r0, r2 = corrupt_windows(cfg, peaks)
     assert r0.startswith("flow 0's congestion window reached 8627041 packets and its ssthresh reached 2165326096")
     assert "more than 4 send buffers (11049 packets)" in r0 and "does not measure the flow's congestion control" in r0
     assert r2.startswith("flow 2's ssthresh reached 2072072323 packets, more than")
-    assert corrupt_windows(cfg, {1: {"max_cwnd": 16_000_001}}) and not corrupt_windows(cfg, {})
+    assert corrupt_windows(cfg, {1: {"max_cwnd_segs": 11_050}}) and not corrupt_windows(cfg, {})
+    # The peaks: the load client's, raised by a larger sampled window; an iperf3 flow has only samples.
+    cflows = {0: {"max_cwnd_segs": 250, "max_ssthresh_segs": 247}, 1: {"max_cwnd_segs": None}}
+    rows = [{"flow_id": 0, "cwnd_bytes": 260 * mss}, {"flow_id": 1, "cwnd_bytes": 80 * mss},
+            {"flow_id": 1, "cwnd_bytes": None}]
+    assert window_peaks(cflows, rows, mss) == {0: {"max_cwnd_segs": 260, "max_ssthresh_segs": 247},
+                                               1: {"max_cwnd_segs": 80}}
 
 
 def test_a_flow_without_rtt_samples_or_past_its_clamp_had_no_sock_ops():
     from ccbench.backends.linux.backend import unapplied_sockops
 
-    mss = 1448
-    cfg = {"tcp": {"mss": mss}, "flows": [{"id": 0, "cwnd_clamp": 20}, {"id": 1, "cwnd_clamp": 20}, {"id": 2},
+    cfg = {"tcp": {"mss": 1448}, "flows": [{"id": 0, "cwnd_clamp": 20}, {"id": 1, "cwnd_clamp": 20}, {"id": 2},
                                          {"id": 3}]}
     cflows = {0: {"rtt_samples": 0, "bytes_acked": 5_000_000}, 1: {"rtt_samples": 900, "bytes_acked": 5_000_000},
               2: {"rtt_samples": None, "bytes_acked": 5_000_000}, 3: {"rtt_samples": 0, "bytes_acked": 0}}
     # Flow 0 unclamped (its window grew to 300); flow 1 a packet over its
     # clamp (PRR may send one past it); flow 2 had no cgroup; flow 3 sent nothing.
-    peaks = {0: {"max_cwnd": 300 * mss}, 1: {"max_cwnd": 21 * mss}}
+    peaks = {0: {"max_cwnd_segs": 300}, 1: {"max_cwnd_segs": 21}}
     r0, r1 = unapplied_sockops(cfg, cflows, peaks)
     assert r0 == ("flow 0 delivered 5000000 bytes but took no RTT sample: the sock_ops program did not run for "
                   "its connection (nor did a cwnd_clamp)")
     assert r1 == "flow 0's congestion window reached 300 packets, past its cwnd_clamp of 20"
-    assert not unapplied_sockops(cfg, {1: cflows[1]}, {1: {"max_cwnd": 42 * mss}})
-    assert unapplied_sockops(cfg, {}, {1: {"max_cwnd": 43 * mss}})
+    assert not unapplied_sockops(cfg, {1: cflows[1]}, {1: {"max_cwnd_segs": 42}})
+    assert unapplied_sockops(cfg, {}, {1: {"max_cwnd_segs": 43}})
 
 
 def test_the_ack_watch_filters_and_reads_tcp_probe(tmp_path):

@@ -691,17 +691,16 @@ class _Run:
 
 
 def window_peaks(cflows: dict[int, dict], samples_rows: list[dict], mss: int) -> dict[int, dict[str, int]]:
-    """Each flow's largest congestion window and ssthresh in bytes: from its
-    load client's TCP_INFOs (``max_cwnd_segs``, ``max_ssthresh_segs``) and
-    its sample rows (iperf3's flows have only those)."""
+    """Each flow's largest congestion window and ssthresh in segments
+    (``max_cwnd_segs``, ``max_ssthresh_segs``): from its load client's
+    TCP_INFOs and its sample rows (iperf3's flows have only those)."""
     peaks: dict[int, dict[str, int]] = {}
     for fid, c in cflows.items():
-        peaks[fid] = {k: int(c[k + "_segs"]) * mss for k in ("max_cwnd", "max_ssthresh")
-                      if c.get(k + "_segs") is not None}
+        peaks[fid] = {k: int(c[k]) for k in ("max_cwnd_segs", "max_ssthresh_segs") if c.get(k) is not None}
     for r in samples_rows:
         if r.get("cwnd_bytes") is not None:
             p = peaks.setdefault(int(r["flow_id"]), {})
-            p["max_cwnd"] = max(p.get("max_cwnd", 0), int(r["cwnd_bytes"]))
+            p["max_cwnd_segs"] = max(p.get("max_cwnd_segs", 0), int(r["cwnd_bytes"]) // mss)
     return peaks
 
 
@@ -726,20 +725,20 @@ def caught_windows(cfg: dict, caught: list[tcp_watch.Catch]) -> Optional[str]:
 
 def corrupt_windows(cfg: dict, peaks: dict[int, dict[str, int]]) -> list[str]:
     """One reason per flow whose largest congestion window or ssthresh
-    (``peaks``: flow id → {"max_cwnd", "max_ssthresh"}, bytes) no congestion
-    control could have set: more than CWND_WMEM_MAX send buffers. Seen when
-    the kernel skipped a BPF congestion control's ssthresh hook and took a
-    stale value instead (docs/linux-backend.md, "A corrupt window")."""
-    wmem, mss = int(cfg["tcp"]["wmem_bytes"]), int(cfg["tcp"]["mss"])
+    (``peaks``: window_peaks) no congestion control could have set: more
+    than window_limit_segs. Seen when the kernel skipped a BPF congestion
+    control's ssthresh hook and took a stale value instead
+    (docs/linux-backend.md, "A corrupt window")."""
+    limit = window_limit_segs(cfg)
     out = []
     for f in cfg["flows"]:
         p = peaks.get(int(f["id"])) or {}
-        bad = [f"{what} reached {p[key] // mss} packets" for key, what in
-               (("max_cwnd", "congestion window"), ("max_ssthresh", "ssthresh"))
-               if p.get(key, 0) > CWND_WMEM_MAX * wmem]
+        bad = [f"{what} reached {p[key]} packets" for key, what in
+               (("max_cwnd_segs", "congestion window"), ("max_ssthresh_segs", "ssthresh"))
+               if p.get(key, 0) > limit]
         if bad:
             out.append(f"flow {f['id']}'s {' and its '.join(bad)}, more than {CWND_WMEM_MAX} send buffers "
-                       f"({CWND_WMEM_MAX * wmem // mss} packets): the kernel's congestion state was corrupt, "
+                       f"({limit} packets): the kernel's congestion state was corrupt, "
                        "so the run does not measure the flow's congestion control")
     return out
 
@@ -751,7 +750,6 @@ def unapplied_sockops(cfg: dict, cflows: dict[int, dict], peaks: dict[int, dict[
     window went past twice its ``cwnd_clamp`` (set there too). The same
     sandbox kernel skips it as it skips BPF congestion controls
     (docs/linux-backend.md, "A corrupt window")."""
-    mss = int(cfg["tcp"]["mss"])
     out = []
     for f in cfg["flows"]:
         c = cflows.get(int(f["id"])) or {}
@@ -759,7 +757,7 @@ def unapplied_sockops(cfg: dict, cflows: dict[int, dict], peaks: dict[int, dict[
             out.append(f"flow {f['id']} delivered {c['bytes_acked']} bytes but took no RTT sample: the sock_ops "
                        "program did not run for its connection (nor did a cwnd_clamp)")
         clamp = f.get("cwnd_clamp")
-        top = (peaks.get(int(f["id"])) or {}).get("max_cwnd", 0) // mss
+        top = (peaks.get(int(f["id"])) or {}).get("max_cwnd_segs", 0)
         if clamp is not None and top > 2 * int(clamp) + 2:
             out.append(f"flow {f['id']}'s congestion window reached {top} packets, past its cwnd_clamp of {clamp}")
     return out

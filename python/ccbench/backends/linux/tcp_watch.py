@@ -50,10 +50,10 @@ def instances_dir() -> Path:
 
 
 def _ensure_tracefs() -> None:
-    if (TRACEFS / "instances").is_dir():
+    if instances_dir().is_dir():
         return
     p = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True, text=True)
-    if p.returncode != 0 or not (TRACEFS / "instances").is_dir():
+    if p.returncode != 0 or not instances_dir().is_dir():
         raise WatchError(f"tracefs is not mounted at {TRACEFS} and mounting it failed: {p.stderr.strip()}")
 
 
@@ -116,7 +116,7 @@ def check() -> tuple[Optional[bool], str]:
     (None: informational; without it windows are checked per sample only.)"""
     if (TRACEFS / "events" / "tcp" / "tcp_probe").is_dir():
         return True, f"tracefs at {TRACEFS} has tcp:tcp_probe (runs with BPF CCAs check every ACK's window)"
-    if not (TRACEFS / "instances").is_dir():
+    if not instances_dir().is_dir():
         return None, (f"tracefs is not mounted at {TRACEFS}; a run with a BPF CCA mounts it to check every ACK's "
                       "window")
     return None, "this kernel has no tcp:tcp_probe event: runs with BPF CCAs check windows per sample only"
