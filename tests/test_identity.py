@@ -8,7 +8,10 @@ one before the network description moved into crates/netcore) with
 core on the same runs and compares digests. The flows digests were
 rewritten once, on purpose, when rtt_mean_us/rtt_p99_us became one raw
 sample per round trip (docs/analysis.md "RTT statistics"): the samples,
-queue and rpcs digests stayed the same.
+queue and rpcs digests stayed the same. 12 runs' digests were rewritten on
+purpose when a resent head started restarting the retransmission timer and
+RACK went on judging what a timeout left unmarked, as Linux does
+(docs/sim-model.md, "Two recovery fixes").
 
 A study with a BPF CCA compiles it against the running kernel's BTF
 (vmlinux.h), which enters the object's name and so the run ids and seeds:

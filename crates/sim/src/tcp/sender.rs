@@ -402,6 +402,7 @@ impl Sender {
         self.set_now(now);
         let mut cwnd_limited = false;
         let mut sent_any = false;
+        let mut head_resent = false;
         loop {
             if self.pacing && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
                 if self.pace_next_ns > now {
@@ -420,6 +421,7 @@ impl Sender {
                 }
                 self.retransmit(i, now, out);
                 sent_any = true;
+                head_resent |= i == 0;
                 continue;
             }
             if in_flight >= self.c.cwnd {
@@ -448,7 +450,10 @@ impl Sender {
         }
         self.cwnd_validate(cwnd_limited);
         if sent_any && self.c.packets_out > 0 {
-            if !self.rto_timer.is_armed() {
+            // Linux `tcp_xmit_retransmit_queue`: resending the head restarts
+            // the timer (unless RACK's reordering timer holds it), so the
+            // repair gets a whole RTO; new data only starts a stopped one.
+            if !self.rto_timer.is_armed() || (head_resent && !self.reo_timer.is_armed()) {
                 self.rto_deadline = now + self.current_rto();
             }
             self.set_xmit_timer(now, out);
@@ -1651,7 +1656,9 @@ impl Sender {
         }
         self.retx_hint = self.snd_una;
         self.retx_end = self.snd_nxt;
-        self.rack_hint = self.snd_nxt;
+        // What the timeout left unmarked (sent within RACK's RTT) stays on
+        // RACK's list, as on Linux's time-sorted one: RACK judges it later.
+        self.rack_hint = self.snd_una;
         self.c.cwnd = self.c.packets_in_flight() + 1;
         self.c.cwnd_cnt = 0;
         self.high_seq = self.snd_nxt;
@@ -2228,6 +2235,63 @@ mod tests {
         s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
         assert_eq!(s.stats.undo_count, 0);
         assert_eq!(s.c.ssthresh, ssthresh);
+    }
+
+    /// Retransmitting the head restarts the retransmission timer (Linux
+    /// `tcp_xmit_retransmit_queue` re-arms it when the head went out again
+    /// and no reordering timer is pending), so a repaired head gets a whole
+    /// RTO to be acknowledged; the timer armed for the original would fire
+    /// while the retransmission is still on its way.
+    #[test]
+    fn head_retransmission_restarts_the_rto() {
+        let (mut s, mut out) = ten_out("cubic");
+        let first_deadline = s.rto_deadline;
+        // Segments 1..3 sacked at 20 ms: segment 0 is lost and resent now.
+        s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+        assert!(s.rtxq[0].flags & RETRANS != 0, "the head was not retransmitted");
+        assert!(!s.reo_timer.is_armed());
+        assert_eq!(s.rto_deadline, 20_000_000 + s.current_rto());
+        assert!(s.rto_deadline > first_deadline);
+        // The old deadline passes without a timeout.
+        s.on_timer(TimerKind::Rto, first_deadline, &mut out);
+        assert_eq!(s.stats.rto_count, 0);
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+    }
+
+    /// A timeout marks lost the head and what RACK has timed out (Linux
+    /// `tcp_timeout_mark_lost`); a segment sent within RACK's RTT before it
+    /// stays unmarked, and RACK judges it on later ACKs as any other: once
+    /// a segment sent after it is delivered and its RTT plus the
+    /// reordering window has passed, it is lost.
+    #[test]
+    fn rack_judges_what_a_timeout_left_unmarked() {
+        let (mut s, mut out) = ten_out("reno");
+        // Half the window is acked late (RACK's RTT 190 ms) and the window
+        // opens: segments 10..19 go out at 200 ms.
+        s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 200_000_000, &mut out);
+        // Nothing more comes back: the loss probe (new segment 20), then
+        // the timeout, which resends the head.
+        while s.c.ca_state != CaState::Loss {
+            let at = s.rto_deadline.max(s.c.now_ns + 1);
+            s.on_timer(TimerKind::Rto, at, &mut out);
+        }
+        let rto_at = s.c.now_ns;
+        let unmarked: Vec<u64> =
+            s.rtxq.iter().filter(|g| g.flags & (LOST | SACKED | EVER_RETRANS) == 0).map(|g| g.seq).collect();
+        assert!(!unmarked.is_empty(), "the timeout marked every segment: nothing left for RACK to judge");
+        // The head's retransmission is acked: F-RTO sends new data.
+        s.on_ack(&Packet { ack: 6 * 1448, ts_ecr: rto_at, ..Packet::default() }, rto_at + 20_000_000, &mut out);
+        let later = s.rtxq.iter().find(|g| g.tx.sent_ns > rto_at && g.flags & EVER_RETRANS == 0).map(|g| (g.seq, g.end()));
+        let (a, b) = later.expect("no new data after the timeout");
+        // A segment sent after the timeout is sacked long after the
+        // unmarked ones were due.
+        let sack = Packet { ack: s.snd_una, ts_ecr: rto_at, ..Packet::default() }.with_sacks(&[(a, b)]);
+        s.on_ack(&sack, rto_at + 300_000_000, &mut out);
+        for seq in unmarked {
+            let g = s.rtxq[s.index_of(seq)];
+            assert!(g.flags & (LOST | EVER_RETRANS) != 0, "segment {} (sent at {} ns) never judged", seq / 1448, g.tx.sent_ns);
+        }
     }
 
     /// A CUBIC sender on a 0.3 ms path (the SYN's RTT) whose initial window
