@@ -145,3 +145,16 @@ class FakeBackend:
 def calls(log: str | Path) -> list[str]:
     log = Path(log)
     return log.read_text().split() if log.exists() else []
+
+
+def die_mid_result() -> None:
+    """In a process-pool worker: write the start of a result message (a
+    header promising a megabyte, then ten bytes) to the pool's result pipe
+    and die, as a worker killed while sending its result does."""
+    import gc
+    import multiprocessing.queues
+    import struct
+
+    results = next(o for o in gc.get_objects() if type(o) is multiprocessing.queues.SimpleQueue)
+    os.write(results._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 10)
+    os._exit(1)

@@ -346,6 +346,33 @@ def _alive(pids: list[int]) -> list[int]:
     return alive
 
 
+def test_stopping_a_pool_whose_worker_died_sending_a_result_does_not_hang():
+    """The SIGTERM the executor forwards to its workers can land while one
+    sends a finished run's result: half a message stays in the pool's result
+    pipe, and its manager thread waits for the rest (a fresh-clone CI run of
+    the SIGTERM case below hung there: `pool.shutdown` waiting for that
+    thread). Stopping the pool must still end."""
+    import concurrent.futures as cf
+    import multiprocessing
+    import threading
+
+    from ccbench.executor import local
+    from fakes import die_mid_result
+
+    pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    fut = pool.submit(die_mid_result)
+    worker = next(iter(pool._processes.values()))
+    worker.join(timeout=60)
+    assert worker.exitcode == 1
+    time.sleep(1.0)
+    assert not fut.done(), "the pool noticed the dead worker: this test no longer makes the hang"
+    stopper = threading.Thread(target=local._stop_pool, args=(pool, {fut: None}, None), daemon=True)
+    stopper.start()
+    stopper.join(timeout=30)
+    assert not stopper.is_alive(), "stopping the pool hung"
+    assert fut.cancelled() or isinstance(fut.exception(timeout=0), cf.process.BrokenProcessPool)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
 @pytest.mark.parametrize("sig, jobs", [(signal.SIGKILL, 2), (signal.SIGTERM, 2), (signal.SIGHUP, 1)])
 def test_killed_run_leaves_no_process_and_terminate_is_like_ctrl_c(tmp_path, sig, jobs):

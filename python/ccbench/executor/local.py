@@ -404,4 +404,15 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
         p.join(timeout=2.0)
         if p.is_alive():
             p.kill()
+            p.join(timeout=2.0)
+    # A worker stopped in the middle of sending a result (the forwarded
+    # SIGTERM can land there) leaves part of a message in the pool's result
+    # pipe; the pool's manager thread then waits for the rest for ever, and
+    # shutdown with it. With every worker gone, closing this process's
+    # writing end of the pipe ends that wait: the read meets the end of the
+    # file, and the pool counts as broken and shuts down.
+    if not any(p.is_alive() for p in procs):
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            writer.close()
     pool.shutdown(wait=True, cancel_futures=True)
