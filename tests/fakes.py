@@ -109,17 +109,19 @@ def fake_result_dict(runspec: Any, n_samples: int = N_SAMPLES) -> dict:
 class FakeBackend:
     """Returns fake results. Runs listed in ``fail`` raise RuntimeError, the
     run at index ``interrupt_at`` (0-based, over calls of this process) or with
-    run_id ``interrupt_run`` raises KeyboardInterrupt. Every call appends the
+    run_id ``interrupt_run`` raises KeyboardInterrupt; the worker dies in
+    ``crash_run``, and half-way through sending a result in ``half_result_run``. Every call appends the
     run_id to ``log`` (a file, so calls in worker processes are seen too)."""
 
     name = "fake"
 
     def __init__(self, log: str | Path | None = None, fail=(), interrupt_run: str | None = None,
-                 crash_run: str | None = None, suspect=()):
+                 crash_run: str | None = None, suspect=(), half_result_run: str | None = None):
         self.log = None if log is None else str(log)
         self.fail = set(fail)
         self.interrupt_run = interrupt_run
         self.crash_run = crash_run
+        self.half_result_run = half_result_run
         self.suspect = set(suspect)
 
     def check(self) -> None:
@@ -133,6 +135,8 @@ class FakeBackend:
             raise KeyboardInterrupt
         if runspec.run_id == self.crash_run:
             os._exit(3)  # the worker process dies
+        if runspec.run_id == self.half_result_run:
+            die_mid_result()  # the worker dies sending its result
         if runspec.run_id in self.fail:
             raise RuntimeError(f"boom in {runspec.run_id}")
         d = fake_result_dict(runspec)

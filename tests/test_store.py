@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import duckdb
 import pytest
@@ -253,6 +254,21 @@ def test_a_crashed_worker_fails_its_run_and_the_study_goes_on(tmp_path):
     assert not s.interrupted
     assert runs[0].run_id in s.failed_run_ids
     assert s.ok + s.failed == 3 and s.ok >= 1  # the other in-flight run may be failed with it
+    with Store.open_existing(tmp_path) as store:
+        err = store.runs(run_ids=[runs[0].run_id])[0].error
+    assert "worker process died" in err
+
+
+def test_a_worker_dead_half_way_through_a_result_fails_its_run_and_the_study_goes_on(tmp_path):
+    # The pool's manager thread waits for the rest of the message for ever;
+    # without the executor's watch (local.STUCK_S) this study never ends.
+    runs = make_runs(losses=("0%", "1%", "2%"), reps=1)
+    t0 = time.monotonic()
+    s = execute(FakeStudy(), runs, FakeBackend(half_result_run=runs[0].run_id), tmp_path, jobs=2)
+    assert time.monotonic() - t0 < 60
+    assert not s.interrupted
+    assert runs[0].run_id in s.failed_run_ids
+    assert s.ok + s.failed == 3 and s.ok >= 1
     with Store.open_existing(tmp_path) as store:
         err = store.runs(run_ids=[runs[0].run_id])[0].error
     assert "worker process died" in err

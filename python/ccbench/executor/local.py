@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 # After Ctrl-C, how long to wait for runs already in a worker (they got the
 # SIGINT too and normally stop at once) before terminating the workers.
 INTERRUPT_GRACE_S = 3.0
+# How long a pool with a dead worker may give nothing back before its manager
+# thread counts as stuck on half a result (see _end_result_wait).
+STUCK_S = 5.0
 
 
 @dataclass
@@ -330,7 +333,7 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
                 fill()
                 if not inflight:
                     break
-                done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
+                done = _wait_first(pool, inflight)
                 ready = [(fut, inflight.pop(fut)) for fut in done]
                 # the freed workers get their next runs before the commits,
                 # which would otherwise leave them idle (not after a crash or Ctrl-C)
@@ -364,6 +367,50 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
             raise
 
 
+def _workers(pool: cf.ProcessPoolExecutor) -> list[Any]:
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def _end_result_wait(pool: cf.ProcessPoolExecutor) -> None:
+    """A worker that died in the middle of sending a result (killed by a
+    signal, or out of memory) leaves part of a message in the pool's result
+    pipe; the pool's manager thread then waits for the rest for ever: no
+    future completes, not even as broken, and shutdown hangs with it. With
+    every worker gone, closing this process's writing end of the pipe ends
+    that wait: the read meets the end of the file, and the pool counts as
+    broken."""
+    if not any(p.is_alive() for p in _workers(pool)):
+        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+        if writer is not None:
+            writer.close()
+
+
+def _wait_first(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any]) -> set[cf.Future]:
+    """The futures done first (`cf.wait` with FIRST_COMPLETED), except that a
+    pool stuck on half a result is broken open: a worker that died is
+    noticed at once unless the manager thread is stuck, so when one has died
+    and nothing has come back for STUCK_S, the other workers are stopped as
+    the pool itself stops them when broken, and its wait is ended."""
+    import concurrent.futures as cf
+
+    while True:
+        done, _ = cf.wait(inflight, timeout=STUCK_S, return_when=cf.FIRST_COMPLETED)
+        if done:
+            return done
+        procs = _workers(pool)
+        if all(p.is_alive() for p in procs):
+            continue
+        for p in procs:
+            if p.is_alive():
+                p.terminate()  # a run in progress is interrupted; its backend cleans up
+        for p in procs:
+            p.join(timeout=INTERRUPT_GRACE_S)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=2.0)
+        _end_result_wait(pool)
+
+
 def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], committer: _Committer | None,
                forward: bool = False, ready: Sequence[tuple[cf.Future, Any]] = ()) -> None:
     """Stop after Ctrl-C: give running runs a moment, keep any that finished
@@ -374,7 +421,7 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
 
     for fut in inflight:
         fut.cancel()
-    procs = list((getattr(pool, "_processes", None) or {}).values())
+    procs = _workers(pool)
     if forward:
         # SIGTERM, not SIGINT: a worker still starting up (no handlers yet) just exits;
         # one in a run interrupts it like Ctrl-C, lets the backend clean up and exits.
@@ -405,14 +452,6 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
         if p.is_alive():
             p.kill()
             p.join(timeout=2.0)
-    # A worker stopped in the middle of sending a result (the forwarded
-    # SIGTERM can land there) leaves part of a message in the pool's result
-    # pipe; the pool's manager thread then waits for the rest for ever, and
-    # shutdown with it. With every worker gone, closing this process's
-    # writing end of the pipe ends that wait: the read meets the end of the
-    # file, and the pool counts as broken and shuts down.
-    if not any(p.is_alive() for p in procs):
-        writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
-        if writer is not None:
-            writer.close()
+    # The forwarded SIGTERM can stop a worker in the middle of sending a result.
+    _end_result_wait(pool)
     pool.shutdown(wait=True, cancel_futures=True)
