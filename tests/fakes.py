@@ -110,8 +110,9 @@ class FakeBackend:
     """Returns fake results. Runs listed in ``fail`` raise RuntimeError, the
     run at index ``interrupt_at`` (0-based, over calls of this process) or with
     run_id ``interrupt_run`` raises KeyboardInterrupt; the worker dies in
-    ``crash_run``, and half-way through sending a result in ``half_result_run``. Every call appends the
-    run_id to ``log`` (a file, so calls in worker processes are seen too)."""
+    ``crash_run``, and half-way through sending a result in
+    ``half_result_run``. Every call appends the run_id to ``log`` (a file, so
+    calls in worker processes are seen too)."""
 
     name = "fake"
 

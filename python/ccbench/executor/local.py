@@ -371,6 +371,19 @@ def _workers(pool: cf.ProcessPoolExecutor) -> list[Any]:
     return list((getattr(pool, "_processes", None) or {}).values())
 
 
+def _end_workers(procs: list[Any], grace_s: float) -> None:
+    """SIGTERM the workers still alive (one in a run interrupts it and lets
+    its backend clean up), then kill any that has not exited after ``grace_s``."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=grace_s)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=2.0)
+
+
 def _end_result_wait(pool: cf.ProcessPoolExecutor) -> None:
     """A worker that died in the middle of sending a result (killed by a
     signal, or out of memory) leaves part of a message in the pool's result
@@ -400,14 +413,7 @@ def _wait_first(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any]) ->
         procs = _workers(pool)
         if all(p.is_alive() for p in procs):
             continue
-        for p in procs:
-            if p.is_alive():
-                p.terminate()  # a run in progress is interrupted; its backend cleans up
-        for p in procs:
-            p.join(timeout=INTERRUPT_GRACE_S)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=2.0)
+        _end_workers(procs, INTERRUPT_GRACE_S)
         _end_result_wait(pool)
 
 
@@ -444,14 +450,7 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
                     committer.commit(inflight[fut], fut.result())
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop now
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(timeout=2.0)
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=2.0)
+    _end_workers(procs, 2.0)
     # The forwarded SIGTERM can stop a worker in the middle of sending a result.
     _end_result_wait(pool)
     pool.shutdown(wait=True, cancel_futures=True)
