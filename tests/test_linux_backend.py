@@ -575,24 +575,27 @@ buffer = "1bdp"
 qdisc = {{ kind = "twoclass", classes = [{{ weight = 1 }}, {{ weight = 3 }}] }}
 [[flows]]
 cca = "cubic"
+{class0}
 [[flows]]
 cca = "cubic"
-queue_class = {cls}
+{class1}
 """
 
 
-@pytest.mark.parametrize("cls", [1, 0])
-def test_queue_class_reaches_the_emulator(core, cls):
-    """Flow 1's DSCP puts it in the twoclass queue of weight 3: about 3/4 of the
-    link under contention; in the same queue as flow 0 the two share it."""
-    r, res = run_measured(TWOCLASS.format(cls=cls))
-    g0, g1 = goodput_after(res, 0, 3.0), goodput_after(res, 1, 3.0)
-    share = g1 / (g0 + g1)
-    print(f"queue_class {cls}: flow 1 gets {share:.3f} of {(g0 + g1) / 1e6:.1f} Mbit/s; {res.note}")
-    if cls == 1:
-        assert share >= 0.65
-    else:
-        assert 0.25 <= share <= 0.75
+@pytest.mark.parametrize("heavy", [1, 0])
+def test_queue_class_reaches_the_emulator(core, heavy):
+    """The flow whose DSCP puts it in the twoclass queue of weight 3 gets about
+    3/4 of the link under contention, whichever of the two it is; the other
+    stays in the default class 0. (Not two flows in one queue as the control:
+    how two CUBIC flows share a drop-tail FIFO over a few seconds is not the
+    emulator's doing, and one run in CI saw a 0.21 share.)"""
+    marks = ["", ""]
+    marks[heavy] = "queue_class = 1"
+    r, res = run_measured(TWOCLASS.format(class0=marks[0], class1=marks[1]))
+    g = [goodput_after(res, 0, 3.0), goodput_after(res, 1, 3.0)]
+    share = g[heavy] / sum(g)
+    print(f"queue_class 1 on flow {heavy}: it gets {share:.3f} of {sum(g) / 1e6:.1f} Mbit/s; {res.note}")
+    assert share >= 0.65
 
 
 def test_cwnd_clamp_by_tcp_bpf(core):
