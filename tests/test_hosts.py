@@ -6,11 +6,13 @@ off root. The unit tests at the top need nothing.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -283,6 +285,8 @@ def test_a_host_dying_fails_its_run_and_the_next_run_proceeds(bed, tmp_path):
 def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     study = quickstart(tmp_path, duration="8s")
     inv = bed.write_inventory(bottleneck="emu")
+    logs = os.path.join(tempfile.gettempdir(), "ccbench-hosts-*")
+    others = set(glob.glob(logs))
     p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "c"))
     try:
         wait_for_processes(bed, "s0")
@@ -291,6 +295,8 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
         p.wait()
     time.sleep(0.5)
     assert bed.leftovers() != []  # the run directories, the TUN device, the rules, the sysctls
+    killed = set(glob.glob(logs)) - others
+    assert len(killed) == 1, killed  # and this machine's log directory of the run
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "removed" in r.stdout
@@ -300,9 +306,8 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     assert bed.leftovers() == []
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert "nothing left behind" in r.stdout, r.stdout
-    import glob
-
     assert glob.glob("/tmp/ccbh-*") == []  # nor the killed controller's ssh control sockets
+    assert not any(os.path.exists(d) for d in killed)  # nor its log directory
 
 
 TC_STUDY = """

@@ -236,17 +236,30 @@ mod tests {
 
     fn compile(name: &str) -> Option<String> {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let out = std::env::temp_dir().join(format!("ccbench-sim-test-{}", std::process::id()));
+        // Beside the test binary (target/<profile>/bpf-test), not in /tmp:
+        // a directory per process there was never removed (4.7 MB a run).
+        // Files are written under a name of this process and renamed, so
+        // tests running at once, here or in another process, never read half
+        // a file. The kernel's header is dumped again by every process.
+        let exe = std::env::current_exe().ok()?;
+        let out = exe.parent()?.parent()?.join("bpf-test");
         std::fs::create_dir_all(&out).ok()?;
+        let part = |p: &PathBuf| p.with_extension(format!("part{}-{name}", std::process::id()));
         let hdr = out.join("vmlinux.h");
-        if !hdr.exists() {
+        // Dumped once per process, from the kernel it runs on.
+        static HEADER: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+        let mut dumped = HEADER.lock().ok()?;
+        if !*dumped {
             let o = Command::new("bpftool").args(["btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"]).output().ok()?;
             if !o.status.success() {
                 eprintln!("skipped: bpftool btf dump failed");
                 return None;
             }
-            std::fs::write(&hdr, o.stdout).ok()?;
+            std::fs::write(part(&hdr), o.stdout).ok()?;
+            std::fs::rename(part(&hdr), &hdr).ok()?;
+            *dumped = true;
         }
+        drop(dumped);
         let obj = out.join(format!("{name}.bpf.o"));
         let src = root.join(format!("studies/bpf-cca/{name}.bpf.c"));
         let st = Command::new("clang")
@@ -255,13 +268,14 @@ mod tests {
             .arg("-c")
             .arg(&src)
             .arg("-o")
-            .arg(&obj)
+            .arg(part(&obj))
             .status()
             .ok()?;
         if !st.success() {
             eprintln!("skipped: clang failed");
             return None;
         }
+        std::fs::rename(part(&obj), &obj).ok()?;
         Some(obj.to_string_lossy().into_owned())
     }
 

@@ -49,6 +49,7 @@ from ccbench.backends import SAMPLE_COLUMNS, RunResult
 from ccbench.errors import StudyError, UsageError
 
 from . import deploy, preflight
+from .cleanup import log_dir_prefix
 from .inventory import Host, Inventory, merge, parse, read_file
 from .remote import HostRun
 from .ssh import Connection, SshError, open_all
@@ -293,7 +294,7 @@ class _Run:
                 c.sudo = ["sudo", "-n", "--"]
         self.hr = {role: HostRun(c, self.token) for role, c in self.conns.items()}
         self.procs: list[RemoteProc] = []
-        self.local = tempfile.mkdtemp(prefix=f"ccbench-hosts-{self.token}-")
+        self.local = tempfile.mkdtemp(prefix=log_dir_prefix(self.token))
         self.clock: dict[str, dict] = {}
         self.closed = False
 

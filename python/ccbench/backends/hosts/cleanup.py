@@ -5,7 +5,8 @@ directory (``ccb<8 hex>-<role>``, nothing else), each with its owner. A run
 whose controller is still alive on this machine is left alone (listed);
 every other one is removed as at the end of a run (remote.py): its
 processes (pidfiles with start times, programs inside the directory), the
-changes its manifest lists, the directory.
+changes its manifest lists, the directory. On this machine: a killed
+controller's ssh control sockets and its runs' local log directories.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 
 from .inventory import Inventory
-from .remote import list_runs, owner_alive, read_owner, remove_dir
+from .remote import list_runs, owner, owner_alive, read_owner, remove_dir
 from .ssh import Connection, SshError
 
 
@@ -69,6 +70,34 @@ def stale_control_dirs() -> list[str]:
     return removed
 
 
+LOG_DIR_PREFIX = "ccbench-hosts-"
+
+
+def log_dir_prefix(token: str) -> str:
+    """The name of a run's local log directory (in the temporary directory) starts with its controller's pid
+    and start time, so that a killed controller's can be told from a live one's."""
+    o = owner()
+    return f"{LOG_DIR_PREFIX}{o['pid']}-{o['start']}-{token}-"
+
+
+def stale_log_dirs() -> list[str]:
+    """This machine's run log directories whose controller is gone (killed: it removes its own). Removed."""
+    import glob
+    import re
+    import shutil
+    import socket
+    import tempfile
+
+    removed = []
+    for d in glob.glob(os.path.join(tempfile.gettempdir(), LOG_DIR_PREFIX + "*")):
+        m = re.match(re.escape(LOG_DIR_PREFIX) + r"(\d+)-(\d+)-", os.path.basename(d))
+        if m and owner_alive({"controller": socket.gethostname(), "pid": int(m[1]), "start": int(m[2])}):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
 def doctor_cleanup(console, inventory: str) -> int:
     """The CLI's `doctor --cleanup --inventory FILE`."""
     from rich.markup import escape
@@ -81,6 +110,10 @@ def doctor_cleanup(console, inventory: str) -> int:
     if stale:
         removed.append(f"this machine: removed {len(stale)} stale ssh control director{'ies' if len(stale) != 1 else 'y'} "
                        "(/tmp/ccbh-*)")
+    logs = stale_log_dirs()
+    if logs:
+        removed.append(f"this machine: removed {len(logs)} killed run{'s' if len(logs) != 1 else ''}' log "
+                       f"director{'ies' if len(logs) != 1 else 'y'} ({LOG_DIR_PREFIX}*)")
     if not removed and not problems:
         console.print("nothing left behind by ccbench runs on the inventory's hosts")
     for line in removed + alive:
