@@ -37,10 +37,14 @@ class Browser:
         if exe is None:
             raise RuntimeError("chromium is not installed (make install-dev installs it)")
         self.profile = tempfile.mkdtemp(prefix="ccbench-chromium-")
+        # Chromium's own temporary files (its singleton socket's directory, which a terminated Chromium
+        # leaves) go inside the profile, removed with it.
+        tmp = os.path.join(self.profile, "tmp")
+        os.mkdir(tmp)
         self.proc = subprocess.Popen(
             [exe, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
              "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, TMPDIR=tmp),
         )
         try:
             port_file = Path(self.profile) / "DevToolsActivePort"
