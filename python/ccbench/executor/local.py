@@ -162,12 +162,13 @@ class _Committer:
         except KeyboardInterrupt:
             # The store holds Ctrl-C until a run's transaction has ended and
             # delivers it then: the run may well be saved. Count what the store holds.
-            if self._saved(runspec.run_id, outcome.status):
+            if self.saved(runspec.run_id, outcome.status):
                 self._count(runspec, outcome)
             raise
         self._count(runspec, outcome)
 
-    def _saved(self, run_id: str, status: str) -> bool:
+    def saved(self, run_id: str, status: str) -> bool:
+        """Does the store hold this run with this outcome (an interrupted commit may have finished)?"""
         try:
             row = self.store.con.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()
         except Exception:  # noqa: BLE001 - only for the count in a message
@@ -442,7 +443,7 @@ def _stop_pool(pool: cf.ProcessPoolExecutor, inflight: dict[cf.Future, Any], com
             for fut, rs in ready:
                 # the first may have been committed when Ctrl-C came: the store
                 # delivers it only after the run's transaction
-                if fut.exception() is None and not committer._saved(rs.run_id, fut.result().status):
+                if fut.exception() is None and not committer.saved(rs.run_id, fut.result().status):
                     committer.commit(rs, fut.result())
             done, _ = cf.wait(inflight, timeout=INTERRUPT_GRACE_S)
             for fut in done:
