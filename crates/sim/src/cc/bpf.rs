@@ -240,13 +240,13 @@ mod tests {
         // a directory per process there was never removed (4.7 MB a run).
         // Files are written under a name of this process and renamed, so
         // tests running at once, here or in another process, never read half
-        // a file. The kernel's header is dumped again by every process.
+        // a file.
         let exe = std::env::current_exe().ok()?;
         let out = exe.parent()?.parent()?.join("bpf-test");
         std::fs::create_dir_all(&out).ok()?;
         let part = |p: &PathBuf| p.with_extension(format!("part{}-{name}", std::process::id()));
         let hdr = out.join("vmlinux.h");
-        // Dumped once per process, from the kernel it runs on.
+        // The kernel's header: dumped once per process, from the kernel it runs on.
         static HEADER: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
         let mut dumped = HEADER.lock().ok()?;
         if !*dumped {
