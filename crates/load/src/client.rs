@@ -271,7 +271,7 @@ fn acked(i: &TcpInfo, f: &FlowConfig) -> u64 {
     }
 }
 
-fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, bw: Option<f64>) -> Value {
+fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, bbr: Option<&tcp_info::BbrInfo>) -> Value {
     json!({
         "flow_id": id,
         "time_us": time_us,
@@ -282,8 +282,8 @@ fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, bw: Option<f64
         "inflight_bytes": i.inflight_bytes(),
         "pacing_rate_bps": i.pacing_rate_bps(),
         "delivery_rate_bps": i.delivery_rate as f64 * 8.0,
-        "cca_state": tcp_info::ca_state_name(i.ca_state),
-        "bw_est_bps": bw,
+        "cca_state": tcp_info::cca_state(i, bbr),
+        "bw_est_bps": bbr.map(|b| b.bw_bps),
     })
 }
 
@@ -345,9 +345,9 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
             }
             let Ok(info) = tcp_info::tcp_info(fd) else { continue };
             peaks[fi].add(&info);
-            let bw = if is_bbr(&f.cca) { tcp_info::bbr_bw_bps(fd) } else { None };
+            let bbr = if is_bbr(&f.cca) { tcp_info::bbr_info(fd) } else { None };
             line.clear();
-            serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, acked(&info, f), bw)).expect("json");
+            serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, acked(&info, f), bbr.as_ref())).expect("json");
             line.push(b'\n');
             samples.write_all(&line).map_err(|e| format!("writing {}: {e}", cfg.samples_path))?;
             rows += 1;

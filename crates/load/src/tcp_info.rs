@@ -101,31 +101,51 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
 
 const TCP_CC_INFO: libc::c_int = 26;
 
-/// BBR's bandwidth estimate in bits/s (TCP_CC_INFO's `tcp_bbr_info`), when
-/// the socket's CCA reports one.
-pub fn bbr_bw_bps(fd: RawFd) -> Option<f64> {
+/// BBR's part of TCP_CC_INFO (`tcp_bbr_info`): its bandwidth estimate and
+/// the gains that say which mode it is in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BbrInfo {
+    pub bw_bps: f64,
+    /// In units of 1/256 (BBR_UNIT), as the kernel keeps them.
+    pub pacing_gain: u32,
+    pub cwnd_gain: u32,
+}
+
+/// The BBR part of TCP_CC_INFO, when the socket's CCA reports one.
+pub fn bbr_info(fd: RawFd) -> Option<BbrInfo> {
     // union tcp_cc_info is 20 bytes; tcp_bbr_info is bw_lo, bw_hi, min_rtt,
     // pacing_gain, cwnd_gain (u32 each).
     let mut buf = [0u32; 5];
     let mut len = std::mem::size_of_val(&buf) as libc::socklen_t;
     // SAFETY: buf is `len` bytes.
     let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, TCP_CC_INFO, buf.as_mut_ptr() as *mut libc::c_void, &mut len) };
-    if r < 0 || (len as usize) < 8 {
+    if r < 0 || (len as usize) < 20 {
         return None;
     }
     let bw = (buf[1] as u64) << 32 | buf[0] as u64; // bytes per second
-    Some(bw as f64 * 8.0)
+    Some(BbrInfo { bw_bps: bw as f64 * 8.0, pacing_gain: buf[3], cwnd_gain: buf[4] })
 }
 
-/// The name of `tcpi_ca_state`.
-pub fn ca_state_name(s: u8) -> &'static str {
-    match s {
-        0 => "open",
-        1 => "disorder",
-        2 => "cwr",
-        3 => "recovery",
-        4 => "loss",
-        _ => "unknown",
+const BBR_UNIT: u32 = 256;
+
+/// The samples' `cca_state`: the CCA's own state, with the simulator's
+/// names (its `CcaReport`). BBR's mode from its gains, as tcp_bbr.c sets
+/// them per mode: ProbeRTT paces and sizes cwnd at gain 1; Startup and Drain
+/// keep the high cwnd gain (2.89) and pace above or below 1; ProbeBW keeps a
+/// cwnd gain of 2. Any other CCA: slow start while cwnd < ssthresh.
+pub fn cca_state(i: &TcpInfo, bbr: Option<&BbrInfo>) -> &'static str {
+    match bbr {
+        Some(b) if b.cwnd_gain <= BBR_UNIT => "probe_rtt",
+        Some(b) if b.cwnd_gain > 2 * BBR_UNIT => {
+            if b.pacing_gain > BBR_UNIT {
+                "startup"
+            } else {
+                "drain"
+            }
+        }
+        Some(_) => "probe_bw",
+        None if i.snd_cwnd < i.snd_ssthresh => "slow_start",
+        None => "cong_avoid",
     }
 }
 
@@ -175,7 +195,21 @@ mod tests {
         assert_eq!(i.cwnd_bytes(), 20 * 1448);
         assert_eq!(i.pacing_rate_bps(), Some(8000.0));
         assert_eq!(TcpInfo { pacing_rate: u64::MAX, ..i }.pacing_rate_bps(), None);
-        assert_eq!(ca_state_name(3), "recovery");
+    }
+
+    #[test]
+    fn cca_state_names_the_ccas_own_state() {
+        let i = TcpInfo { snd_cwnd: 20, snd_ssthresh: 30, ..Default::default() };
+        assert_eq!(cca_state(&i, None), "slow_start");
+        assert_eq!(cca_state(&TcpInfo { snd_ssthresh: 20, ..i }, None), "cong_avoid");
+        // tcp_bbr.c's gains per mode (BBR_UNIT = 256): high gain 739, drain 88, cwnd gain 512.
+        let bbr = |pacing_gain, cwnd_gain| Some(BbrInfo { bw_bps: 1e6, pacing_gain, cwnd_gain });
+        assert_eq!(cca_state(&i, bbr(739, 739).as_ref()), "startup");
+        assert_eq!(cca_state(&i, bbr(88, 739).as_ref()), "drain");
+        for g in [320, 192, 256] {
+            assert_eq!(cca_state(&i, bbr(g, 512).as_ref()), "probe_bw");
+        }
+        assert_eq!(cca_state(&i, bbr(256, 256).as_ref()), "probe_rtt");
     }
 
     #[test]
