@@ -116,6 +116,8 @@ def test_bulk_cubic_fills_100mbit_20ms(tmp_path):
     # The CCA's state, named as the simulator names it (tcp_info.rs: cca_state).
     assert all(r["cca_state"] in ("slow_start", "cong_avoid") for r in rows)
     assert "cong_avoid" in {r["cca_state"] for r in rows}, rows
+    # CUBIC without max_rate is not paced: no pacing rate, as in the simulator.
+    assert all(r["pacing_rate_bps"] is None for r in rows)
     assert summary["tun_tx_dropped"] == 0 and summary["tun_write_errors"] == 0
     assert summary["links"]["bottleneck"]["tx_pkts"] > 30_000
     assert summary["forwarded_unclassified"] == 0

@@ -271,7 +271,11 @@ fn acked(i: &TcpInfo, f: &FlowConfig) -> u64 {
     }
 }
 
-fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, bbr: Option<&tcp_info::BbrInfo>) -> Value {
+/// `paced`: TCP paces the socket (a pacing CCA, or SO_MAX_PACING_RATE set).
+/// Linux computes sk_pacing_rate for every socket (ss shows it) but an
+/// unpaced one uses it only to size bursts and queues; the samples report
+/// a pacing rate only where it paces, as the simulator's do.
+fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, paced: bool, bbr: Option<&tcp_info::BbrInfo>) -> Value {
     json!({
         "flow_id": id,
         "time_us": time_us,
@@ -280,7 +284,7 @@ fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, bbr: Option<&t
         "delivered_bytes": delivered,
         "retrans_segs": i.total_retrans,
         "inflight_bytes": i.inflight_bytes(),
-        "pacing_rate_bps": i.pacing_rate_bps(),
+        "pacing_rate_bps": if paced { i.pacing_rate_bps() } else { None },
         "delivery_rate_bps": i.delivery_rate as f64 * 8.0,
         "cca_state": tcp_info::cca_state(i, bbr),
         "bw_est_bps": bbr.map(|b| b.bw_bps),
@@ -289,6 +293,12 @@ fn sample_row(id: u32, time_us: u64, i: &TcpInfo, delivered: u64, bbr: Option<&t
 
 fn is_bbr(cca: &str) -> bool {
     cca.starts_with("bbr")
+}
+
+/// Whether TCP paces the flow: BBR asks for it, and any SO_MAX_PACING_RATE
+/// switches it on (`max_rate`, and `pacing = "on"` on the linux backend).
+fn is_paced(f: &FlowConfig) -> bool {
+    is_bbr(&f.cca) || f.max_pacing_rate_bps.is_some()
 }
 
 /// Run every flow of one sender host (docs/interfaces.md §4).
@@ -347,7 +357,7 @@ pub fn run(cfg: ClientConfig) -> Result<Value, String> {
             peaks[fi].add(&info);
             let bbr = if is_bbr(&f.cca) { tcp_info::bbr_info(fd) } else { None };
             line.clear();
-            serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, acked(&info, f), bbr.as_ref())).expect("json");
+            serde_json::to_writer(&mut line, &sample_row(f.id, k * every / 1000, &info, acked(&info, f), is_paced(f), bbr.as_ref())).expect("json");
             line.push(b'\n');
             samples.write_all(&line).map_err(|e| format!("writing {}: {e}", cfg.samples_path))?;
             rows += 1;

@@ -69,6 +69,8 @@ mod tests {
         assert!(bulk_rows[0]["cwnd_bytes"].as_u64().unwrap() > 0);
         assert!(["slow_start", "cong_avoid"].contains(&bulk_rows[0]["cca_state"].as_str().unwrap()));
         assert_eq!(bulk_rows[0]["bw_est_bps"], Value::Null);
+        // Reno without a pacing cap is not paced: no pacing rate.
+        assert_eq!(bulk_rows[0]["pacing_rate_bps"], Value::Null);
         let rpc_rows = rows.iter().filter(|r| r["flow_id"] == 1).count();
         // From 100 ms (if it connected before that tick) or 200 ms on.
         assert!((6..=8).contains(&rpc_rows), "{rpc_rows}");
