@@ -252,6 +252,7 @@ impl World {
                 max_pacing_rate: f.max_rate_bps.map(|b| b / 8),
                 tick_ns: cfg.tcp.hz.map_or(0, |hz| NS_PER_SEC / hz as u64),
                 class: f.queue_class.unwrap_or(0),
+                pingpong: f.kind == FlowKind::Rpc,
             };
             w.conns.push(Connection {
                 sender: Sender::new(main as u32, path, &cfg.tcp, cca, opts),

@@ -1400,6 +1400,12 @@ impl CongestionControl for Bbr3 {
         true
     }
 
+    /// `bbr_sndbuf_expand`: room for three windows, as BBR's cwnd gain of 2
+    /// and its probing may need.
+    fn sndbuf_expand(&self) -> u32 {
+        3
+    }
+
     fn has_cong_control(&self) -> bool {
         true
     }

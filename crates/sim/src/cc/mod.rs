@@ -348,6 +348,12 @@ pub trait CongestionControl {
         false
     }
 
+    /// The send buffer's room per segment of cwnd (`sndbuf_expand`; Linux's
+    /// default 2 covers CUBIC's reduction to 0.7 in fast recovery).
+    fn sndbuf_expand(&self) -> u32 {
+        2
+    }
+
     /// The CCA's own state for the `samples` table.
     fn report(&self, c: &Conn) -> CcaReport {
         CcaReport::window(c)

@@ -9,6 +9,7 @@ pub(crate) mod rate;
 mod receiver;
 pub(crate) mod rtt;
 mod sender;
+pub(crate) mod sndbuf;
 pub(crate) mod undo;
 
 pub use receiver::Receiver;
@@ -35,6 +36,9 @@ pub struct ConnOpts {
     /// Timer tick in ns (0 = exact).
     pub tick_ns: u64,
     pub class: u8,
+    /// Data flows both ways (RPC): Linux's receiver is in ping-pong
+    /// (interactive) mode, where PSH alone does not make it ACK.
+    pub pingpong: bool,
 }
 
 impl ConnOpts {
@@ -75,7 +79,7 @@ impl Out {
 
 /// Linux's defaults as the study files give them, for unit tests.
 #[cfg(test)]
-fn test_cfg() -> crate::config::TcpConfig {
+pub(crate) fn test_cfg() -> crate::config::TcpConfig {
     crate::config::TcpConfig {
         mss: 1448,
         header_bytes: 52,

@@ -248,10 +248,11 @@ impl Receiver {
         }
         // Linux 6.x: a full-sized segment with PSH (or a short one) sets
         // ICSK_ACK_PUSHED (`tcp_measure_rcv_mss`); when the application has
-        // read everything queued, `tcp_cleanup_rbuf` sends the ACK at once.
+        // read everything queued, `tcp_cleanup_rbuf` sends the ACK at once,
+        // unless the connection is in ping-pong mode (RPC).
         // Applications here read in-order data as soon as it arrives, and
         // nothing is left unread once no out-of-order data is held.
-        if p.psh && self.rcv_nxt > before && self.ooo.is_empty() {
+        if p.psh && !self.opts.pingpong && self.rcv_nxt > before && self.ooo.is_empty() {
             immediate = true;
         }
         let unacked = self.rcv_nxt - self.rcv_wup;

@@ -3,7 +3,8 @@
 //! pacing, and the timers. It orchestrates the parts Linux also keeps apart:
 //! RTT/RTO estimation (`rtt`), RACK loss detection (`rack`; dupack counting
 //! without SACK stays here), PRR (`prr`), delivery-rate sampling (`rate`),
-//! undo of spurious reductions (`undo`) and F-RTO (`frto`). The congestion
+//! undo of spurious reductions (`undo`), F-RTO (`frto`) and the send
+//! buffer the application writes into (`sndbuf`). The congestion
 //! controller is called through the `tcp_congestion_ops`-shaped trait in
 //! `crate::cc`.
 
@@ -12,6 +13,7 @@ use super::prr::Prr;
 use super::rack::{Rack, Reordering};
 use super::rate::{RateSampler, TxState};
 use super::rtt::{ts_echo_rtt, MinRtt, RttEstimator, TS_TICK_NS};
+use super::sndbuf::SendBuffer;
 use super::undo::{current_ssthresh, Undo};
 use super::{ConnOpts, Out, TimerKind, TIMEOUT_MIN_US};
 use crate::cc::util::jiffies_timer_ns;
@@ -37,6 +39,9 @@ const EVER_RETRANS: u8 = 8;
 const RACK_MARKED: u8 = 16;
 /// The segment carries PSH: it ends an application write.
 const PUSH: u8 = 32;
+/// The last segment of a sent skb (the segments one transmission sent
+/// together): acknowledging it frees the skb's charge in the send buffer.
+const SKB_END: u8 = 64;
 
 /// Segments sent before Linux starts pacing (`tp->data_segs_out >= 10`).
 const UNPACED_SEGS: u64 = 10;
@@ -96,12 +101,20 @@ pub struct Sender {
     /// snd_nxt when the last per-round RTT sample was counted (Linux's
     /// tp->rtt_seq): see `rtt_sample`.
     rtt_seq: u64,
-    /// Bytes the application has handed over so far; `unlimited` for bulk.
+    /// Bytes the application has handed to the socket so far.
     write_seq: u64,
+    /// The application always has more to write (bulk).
     unlimited: bool,
-    /// Bulk sender: ends of the application's writes not yet sent; the
-    /// segment holding each gets PSH. See `note_app_refill`.
+    /// Bytes the application still has to write (not bulk): the send
+    /// buffer takes them as it has room.
+    app_pending: u64,
+    /// Ends of the application's writes not yet sent; the segment holding
+    /// each gets PSH (`tcp_push`).
     push_seqs: VecDeque<u64>,
+    sndbuf: SendBuffer,
+    /// The skb being sent: segments still to go in it, and its size.
+    skb_left: u32,
+    skb_segs: u32,
     rtxq: VecDeque<Seg>,
     /// Segments in `rtxq` shorter than one MSS: while there are none, a
     /// sequence number gives its segment's index by one division.
@@ -233,7 +246,11 @@ impl Sender {
             rtt_seq: 0,
             write_seq: 0,
             unlimited: false,
+            app_pending: 0,
             push_seqs: VecDeque::new(),
+            sndbuf: SendBuffer::new(cfg),
+            skb_left: 0,
+            skb_segs: 0,
             rtxq: VecDeque::with_capacity(16),
             short_segs: 0,
             rtt: RttEstimator::new(cfg.min_rto_ns),
@@ -317,6 +334,15 @@ impl Sender {
         self.set_now(now);
         self.state = State::Established;
         self.cca.init(&mut self.c);
+        self.init_buffer_space();
+    }
+
+    /// `tcp_init_buffer_space` at the start of the transfer: the send buffer
+    /// is sized for the initial window; then the application, which waited
+    /// for the connection, writes.
+    fn init_buffer_space(&mut self) {
+        self.sndbuf.expand(self.c.cwnd, self.reord.degree, self.cca.sndbuf_expand());
+        self.app_write();
     }
 
     /// A SYN-ACK arrived.
@@ -333,6 +359,11 @@ impl Sender {
         self.rtt_sample(rtt, rtt / NS_PER_US, false);
         self.rtt.backoff = 0;
         self.rtt.update_rto();
+        // `tcp_ack` on the SYN-ACK ends in `tcp_update_pacing_rate`: the
+        // initial window leaves in skbs sized by that rate.
+        if !self.uses_cong_control() {
+            self.update_pacing_rate();
+        }
         self.state = State::Established;
         // `tcp_init_transfer`: one segment after more than one SYN
         // retransmission, unless the SYN-ACK answers the first SYN
@@ -342,23 +373,80 @@ impl Sender {
             self.c.cwnd = 1;
         }
         self.cca.init(&mut self.c);
+        self.init_buffer_space();
         self.send(now, out);
     }
 
-    /// Bulk: an endless supply of data from now on.
+    /// Bulk: an endless supply of data from now on (or, `on` false, no
+    /// more writes: what the send buffer holds still goes out, as from a
+    /// Linux socket left open).
     pub fn set_unlimited(&mut self, on: bool) {
         self.unlimited = on;
-        if !on {
-            self.write_seq = self.write_seq.max(self.snd_nxt);
+        if on && self.state == State::Established {
+            self.app_write();
         }
     }
 
     /// The application writes `bytes` more.
     pub fn write(&mut self, bytes: u64, now: Nanos, out: &mut Out) {
-        self.write_seq += bytes;
+        self.app_pending += bytes;
         if self.state == State::Established {
+            self.app_write();
             self.send(now, out);
         }
+    }
+
+    /// The application's `send()` (`tcp_sendmsg`): it hands over what the
+    /// send buffer takes, a bulk writer all it can; the write ends with
+    /// PSH (`tcp_push`). A writer left with more waits (SOCK_NOSPACE)
+    /// until `check_space` wakes it.
+    #[inline(never)]
+    fn app_write(&mut self) {
+        let want = if self.unlimited { u64::MAX } else { self.app_pending };
+        if want == 0 || self.state != State::Established {
+            return;
+        }
+        let take = want.min(self.sndbuf.room(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt));
+        if take > 0 {
+            self.write_seq += take;
+            if !self.unlimited {
+                self.app_pending -= take;
+            }
+            self.push_seqs.push_back(self.write_seq);
+        }
+        if take < want {
+            self.sndbuf.set_nospace();
+        }
+    }
+
+    /// `tcp_check_space` after an ACK's transmissions: when the ACK freed
+    /// an skb while the writer waits, the buffer grows if cwnd did not
+    /// hold the sender back (`tcp_new_space`: it ran out of data), and the
+    /// writer wakes once a third of the buffer is free.
+    fn check_space(&mut self, now: Nanos, out: &mut Out) {
+        if self.sndbuf.writer_waits_and_shrunk()
+            && (self.c.packets_in_flight() < self.c.cwnd || self.sndbuf.could_wake(self.write_seq - self.snd_una))
+        {
+            self.new_space(now, out);
+        }
+    }
+
+    /// `tcp_new_space`, out of the per-ACK path.
+    #[inline(never)]
+    fn new_space(&mut self, now: Nanos, out: &mut Out) {
+        if self.c.packets_in_flight() < self.c.cwnd {
+            self.sndbuf.expand(self.c.cwnd, self.reord.degree, self.cca.sndbuf_expand());
+        }
+        let queued = self.sndbuf.queued(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt);
+        if self.sndbuf.wake_writer(queued) {
+            self.app_write();
+            self.send(now, out);
+        }
+    }
+
+    /// The send buffer's size now (`sk_sndbuf`), bytes.
+    pub fn sndbuf_bytes(&self) -> u64 {
+        self.sndbuf.limit()
     }
 
     /// Send from now on over this route (a route change; segments already
@@ -390,11 +478,12 @@ impl Sender {
     // ---------------------------------------------------------------- sending
 
     fn has_data(&self) -> bool {
-        self.unlimited || self.write_seq > self.snd_nxt
+        self.write_seq > self.snd_nxt
     }
 
-    /// Send what cwnd, the receive window, the send buffer and pacing allow
-    /// (Linux `tcp_write_xmit` with retransmissions first).
+    /// Send what cwnd, the receive window, the data written and pacing
+    /// allow (Linux `tcp_write_xmit` with retransmissions first). New data
+    /// leaves in skbs as `tcp_mss_split_point` cuts them (see `start_skb`).
     pub fn send(&mut self, now: Nanos, out: &mut Out) {
         if self.state != State::Established {
             return;
@@ -433,17 +522,34 @@ impl Sender {
                 self.c.app_limited = (self.c.delivered + in_flight as u64).max(1);
                 break;
             }
-            let avail = if self.unlimited { u64::MAX } else { self.write_seq - self.snd_nxt };
+            let avail = self.write_seq - self.snd_nxt;
             let len = avail.min(self.cfg.mss as u64);
             let outstanding = self.snd_nxt + len - self.snd_una;
-            if outstanding > self.cfg.rmem_bytes || outstanding > self.cfg.wmem_bytes {
-                break; // receive window or send buffer full
+            if outstanding > self.cfg.rmem_bytes {
+                break; // receive window full
             }
             if self.c.packets_out == 0 {
                 self.restart_after_idle(now);
             }
+            if self.skb_left == 0 {
+                let max_segs = if self.pacing && self.data_segs_out >= UNPACED_SEGS {
+                    self.burst_goal.saturating_sub(self.burst_segs)
+                } else {
+                    self.tso_segs()
+                };
+                let data_segs = avail.div_ceil(self.cfg.mss as u64).min(u32::MAX as u64) as u32;
+                let room = self.c.cwnd - in_flight;
+                if data_segs > 1 && self.tso_should_defer(now, room, max_segs) {
+                    cwnd_limited = true;
+                    break;
+                }
+                self.start_skb(max_segs.min(room).min(data_segs));
+            }
             self.transmit_new(len, now, out);
             sent_any = true;
+        }
+        if self.skb_left > 0 {
+            self.end_skb_early(out);
         }
         if self.burst_segs > 0 {
             self.end_burst(now);
@@ -460,24 +566,64 @@ impl Sender {
         }
     }
 
-    /// A bulk application refills the send buffer as ACKs free it. Linux
-    /// sizes the send buffer just above what cwnd needs (`tcp_sndbuf_expand`
-    /// runs only when the buffer, not cwnd, held the sender back), so the
-    /// buffer is full whenever an ACK frees `freed` bytes: the writer wakes,
-    /// appends that much behind the data already queued, and `tcp_sendmsg`
-    /// ends the write with `tcp_push`, which sets PSH on its last segment.
-    /// (Measured on Linux 6.18 through the emulator, 10 Mbit/s, 40 ms, CUBIC:
-    /// 43 % of the data segments carry PSH, a median 2 segments apart.)
-    fn note_app_refill(&mut self, freed: u64) {
-        if self.unlimited && freed > 0 {
-            let queued_end = self.push_seqs.back().map_or(self.snd_nxt, |&e| e.max(self.snd_nxt));
-            self.push_seqs.push_back(queued_end + freed);
+    /// Linux `tcp_tso_should_defer`: with room in cwnd for less than a
+    /// full TSO skb (`max_segs`) and less than a third of cwnd, hold the
+    /// data for the next ACK, which should come soon (the oldest segment
+    /// out was sent at least half an RTT ago), so that the two leave as
+    /// one larger skb; only outside loss recovery and while the sender
+    /// sent within the last millisecond.
+    fn tso_should_defer(&self, now: Nanos, room: u32, max_segs: u32) -> bool {
+        if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || room >= max_segs {
+            return false;
+        }
+        // `tcp_wstamp_ns`: the last departure, or the paced next one.
+        let wstamp = if self.pacing { self.pace_next_ns.max(self.last_send_ns) } else { self.last_send_ns };
+        if now > wstamp + 1_000_000 {
+            return false;
+        }
+        if room as u64 * 3 >= self.c.cwnd as u64 {
+            return false;
+        }
+        match self.rtxq.front() {
+            Some(head) => now.saturating_sub(head.tx.sent_ns) >= self.rtt.srtt_ns() / 2,
+            None => false,
         }
     }
 
-    /// Take `len` new bytes from the application into the retransmit queue
-    /// and send them. The segment is built whole and written once: with many
-    /// flows its ring slot is a cold line, and reading it back stalled there.
+    /// A new skb of `segs` segments (at least one) leaves: as many as
+    /// `tcp_mss_split_point` lets one transmission carry (the TSO size, or
+    /// what is left of the paced burst; cwnd's room; the data written).
+    /// It is charged to the send buffer until its last segment is acked.
+    fn start_skb(&mut self, segs: u32) {
+        self.skb_left = segs.max(1);
+        self.skb_segs = self.skb_left;
+        self.sndbuf.on_skb_sent();
+    }
+
+    /// The receive window ended the skb before its planned size: its last
+    /// segment so far closes it.
+    #[cold]
+    fn end_skb_early(&mut self, out: &mut Out) {
+        let sent = self.skb_segs - self.skb_left;
+        self.skb_left = 0;
+        if let Some(last) = self.rtxq.back_mut() {
+            last.flags |= SKB_END;
+            if sent >= 2 {
+                if let Some(p) = out.pkts.last_mut().filter(|p| p.seq == last.seq && p.conn == self.conn_id) {
+                    p.psh = true;
+                }
+            }
+        }
+    }
+
+    /// Take `len` new bytes from the send buffer into the retransmit queue
+    /// and send them. PSH marks the end of an application write, and the
+    /// last segment of an skb of two or more (`__tcp_transmit_skb` sets it
+    /// on every GSO packet, so that the receiver's GRO flushes; measured
+    /// on Linux 6.18, CUBIC, 10 Mbit/s, 40 ms: 42.6 % of the segments,
+    /// nearly all the ends of two-segment skbs). The segment is built
+    /// whole and written once: with many flows its ring slot is a cold
+    /// line, and reading it back stalled there.
     fn transmit_new(&mut self, len: u64, now: Nanos, out: &mut Out) {
         let seq = self.snd_nxt;
         let end = seq + len;
@@ -492,12 +638,18 @@ impl Sender {
         if len < self.cfg.mss as u64 {
             self.short_segs += 1;
         }
+        let mut flags = if push { PUSH } else { 0 };
+        self.skb_left -= 1;
+        let gso_push = self.skb_left == 0 && self.skb_segs >= 2;
+        if self.skb_left == 0 {
+            flags |= SKB_END;
+        }
         let tx = self.rate.on_send(&self.c, now);
-        self.rtxq.push_back(Seg { seq, len: len as u32, flags: if push { PUSH } else { 0 }, tx });
+        self.rtxq.push_back(Seg { seq, len: len as u32, flags, tx });
         self.snd_nxt = end;
         self.c.snd_nxt = end;
         self.c.packets_out += 1;
-        self.emit(seq, len as u32, push, false, now, out);
+        self.emit(seq, len as u32, push || gso_push, false, now, out);
     }
 
     /// Segments per paced burst, as Linux's `tcp_tso_autosize`: about 1 ms
@@ -840,7 +992,6 @@ impl Sender {
             self.c.pacing_rate = self.c.max_pacing_rate;
         }
 
-        self.note_app_refill(self.snd_una - prior_snd_una);
         if self.c.packets_out == 0 {
             self.rto_timer.cancel();
             self.probe_armed = false;
@@ -855,11 +1006,13 @@ impl Sender {
             self.send(now, out);
             self.new_data_first = false;
             if self.snd_nxt > self.high_seq {
+                self.check_space(now, out);
                 return;
             }
             self.frto.stop();
         }
         self.send(now, out);
+        self.check_space(now, out);
     }
 
     /// Mark segments covered by new SACK blocks (Linux `tcp_sacktag_write_queue`),
@@ -981,8 +1134,33 @@ impl Sender {
                 s.flags = (s.flags | SACKED) & !(LOST | RETRANS);
                 self.highest_sack = self.highest_sack.max(s.end());
                 self.c.sacked_out += 1;
+                self.resegment_sacked(i);
             }
             i += 1;
+        }
+    }
+
+    /// The skbs around a newly SACKed segment `i`, as Linux's SACK tagging
+    /// leaves them: an skb only partly SACKed is cut at the SACK's edge
+    /// (`tcp_fragment` in `tcp_match_skb_to_sack`; the new skb is charged
+    /// its overhead), and a SACKed skb right after a SACKed skb moves its
+    /// data into that one and is freed (`tcp_shift_skb_data`; its
+    /// overhead leaves the send buffer, and SOCK_QUEUE_SHRUNK lets
+    /// `check_space` grow the buffer or wake the writer during recovery).
+    /// So every skb is wholly SACKed or not at all, and runs SACKed in
+    /// sequence order become one skb.
+    fn resegment_sacked(&mut self, i: usize) {
+        if i > 0 && self.rtxq[i - 1].flags & SKB_END == 0 {
+            self.rtxq[i - 1].flags |= SKB_END;
+            self.sndbuf.on_skb_split();
+        }
+        if self.rtxq[i].flags & SKB_END == 0 {
+            self.rtxq[i].flags |= SKB_END;
+            self.sndbuf.on_skb_split();
+        }
+        if i > 0 && self.rtxq[i - 1].flags & SACKED != 0 {
+            self.rtxq[i - 1].flags &= !SKB_END;
+            self.sndbuf.on_skb_freed();
         }
     }
 
@@ -1021,6 +1199,9 @@ impl Sender {
             }
             if s.flags & RETRANS != 0 {
                 self.c.retrans_out -= 1;
+            }
+            if s.flags & SKB_END != 0 {
+                self.sndbuf.on_skb_freed();
             }
             if s.flags & EVER_RETRANS != 0 {
                 retrans_acked = true;
@@ -1458,10 +1639,10 @@ impl Sender {
         false
     }
 
-    /// Data is queued and the receive window and send buffer take more.
+    /// Data is written and not sent, and the receive window takes more.
     fn can_send_new(&self) -> bool {
         let outstanding = self.snd_nxt + self.cfg.mss as u64 - self.snd_una;
-        self.has_data() && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes
+        self.has_data() && outstanding <= self.cfg.rmem_bytes
     }
 
     fn set_ca_state(&mut self, s: CaState) {
@@ -1707,9 +1888,10 @@ impl Sender {
         self.probe_armed = false;
         self.stats.tlp_count += 1;
         self.tlp_retrans = false;
-        let len = if self.unlimited { self.cfg.mss as u64 } else { (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64) };
+        let len = (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64);
         let outstanding = self.snd_nxt + len - self.snd_una;
-        if len > 0 && outstanding <= self.cfg.rmem_bytes && outstanding <= self.cfg.wmem_bytes {
+        if len > 0 && outstanding <= self.cfg.rmem_bytes {
+            self.start_skb(1);
             self.transmit_new(len, now, out);
         } else if let Some(last) = self.rtxq.len().checked_sub(1) {
             if self.rtxq[last].flags & (SACKED | RETRANS) == 0 {
@@ -1868,33 +2050,122 @@ mod tests {
         out.pkts.iter().filter(|p| p.len > 0).map(|p| ((p.seq + p.len as u64) / 1448, p.psh)).collect()
     }
 
-    /// A bulk writer refills what each ACK frees, and each write ends with
-    /// PSH (Linux `tcp_push` at the end of `tcp_sendmsg`): the write starts
-    /// behind what is already queued.
+    /// PSH ends every skb of two or more segments (GSO) and every
+    /// application write. The SYN-ACK's 10 ms RTT sets a pacing rate of
+    /// 2 × 10 segments per 10 ms, about two segments per millisecond, so
+    /// the initial window leaves in two-segment skbs, as Linux's did.
     #[test]
-    fn bulk_refill_writes_end_with_psh() {
+    fn psh_ends_each_multi_segment_skb_and_each_write() {
+        let cca = crate::cc::by_name("reno").unwrap();
+        let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
+        let mut out = Out::default();
+        s.write(11 * 1448 + 100, 0, &mut out);
+        s.connect(0, &mut out);
+        out.clear();
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        assert_eq!(sent(&out), (1..=10).map(|i| (i, i % 2 == 0)).collect::<Vec<_>>());
+        out.clear();
+        // One segment acked: cwnd 11, room for two; the skb holds the last
+        // full segment and the write's runt, which ends the write.
+        s.on_ack(&ack(1, 20_000_000), 20_000_000, &mut out);
+        let got: Vec<_> = out.pkts.iter().map(|p| (p.len, p.psh)).collect();
+        assert_eq!(got, vec![(1448, false), (100, true)]);
+    }
+
+    /// A bulk Reno sender whose SYN-ACK came at 10 ms (its RTT): its
+    /// initial window went out then.
+    fn bulk_reno_set_up() -> (Sender, Out) {
         let cca = crate::cc::by_name("reno").unwrap();
         let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
         s.set_unlimited(true);
         let mut out = Out::default();
         s.connect(0, &mut out);
-        out.clear();
         s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
-        // The initial window is the first write: no ACK has freed anything.
-        assert_eq!(sent(&out), (1..=10).map(|i| (i, false)).collect::<Vec<_>>());
+        (s, out)
+    }
+
+    /// TSO deferral: in congestion avoidance with room for one segment
+    /// (less than the two of a TSO skb at this rate, under a third of
+    /// cwnd), right after a send and with the oldest segment out for more
+    /// than half an RTT, the segment waits for the next ACK; with that
+    /// ACK the two leave together, as one skb ending in PSH.
+    #[test]
+    fn a_lone_segment_waits_for_the_next_ack() {
+        let (mut s, mut out) = bulk_reno_set_up();
+        s.c.ssthresh = 2;
         out.clear();
-        // Two segments acked: slow start sends four, the refill write of
-        // two segments (11, 12) ends with PSH.
-        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
-        assert_eq!(sent(&out), vec![(11, false), (12, true), (13, false), (14, false)]);
+        // Nothing sent for 6 ms: the freed segment goes at once.
+        s.on_ack(&ack(1, 16_000_000), 16_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(11, false)]);
         out.clear();
-        // The next write follows the queued data: segments 15 and 16.
-        s.on_ack(&ack(4, 21_000_000), 21_000_000, &mut out);
-        assert_eq!(sent(&out), vec![(15, false), (16, true), (17, false), (18, false)]);
+        // Sent 0.5 ms ago, oldest out 6.5 ms (srtt 10 ms): deferred.
+        s.on_ack(&ack(2, 10_000_000), 16_500_000, &mut out);
+        assert!(out.pkts.is_empty());
+        assert_eq!(s.c.cwnd - s.c.packets_in_flight(), 1);
+        s.on_ack(&ack(3, 10_000_000), 17_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(12, false), (13, true)]);
+    }
+
+    /// A bulk sender whose first write (65,160 bytes: one skb of 45
+    /// segments fills the new connection's 46,080-byte buffer) is all
+    /// sent, cwnd wide open: the writer waits on a full buffer.
+    fn all_written_sent() -> (Sender, Out) {
+        let (mut s, mut out) = bulk_reno_set_up();
+        assert_eq!(s.sndbuf_bytes(), 46_080);
+        assert_eq!(s.write_seq, 65_160);
+        s.c.cwnd = 100;
+        s.send(11_000_000, &mut out);
+        assert_eq!(s.snd_nxt, 65_160);
+        assert!(!s.has_data());
         out.clear();
-        // One segment acked: a one-segment write.
-        s.on_ack(&ack(5, 22_000_000), 22_000_000, &mut out);
-        assert_eq!(sent(&out), vec![(19, true), (20, false)]);
+        (s, out)
+    }
+
+    /// SACKed segments held behind holes keep their charge: the first
+    /// segment of every two-segment skb is lost, the second SACKed, so no
+    /// skb is wholly SACKed and none is freed. The writer stays blocked
+    /// and the sender has nothing new to send though cwnd has room; the
+    /// repair's cumulative ACK frees the buffer, which grows (the sender
+    /// was not cwnd-limited, `tcp_new_space`), and the writer writes.
+    #[test]
+    fn sacked_segments_behind_holes_keep_the_send_buffer_full() {
+        let (mut s, mut out) = all_written_sent();
+        let seg = |k: u64| ((k - 1) * 1448, k * 1448);
+        let evens: Vec<u64> = (2..=44).step_by(2).collect();
+        for (n, chunk) in evens.chunks(3).enumerate() {
+            let blocks: Vec<_> = chunk.iter().rev().map(|&k| seg(k)).collect();
+            let p = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&blocks);
+            s.on_ack(&p, 20_000_000 + n as u64 * 100_000, &mut out);
+        }
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+        assert_eq!(s.c.sacked_out, 22);
+        let skbs = s.rtxq.iter().filter(|g| g.end() <= 65_160 && g.flags & SKB_END != 0).count();
+        assert_eq!(skbs, 45, "each two-segment skb cut in two at its SACK");
+        assert_eq!(s.write_seq, 65_160, "the SACKs freed nothing: the writer still waits");
+        assert_eq!(s.sndbuf_bytes(), 46_080);
+        assert!(out.pkts.iter().all(|p| p.seq / 1448 % 2 == 0 && p.seq < 65_160), "only repairs of the holes");
+        out.clear();
+        s.on_ack(&Packet { ack: 65_160, ts_ecr: 10_000_000, ..Packet::default() }, 30_000_000, &mut out);
+        assert_eq!(s.sndbuf_bytes(), 2 * s.c.cwnd.max(10) as u64 * 2304);
+        assert!(s.write_seq > 65_160);
+        assert!(out.pkts.iter().any(|p| p.seq == 65_160));
+    }
+
+    /// The same, but everything after the first segment is SACKed in one
+    /// block: each skb, once wholly SACKed, merges into the SACKed one
+    /// before it and is freed (`tcp_shift_skb_data`). That frees memory
+    /// during the recovery, so the buffer grows there (not cwnd-limited)
+    /// and the writer writes before the hole is repaired.
+    #[test]
+    fn wholly_sacked_skbs_merge_and_free_the_buffer_during_recovery() {
+        let (mut s, mut out) = all_written_sent();
+        let p = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(1448, 65_160)]);
+        s.on_ack(&p, 20_000_000, &mut out);
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+        let skbs = s.rtxq.iter().filter(|g| g.end() <= 65_160 && g.flags & SKB_END != 0).count();
+        assert_eq!(skbs, 2, "the lost head, cut from its skb, and one SACKed skb are left");
+        assert!(s.sndbuf_bytes() > 46_080);
+        assert!(s.write_seq > 65_160);
     }
 
     /// A sender of `cca` whose SYN-ACK came at `synack_ns` (its RTT), so
@@ -2448,7 +2719,8 @@ mod tests {
         out.clear();
         assert!(s.probe_armed);
         s.on_timer(TimerKind::Rto, 100_000_000, &mut out);
-        assert_eq!(sent(&out), vec![(10, false)]);
+        // The write's last segment, with the PSH of its write.
+        assert_eq!(sent(&out), vec![(10, true)]);
         assert!(s.tlp_retrans && s.tlp_high_seq == Some(10 * 1448));
         (s, out)
     }

@@ -1,0 +1,201 @@
+//! Linux's send buffer: what the data a socket holds is charged
+//! (`sk_wmem_queued`, by skb truesize), how large the buffer may grow
+//! (`sk_sndbuf`, autotuned by `tcp_sndbuf_expand`), and when a writer that
+//! found it full may write again (`sk_stream_write_space`).
+//!
+//! Data is charged from the application's write until the cumulative ACK
+//! frees it, so segments held SACKed behind a hole keep their charge; in a
+//! long recovery the buffer fills and the application stops writing, which
+//! can leave a sender with nothing new to send whatever cwnd allows.
+//!
+//! Figures are Linux 6.18's on x86-64, read off a running kernel (a probe
+//! on `sock_send_length`, docs/sim-model.md): a 44-byte write is charged
+//! 876 bytes, and a new connection's buffer is 46,080 bytes
+//! (2 × 10 segments × 2,304).
+
+use crate::config::TcpConfig;
+
+/// Charge of one skb beyond its payload: the small head
+/// `tcp_stream_alloc_skb` allocates (MAX_TCP_HEADER, 256 bytes), the
+/// `sk_buff` (256) and the `skb_shared_info` (320), each cache-aligned.
+pub const SKB_OVERHEAD: u64 = 832;
+const MAX_TCP_HEADER: u64 = 256;
+const SHARED_INFO: u64 = 320;
+const SK_BUFF: u64 = 256;
+/// `tcp_init_cwnd`'s 10 segments: the buffer is sized for at least these.
+const INIT_SEGS: u64 = 10;
+/// `tcp_wmem[1]`: a socket's buffer before the connection is set up.
+const WMEM_DEFAULT: u64 = 16_384;
+/// The legacy GSO limit (`sk_gso_max_size`): `tcp_sendmsg` builds skbs of
+/// at most this much payload.
+const GSO_MAX_SIZE: u64 = 65_536;
+
+#[derive(Clone, Debug)]
+pub struct SendBuffer {
+    /// `sk_sndbuf`.
+    limit: u64,
+    /// `tcp_wmem[2]`: autotuning grows the buffer up to this.
+    max: u64,
+    /// `tcp_sndbuf_expand`'s allowance per segment: the worst case, one
+    /// skb per segment with a power-of-two head.
+    per_mss: u64,
+    /// Payload of the skbs a write fills (`tcp_xmit_size_goal`).
+    size_goal: u64,
+    /// Sent skbs not yet freed by the cumulative ACK.
+    sent_skbs: u64,
+    /// SOCK_NOSPACE: the writer found the buffer full and waits.
+    nospace: bool,
+    /// SOCK_QUEUE_SHRUNK: an ACK freed an skb since the last check.
+    shrunk: bool,
+}
+
+impl SendBuffer {
+    pub fn new(cfg: &TcpConfig) -> SendBuffer {
+        let mss = cfg.mss as u64;
+        // The peer's advertised MSS (`mss_clamp`): the payload without the
+        // 12 bytes of the timestamp option that `header_bytes` counts.
+        let mss_clamp = mss + (cfg.header_bytes as u64).saturating_sub(40);
+        SendBuffer {
+            limit: WMEM_DEFAULT.min(cfg.wmem_bytes),
+            max: cfg.wmem_bytes,
+            per_mss: (mss_clamp + MAX_TCP_HEADER + SHARED_INFO).next_power_of_two() + SK_BUFF,
+            size_goal: (GSO_MAX_SIZE / mss).max(1) * mss,
+            sent_skbs: 0,
+            nospace: false,
+            shrunk: false,
+        }
+    }
+
+    /// `sk_sndbuf`, bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// `tcp_sndbuf_expand` (called when the connection is set up, and by
+    /// `tcp_new_space` when the buffer held the sender back): room for
+    /// `factor` (the CCA's `sndbuf_expand`, else 2) times the larger of
+    /// cwnd, the initial window and reordering + 1 worst-case segments.
+    pub fn expand(&mut self, cwnd: u32, reordering: u32, factor: u32) {
+        let segs = (cwnd as u64).max(INIT_SEGS).max(reordering as u64 + 1);
+        let want = factor as u64 * segs * self.per_mss;
+        if self.limit < want {
+            self.limit = want.min(self.max);
+        }
+    }
+
+    /// `sk_wmem_queued`: `payload` bytes held (written and not cumulatively
+    /// acknowledged), `unsent` of them not yet sent (they sit in skbs of
+    /// `size_goal`; each sent burst is one skb).
+    pub fn queued(&self, payload: u64, unsent: u64) -> u64 {
+        payload + SKB_OVERHEAD * (self.sent_skbs + unsent.div_ceil(self.size_goal))
+    }
+
+    /// What one `tcp_sendmsg` takes now: the rest of the last unsent skb,
+    /// then a new skb of `size_goal` while the buffer is below its limit
+    /// (the check comes before each new skb, so a write may overshoot).
+    pub fn room(&self, payload: u64, unsent: u64) -> u64 {
+        let mut take = unsent.div_ceil(self.size_goal) * self.size_goal - unsent;
+        let mut queued = self.queued(payload, unsent);
+        while queued < self.limit {
+            take += self.size_goal;
+            queued += self.size_goal + SKB_OVERHEAD;
+        }
+        take
+    }
+
+    /// The writer wanted more than the buffer took: it waits (SOCK_NOSPACE).
+    pub fn set_nospace(&mut self) {
+        self.nospace = true;
+    }
+
+    pub fn on_skb_sent(&mut self) {
+        self.sent_skbs += 1;
+    }
+
+    /// A sent skb was cut in two (`tcp_fragment`).
+    pub fn on_skb_split(&mut self) {
+        self.sent_skbs += 1;
+    }
+
+    pub fn on_skb_freed(&mut self) {
+        self.sent_skbs -= 1;
+        self.shrunk = true;
+    }
+
+    /// `tcp_check_space` after an ACK: whether a waiting writer should be
+    /// looked at (an skb was freed and the writer waits). Clears the
+    /// shrunk mark.
+    #[inline]
+    pub fn writer_waits_and_shrunk(&mut self) -> bool {
+        std::mem::take(&mut self.shrunk) && self.nospace
+    }
+
+    /// Whether a writer could wake with `payload` bytes held: what is
+    /// queued is at least that, so not while it exceeds two thirds of the
+    /// buffer (a cheap test before `queued`).
+    #[inline]
+    pub fn could_wake(&self, payload: u64) -> bool {
+        3 * payload <= 2 * self.limit
+    }
+
+    /// `sk_stream_write_space`: the waiting writer wakes once a third of
+    /// the buffer is free (free space at least half of what is queued).
+    pub fn wake_writer(&mut self, queued: u64) -> bool {
+        let woken = self.limit.saturating_sub(queued) >= queued / 2 && self.limit > queued;
+        if woken {
+            self.nospace = false;
+        }
+        woken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> TcpConfig {
+        crate::tcp::test_cfg()
+    }
+
+    #[test]
+    fn a_new_connection_gets_linuxs_buffer() {
+        // As read off Linux 6.18: 16 KB before, 46,080 bytes after the handshake.
+        let mut b = SendBuffer::new(&cfg());
+        assert_eq!(b.limit(), 16_384);
+        b.expand(10, 3, 2);
+        assert_eq!(b.limit(), 46_080);
+        b.expand(10, 3, 2);
+        assert_eq!(b.limit(), 46_080, "never shrinks or grows without cause");
+        b.expand(22, 3, 2);
+        assert_eq!(b.limit(), 101_376, "Linux's value after one expansion at cwnd 22");
+        b.expand(10_000, 3, 3);
+        assert_eq!(b.limit(), 4 << 20, "capped at tcp_wmem[2]");
+    }
+
+    #[test]
+    fn writes_fill_whole_skbs_past_the_limit_and_wake_at_a_third_free() {
+        let mut b = SendBuffer::new(&cfg());
+        b.expand(10, 3, 2);
+        // Empty: skbs of 45 segments until the charge reaches 46,080.
+        assert_eq!(b.room(0, 0), 65_160);
+        assert_eq!(b.queued(65_160, 65_160), 65_160 + SKB_OVERHEAD);
+        // Half an skb unsent: its rest first; a new skb only below the limit.
+        assert_eq!(b.room(46_000, 32_580), 32_580);
+        assert_eq!(b.room(32_580, 32_580), 32_580 + 65_160);
+        // Ten segments sent as five skbs and acknowledged one by one.
+        for _ in 0..5 {
+            b.on_skb_sent();
+        }
+        b.set_nospace();
+        assert!(!b.writer_waits_and_shrunk(), "nothing freed yet");
+        b.on_skb_freed();
+        assert!(b.writer_waits_and_shrunk());
+        assert!(!b.writer_waits_and_shrunk(), "the mark is taken once");
+        let (payload, unsent) = (40_000, 30_000);
+        let q = b.queued(payload, unsent);
+        assert_eq!(q, 40_000 + 832 * (4 + 1));
+        assert!(!b.wake_writer(q), "44 KB of 46 KB queued");
+        assert!(b.wake_writer(30_000), "two thirds or less queued");
+        assert!(!b.writer_waits_and_shrunk(), "woken: no longer waiting");
+    }
+}
