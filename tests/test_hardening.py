@@ -305,14 +305,17 @@ def test_a_backend_that_exits_on_sigterm_ends_the_study_like_ctrl_c(tmp_path):
 
 # ------------------------------------------------------------ processes left behind
 
+# Long enough that both workers are still running a second after they
+# appear (at 200 Mbit/s and 20 s the twelve runs took about 0.5 s of
+# simulation, and a CI run once caught the workers gone).
 LONG = """\
 [study]
 name = "long"
 repetitions = 12
-duration = "20s"
+duration = "60s"
 
 [topology.bottleneck]
-rate = "200Mbit"
+rate = "1Gbit"
 delay = "10ms"
 
 [[flows]]
@@ -378,8 +381,7 @@ def test_stopping_a_pool_whose_worker_died_sending_a_result_does_not_hang():
 def test_killed_run_leaves_no_process_and_terminate_is_like_ctrl_c(tmp_path, sig, jobs):
     pytest.importorskip("ccbench._core")
     # jobs 1: one long simulation, which used to hold the signal until it ended (minutes)
-    (tmp_path / "long.toml").write_text(LONG if jobs > 1 else LONG.replace('"20s"', '"600s"').replace(
-        '"200Mbit"', '"1Gbit"'))
+    (tmp_path / "long.toml").write_text(LONG if jobs > 1 else LONG.replace('"60s"', '"600s"'))
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     with open(out, "w") as o, open(err, "w") as e:  # files, not pipes: orphans would hold a pipe open
         # PYTHONFAULTHANDLER: if it hangs, SIGABRT makes it print every thread's stack (below)
