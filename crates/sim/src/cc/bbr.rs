@@ -329,7 +329,7 @@ impl Bbr {
     }
 
     /// `bbr_min_tso_segs`: single-segment bursts below 1.2 Mbit/s.
-    fn min_tso_segs(c: &Conn) -> u32 {
+    fn bbr_min_tso_segs(c: &Conn) -> u32 {
         if c.pacing_rate < MIN_TSO_RATE >> 3 {
             1
         } else {
@@ -341,7 +341,7 @@ impl Bbr {
     /// shift 10), at least min_tso_segs, at most 64 KB and 127 segments.
     fn tso_segs_goal(c: &Conn) -> u32 {
         let bytes = (c.pacing_rate >> PACING_SHIFT).min(TSO_MAX_BYTES);
-        let segs = ((bytes / c.mss.max(1) as u64) as u32).max(Self::min_tso_segs(c));
+        let segs = ((bytes / c.mss.max(1) as u64) as u32).max(Self::bbr_min_tso_segs(c));
         segs.min(TSO_MAX_SEGS)
     }
 
@@ -905,8 +905,12 @@ impl CongestionControl for Bbr {
 
     /// `bbr_sndbuf_expand`: room for three windows, as BBR's cwnd gain of 2
     /// and its probing may need.
-    fn sndbuf_expand(&self) -> u32 {
+    fn sndbuf_expand(&mut self, _c: &mut Conn) -> u32 {
         3
+    }
+
+    fn min_tso_segs(&mut self, c: &mut Conn) -> u32 {
+        Self::bbr_min_tso_segs(c)
     }
 
     fn has_cong_control(&self) -> bool {

@@ -1402,8 +1402,17 @@ impl CongestionControl for Bbr3 {
 
     /// `bbr_sndbuf_expand`: room for three windows, as BBR's cwnd gain of 2
     /// and its probing may need.
-    fn sndbuf_expand(&self) -> u32 {
+    fn sndbuf_expand(&mut self, _c: &mut Conn) -> u32 {
         3
+    }
+
+    /// `bbr_min_tso_segs`: single-segment bursts below 1.2 Mbit/s.
+    fn min_tso_segs(&mut self, c: &mut Conn) -> u32 {
+        if c.pacing_rate < 1_200_000 / 8 {
+            1
+        } else {
+            2
+        }
     }
 
     fn has_cong_control(&self) -> bool {

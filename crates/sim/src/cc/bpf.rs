@@ -181,6 +181,14 @@ impl CongestionControl for BpfCc {
         self.call(c, Hook::PktsAcked, &[SK, ARG]);
     }
 
+    fn sndbuf_expand(&mut self, c: &mut Conn) -> u32 {
+        self.call(c, Hook::SndbufExpand, &[SK]).map(|v| v as u32).unwrap_or(2)
+    }
+
+    fn min_tso_segs(&mut self, c: &mut Conn) -> u32 {
+        self.call(c, Hook::MinTsoSegs, &[SK]).map(|v| v as u32).unwrap_or(2)
+    }
+
     fn undo_cwnd(&mut self, c: &mut Conn) -> u32 {
         self.call(c, Hook::UndoCwnd, &[SK]).map(|v| v as u32).unwrap_or(c.cwnd.max(c.prior_cwnd))
     }

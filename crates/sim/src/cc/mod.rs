@@ -350,7 +350,13 @@ pub trait CongestionControl {
 
     /// The send buffer's room per segment of cwnd (`sndbuf_expand`; Linux's
     /// default 2 covers CUBIC's reduction to 0.7 in fast recovery).
-    fn sndbuf_expand(&self) -> u32 {
+    fn sndbuf_expand(&mut self, _c: &mut Conn) -> u32 {
+        2
+    }
+
+    /// The fewest segments per TSO skb (`min_tso_segs`; Linux's default is
+    /// the `tcp_min_tso_segs` sysctl, 2).
+    fn min_tso_segs(&mut self, _c: &mut Conn) -> u32 {
         2
     }
 

@@ -341,7 +341,8 @@ impl Sender {
     /// is sized for the initial window; then the application, which waited
     /// for the connection, writes.
     fn init_buffer_space(&mut self) {
-        self.sndbuf.expand(self.c.cwnd, self.reord.degree, self.cca.sndbuf_expand());
+        let factor = self.cca.sndbuf_expand(&mut self.c);
+        self.sndbuf.expand(self.c.cwnd, self.reord.degree, factor);
         self.app_write();
     }
 
@@ -435,7 +436,8 @@ impl Sender {
     #[inline(never)]
     fn new_space(&mut self, now: Nanos, out: &mut Out) {
         if self.c.packets_in_flight() < self.c.cwnd {
-            self.sndbuf.expand(self.c.cwnd, self.reord.degree, self.cca.sndbuf_expand());
+            let factor = self.cca.sndbuf_expand(&mut self.c);
+            self.sndbuf.expand(self.c.cwnd, self.reord.degree, factor);
         }
         let queued = self.sndbuf.queued(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt);
         if self.sndbuf.wake_writer(queued) {
@@ -652,14 +654,20 @@ impl Sender {
         self.emit(seq, len as u32, push || gso_push, false, now, out);
     }
 
-    /// Segments per paced burst, as Linux's `tcp_tso_autosize`: about 1 ms
-    /// of data at the pacing rate (`sk_pacing_shift` = 10), at least 2
-    /// segments (1 below 1.2 Mbit/s, BBR's `min_tso_segs`), at most 64 KB.
-    fn tso_segs(&self) -> u32 {
+    /// Segments per TSO skb or paced burst, as Linux's `tcp_tso_segs`:
+    /// about 1 ms of data at the pacing rate (`sk_pacing_shift` = 10), plus
+    /// 64 KB halved per 512 µs of min RTT (`tcp_tso_rtt_log` = 9: whole
+    /// 64 KB skbs on sub-millisecond paths), at most 64 KB, at least the
+    /// CCA's `min_tso_segs` (2; BBR's 1 below 1.2 Mbit/s).
+    fn tso_segs(&mut self) -> u32 {
         let mss = self.cfg.mss as u64;
-        let bytes = self.c.pacing_rate >> 10;
-        let min = if self.c.pacing_rate < 1_200_000 / 8 { 1 } else { 2 };
-        ((bytes / mss) as u32).max(min).min((65_536 / mss) as u32)
+        let mut bytes = self.c.pacing_rate >> 10;
+        let r = self.c.min_rtt_us >> 9;
+        if r < 32 {
+            bytes += 65_536 >> r;
+        }
+        let min = self.cca.min_tso_segs(&mut self.c);
+        ((bytes.min(65_536) / mss) as u32).max(min)
     }
 
     /// Close a paced burst: the next may leave when this one has, at the
@@ -2072,6 +2080,23 @@ mod tests {
         assert_eq!(got, vec![(1448, false), (100, true)]);
     }
 
+    /// Linux's `tcp_tso_segs`: ~1 ms at the pacing rate, plus 64 KB halved
+    /// per 512 µs of min RTT, within 64 KB; the floor is the CCA's.
+    #[test]
+    fn tso_size_follows_the_rate_the_min_rtt_and_the_cca() {
+        let tso = |cca: &str, rate: u64, min_rtt_us: u32| {
+            let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name(cca).unwrap(), ConnOpts::default());
+            s.c.pacing_rate = rate;
+            s.c.min_rtt_us = min_rtt_us;
+            s.tso_segs()
+        };
+        assert_eq!(tso("reno", 12_500_000, 10_000), 8); // 12,207 bytes per ms
+        assert_eq!(tso("reno", 12_500_000, 1_000), 31); // + 32 KB
+        assert_eq!(tso("reno", 12_500_000, 200), 45); // + 64 KB, capped at 64 KB
+        assert_eq!(tso("reno", 100_000, 10_000), 2); // tcp_min_tso_segs
+        assert_eq!(tso("bbr", 100_000, 10_000), 1); // bbr_min_tso_segs below 1.2 Mbit/s
+    }
+
     /// A bulk Reno sender whose SYN-ACK came at 10 ms (its RTT): its
     /// initial window went out then.
     fn bulk_reno_set_up() -> (Sender, Out) {
@@ -2403,8 +2428,9 @@ mod tests {
         let mut out = Out::default();
         s.connect(0, &mut out);
         s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        // Paced bursts of two segments (`tcp_min_tso_segs`), even at this rate.
         s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
-        assert_eq!(s.snd_nxt, 11 * 1448);
+        assert_eq!(s.snd_nxt, 12 * 1448);
         let cwnd = s.c.cwnd;
         let with = |una: u64, end: u64| {
             Packet { ack: una * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(10 * 1448, end * 1448)])
@@ -2416,11 +2442,13 @@ mod tests {
         s.on_ack(&with(3, 11), 25_060_000, &mut out);
         assert_eq!((s.c.ca_state, s.c.lost_out, s.stats.retrans_segs), (CaState::Disorder, 0, 0));
         assert!(s.c.cwnd >= cwnd, "cwnd {} not restored to {cwnd}", s.c.cwnd);
-        // The pacing slot: new data, segment 11, SACKed 1 ms later. 3..9
-        // have been out 19 ms, but RACK judged them already.
-        s.on_timer(TimerKind::Pace, 28_000_000, &mut out);
-        assert_eq!(s.snd_nxt, 12 * 1448);
-        s.on_ack(&with(3, 12), 29_000_000, &mut out);
+        // The next pacing slot (35 ms): new data, segments 13 and 14;
+        // segment 12 is SACKed 1 ms later. 3..9 have been out 25 ms, but
+        // RACK judged them already.
+        let slot = s.pace_timer.deadline().unwrap();
+        s.on_timer(TimerKind::Pace, slot, &mut out);
+        assert_eq!(s.snd_nxt, 14 * 1448);
+        s.on_ack(&with(3, 12), slot + 1_000_000, &mut out);
         assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (8, CaState::Disorder, 0));
     }
 
