@@ -12,8 +12,9 @@ queue and rpcs digests stayed the same. 12 runs' digests were rewritten on
 purpose when a resent head started restarting the retransmission timer and
 RACK went on judging what a timeout left unmarked, as Linux does
 (docs/sim-model.md, "Two recovery fixes"). All of them were rewritten on
-purpose when the sender took Linux's send buffer, GSO PSH marks and TSO
-deferral (docs/sim-model.md, "The send buffer, skbs and PSH"); the BPF
+purpose when the sender took Linux's send buffer, GSO PSH marks, TSO
+deferral and `tcp_push_one`, and the TSO size (docs/sim-model.md, "The
+send buffer, skbs and PSH"); the BPF
 studies' entries in ``runs`` are since this machine's kernel's, as in
 ``bpf_kernels``.
 

@@ -112,6 +112,9 @@ pub struct Sender {
     /// each gets PSH (`tcp_push`).
     push_seqs: VecDeque<u64>,
     sndbuf: SendBuffer,
+    /// A write just filled an skb with nothing else unsent: `tcp_sendmsg`
+    /// sends it at once (`tcp_push_one`), without TSO deferral.
+    push_one: bool,
     /// The skb being sent: segments still to go in it, and its size.
     skb_left: u32,
     skb_segs: u32,
@@ -249,6 +252,7 @@ impl Sender {
             app_pending: 0,
             push_seqs: VecDeque::new(),
             sndbuf: SendBuffer::new(cfg),
+            push_one: false,
             skb_left: 0,
             skb_segs: 0,
             rtxq: VecDeque::with_capacity(16),
@@ -408,6 +412,8 @@ impl Sender {
             return;
         }
         let take = want.min(self.sndbuf.room(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt));
+        // `tcp_push_one` once the write fills an skb that is the send head.
+        self.push_one |= self.write_seq == self.snd_nxt && take >= self.sndbuf.size_goal();
         if take > 0 {
             self.write_seq += take;
             if !self.unlimited {
@@ -541,15 +547,17 @@ impl Sender {
                 };
                 let data_segs = avail.div_ceil(self.cfg.mss as u64).min(u32::MAX as u64) as u32;
                 let room = self.c.cwnd - in_flight;
-                if data_segs > 1 && self.tso_should_defer(now, room, max_segs) {
+                if data_segs > 1 && !self.push_one && self.tso_should_defer(now, room, max_segs) {
                     cwnd_limited = true;
                     break;
                 }
+                self.push_one = false;
                 self.start_skb(max_segs.min(room).min(data_segs));
             }
             self.transmit_new(len, now, out);
             sent_any = true;
         }
+        self.push_one = false;
         if self.skb_left > 0 {
             self.end_skb_early(out);
         }
@@ -2129,6 +2137,28 @@ mod tests {
         assert_eq!(s.c.cwnd - s.c.packets_in_flight(), 1);
         s.on_ack(&ack(3, 10_000_000), 17_000_000, &mut out);
         assert_eq!(sent(&out), vec![(12, false), (13, true)]);
+    }
+
+    /// `tcp_push_one`: a write that fills an skb while nothing else is
+    /// unsent sends that skb at once, even where TSO deferral would hold
+    /// it (room for one segment of a two-segment TSO size, a send 0.4 ms
+    /// ago, the oldest segment out 10 ms); the rest waits as usual.
+    #[test]
+    fn a_write_into_an_empty_queue_is_pushed_at_once() {
+        let (mut s, mut out) = all_written_sent();
+        s.c.ssthresh = 2;
+        s.c.cwnd = s.c.packets_in_flight() + 1;
+        s.last_send_ns = 19_600_000;
+        out.clear();
+        s.sndbuf.expand(100, 3, 2); // as `tcp_new_space` would have
+        s.app_write();
+        assert!(s.write_seq > 65_160);
+        s.send(20_000_000, &mut out);
+        assert_eq!(sent(&out), vec![(46, false)]);
+        out.clear();
+        s.c.cwnd += 1;
+        s.send(20_100_000, &mut out);
+        assert!(out.pkts.is_empty(), "deferred: one segment of room, a send 0.1 ms ago");
     }
 
     /// A bulk sender whose first write (65,160 bytes: one skb of 45

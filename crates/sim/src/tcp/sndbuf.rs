@@ -71,6 +71,11 @@ impl SendBuffer {
         self.limit
     }
 
+    /// Payload bytes of the skbs a write fills.
+    pub fn size_goal(&self) -> u64 {
+        self.size_goal
+    }
+
     /// `tcp_sndbuf_expand` (called when the connection is set up, and by
     /// `tcp_new_space` when the buffer held the sender back): room for
     /// `factor` (the CCA's `sndbuf_expand`, else 2) times the larger of
