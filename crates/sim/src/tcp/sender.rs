@@ -431,17 +431,20 @@ impl Sender {
     /// hold the sender back (`tcp_new_space`: it ran out of data), and the
     /// writer wakes once a third of the buffer is free.
     fn check_space(&mut self, now: Nanos, out: &mut Out) {
-        if self.sndbuf.writer_waits_and_shrunk()
-            && (self.c.packets_in_flight() < self.c.cwnd || self.sndbuf.could_wake(self.write_seq - self.snd_una))
-        {
-            self.new_space(now, out);
+        if !self.sndbuf.writer_waits_and_shrunk() {
+            return;
+        }
+        let ran_dry = self.c.packets_in_flight() < self.c.cwnd;
+        if ran_dry || self.sndbuf.could_wake(self.write_seq - self.snd_una) {
+            self.new_space(ran_dry, now, out);
         }
     }
 
-    /// `tcp_new_space`, out of the per-ACK path.
+    /// `tcp_new_space`, out of the per-ACK path; `ran_dry`: cwnd did not
+    /// hold the sender back (`tcp_should_expand_sndbuf`).
     #[inline(never)]
-    fn new_space(&mut self, now: Nanos, out: &mut Out) {
-        if self.c.packets_in_flight() < self.c.cwnd {
+    fn new_space(&mut self, ran_dry: bool, now: Nanos, out: &mut Out) {
+        if ran_dry {
             let factor = self.cca.sndbuf_expand(&mut self.c);
             self.sndbuf.expand(self.c.cwnd, self.reord.degree, factor);
         }
@@ -607,7 +610,7 @@ impl Sender {
     fn start_skb(&mut self, segs: u32) {
         self.skb_left = segs.max(1);
         self.skb_segs = self.skb_left;
-        self.sndbuf.on_skb_sent();
+        self.sndbuf.add_skb();
     }
 
     /// The receive window ended the skb before its planned size: its last
@@ -1168,11 +1171,11 @@ impl Sender {
     fn resegment_sacked(&mut self, i: usize) {
         if i > 0 && self.rtxq[i - 1].flags & SKB_END == 0 {
             self.rtxq[i - 1].flags |= SKB_END;
-            self.sndbuf.on_skb_split();
+            self.sndbuf.add_skb();
         }
         if self.rtxq[i].flags & SKB_END == 0 {
             self.rtxq[i].flags |= SKB_END;
-            self.sndbuf.on_skb_split();
+            self.sndbuf.add_skb();
         }
         if i > 0 && self.rtxq[i - 1].flags & SACKED != 0 {
             self.rtxq[i - 1].flags &= !SKB_END;

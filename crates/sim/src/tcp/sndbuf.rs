@@ -99,13 +99,9 @@ impl SendBuffer {
     /// then a new skb of `size_goal` while the buffer is below its limit
     /// (the check comes before each new skb, so a write may overshoot).
     pub fn room(&self, payload: u64, unsent: u64) -> u64 {
-        let mut take = unsent.div_ceil(self.size_goal) * self.size_goal - unsent;
-        let mut queued = self.queued(payload, unsent);
-        while queued < self.limit {
-            take += self.size_goal;
-            queued += self.size_goal + SKB_OVERHEAD;
-        }
-        take
+        let rest = unsent.div_ceil(self.size_goal) * self.size_goal - unsent;
+        let below = self.limit.saturating_sub(self.queued(payload, unsent));
+        rest + below.div_ceil(self.size_goal + SKB_OVERHEAD) * self.size_goal
     }
 
     /// The writer wanted more than the buffer took: it waits (SOCK_NOSPACE).
@@ -113,12 +109,9 @@ impl SendBuffer {
         self.nospace = true;
     }
 
-    pub fn on_skb_sent(&mut self) {
-        self.sent_skbs += 1;
-    }
-
-    /// A sent skb was cut in two (`tcp_fragment`).
-    pub fn on_skb_split(&mut self) {
+    /// One more sent skb: a transmission, or a sent skb cut in two
+    /// (`tcp_fragment`).
+    pub fn add_skb(&mut self) {
         self.sent_skbs += 1;
     }
 
@@ -189,7 +182,7 @@ mod tests {
         assert_eq!(b.room(32_580, 32_580), 32_580 + 65_160);
         // Ten segments sent as five skbs and acknowledged one by one.
         for _ in 0..5 {
-            b.on_skb_sent();
+            b.add_skb();
         }
         b.set_nospace();
         assert!(!b.writer_waits_and_shrunk(), "nothing freed yet");
