@@ -31,8 +31,16 @@ pub fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
 /// timeout is at least one jiffy, as `tcp_rearm_rto` makes it.
 pub fn jiffies_timer_ns(c: &Conn, delay_us: u64) -> u64 {
     let expires = jiffies(c) + usecs_to_jiffies(c, delay_us).max(1);
-    // Start of jiffy `expires` on the µs clock `jiffies` reads.
-    (expires * 1_000_000).div_ceil(c.hz) * 1000
+    // Start of jiffy `expires` on the µs clock `jiffies` reads. The usual
+    // HZ values get constant divisors: this runs twice per ACK, and a
+    // division by a variable costs tens of cycles.
+    let start_us = match c.hz {
+        1000 => expires * 1000,
+        250 => expires * 4000,
+        100 => expires * 10_000,
+        hz => (expires * 1_000_000).div_ceil(hz),
+    };
+    start_us * 1000
 }
 
 /// `msecs_to_jiffies`: rounds up.
@@ -160,6 +168,8 @@ mod tests {
         c.hz = 1000;
         assert_eq!(jiffies_timer_ns(&c, 2_050), 8_000_000);
         assert_eq!(jiffies_timer_ns(&c, 0), 6_000_000);
+        c.hz = 100;
+        assert_eq!(jiffies_timer_ns(&c, 2_050), 10_000_000);
         // CONFIG_HZ=300: ticks at whole µs on the jiffies clock.
         c.hz = 300;
         let t = jiffies_timer_ns(&c, 1);

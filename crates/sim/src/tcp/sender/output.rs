@@ -1,0 +1,340 @@
+//! Sending (Linux's tcp_output.c): what cwnd, the receive window, the
+//! data written and pacing let go now (`tcp_write_xmit`, retransmissions
+//! first as in `tcp_xmit_retransmit_queue`); skbs cut as
+//! `tcp_mss_split_point` cuts them, TSO sizing (`tcp_tso_segs`) and
+//! deferral (`tcp_tso_should_defer`); PSH; the pacer's bursts; restart
+//! after idle and `tcp_cwnd_validate`.
+
+use super::*;
+
+impl Sender {
+    pub(super) fn has_data(&self) -> bool {
+        self.write_seq > self.snd_nxt
+    }
+
+    /// Send what cwnd, the receive window, the data written and pacing
+    /// allow (Linux `tcp_write_xmit` with retransmissions first). New data
+    /// leaves in skbs as `tcp_mss_split_point` cuts them (see `start_skb`).
+    pub fn send(&mut self, now: Nanos, out: &mut Out) {
+        if self.state != State::Established {
+            return;
+        }
+        self.set_now(now);
+        let mut cwnd_limited = false;
+        let mut sent_any = false;
+        let mut head_resent = false;
+        loop {
+            if self.pacing && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
+                if self.pace_next_ns > now {
+                    if let Some(t) = self.pace_timer.arm(self.opts.timer_at(self.pace_next_ns)) {
+                        out.timers.push((t, self.conn_id, TimerKind::Pace));
+                    }
+                    break;
+                }
+                self.burst_goal = self.tso_segs();
+            }
+            let in_flight = self.c.packets_in_flight();
+            if let Some(i) = if self.new_data_first { None } else { self.next_retransmit() } {
+                if in_flight >= self.c.cwnd {
+                    cwnd_limited = true;
+                    break;
+                }
+                self.retransmit(i, now, out);
+                sent_any = true;
+                head_resent |= i == 0;
+                continue;
+            }
+            if in_flight >= self.c.cwnd {
+                cwnd_limited = true;
+                break;
+            }
+            if !self.has_data() {
+                // Linux tcp_rate_check_app_limited: the app left cwnd unused.
+                self.c.app_limited = (self.c.delivered + in_flight as u64).max(1);
+                break;
+            }
+            let avail = self.write_seq - self.snd_nxt;
+            let len = avail.min(self.cfg.mss as u64);
+            let outstanding = self.snd_nxt + len - self.snd_una;
+            if outstanding > self.cfg.rmem_bytes {
+                break; // receive window full
+            }
+            if self.c.packets_out == 0 {
+                self.restart_after_idle(now);
+            }
+            if self.skb_left == 0 {
+                let max_segs = if self.pacing && self.data_segs_out >= UNPACED_SEGS {
+                    self.burst_goal.saturating_sub(self.burst_segs)
+                } else {
+                    self.tso_segs()
+                };
+                let data_segs = avail.div_ceil(self.cfg.mss as u64).min(u32::MAX as u64) as u32;
+                let room = self.c.cwnd - in_flight;
+                if data_segs > 1 && !self.push_one && self.tso_should_defer(now, room, max_segs) {
+                    cwnd_limited = true;
+                    break;
+                }
+                self.push_one = false;
+                self.start_skb(max_segs.min(room).min(data_segs));
+            }
+            self.transmit_new(len, now, out);
+            sent_any = true;
+        }
+        self.push_one = false;
+        if self.skb_left > 0 {
+            self.end_skb_early(out);
+        }
+        if self.burst_segs > 0 {
+            self.end_burst(now);
+        }
+        self.cwnd_validate(cwnd_limited);
+        if sent_any && self.c.packets_out > 0 {
+            // Linux `tcp_xmit_retransmit_queue`: resending the head restarts
+            // the timer (unless RACK's reordering timer holds it), so the
+            // repair gets a whole RTO; new data only starts a stopped one.
+            if !self.rto_timer.is_armed() || (head_resent && !self.reo_timer.is_armed()) {
+                self.rto_deadline = now + self.current_rto();
+            }
+            self.set_xmit_timer(now, out);
+        }
+    }
+
+    /// Linux `tcp_tso_should_defer`: with room in cwnd for less than a
+    /// full TSO skb (`max_segs`) and less than a third of cwnd, hold the
+    /// data for the next ACK, which should come soon (the oldest segment
+    /// out was sent at least half an RTT ago), so that the two leave as
+    /// one larger skb; only outside loss recovery and while the sender
+    /// sent within the last millisecond.
+    pub(super) fn tso_should_defer(&self, now: Nanos, room: u32, max_segs: u32) -> bool {
+        if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || room >= max_segs {
+            return false;
+        }
+        // `tcp_wstamp_ns`: the last departure, or the paced next one.
+        let wstamp = if self.pacing { self.pace_next_ns.max(self.last_send_ns) } else { self.last_send_ns };
+        if now > wstamp + 1_000_000 {
+            return false;
+        }
+        if room as u64 * 3 >= self.c.cwnd as u64 {
+            return false;
+        }
+        match self.rtxq.front() {
+            Some(head) => now.saturating_sub(head.tx.sent_ns) >= self.rtt.srtt_ns() / 2,
+            None => false,
+        }
+    }
+
+    /// A new skb of `segs` segments (at least one) leaves: as many as
+    /// `tcp_mss_split_point` lets one transmission carry (the TSO size, or
+    /// what is left of the paced burst; cwnd's room; the data written).
+    /// It is charged to the send buffer until its last segment is acked.
+    pub(super) fn start_skb(&mut self, segs: u32) {
+        self.skb_left = segs.max(1);
+        self.skb_segs = self.skb_left;
+        self.sndbuf.add_skb();
+    }
+
+    /// The receive window ended the skb before its planned size: its last
+    /// segment so far closes it.
+    #[cold]
+    pub(super) fn end_skb_early(&mut self, out: &mut Out) {
+        let sent = self.skb_segs - self.skb_left;
+        self.skb_left = 0;
+        if let Some(last) = self.rtxq.back_mut() {
+            last.flags |= SKB_END;
+            if sent >= 2 {
+                if let Some(p) = out.pkts.last_mut().filter(|p| p.seq == last.seq && p.conn == self.conn_id) {
+                    p.psh = true;
+                }
+            }
+        }
+    }
+
+    /// Take `len` new bytes from the send buffer into the retransmit queue
+    /// and send them. PSH marks the end of an application write, and the
+    /// last segment of an skb of two or more (`__tcp_transmit_skb` sets it
+    /// on every GSO packet, so that the receiver's GRO flushes; measured
+    /// on Linux 6.18, CUBIC, 10 Mbit/s, 40 ms: 42.6 % of the segments,
+    /// nearly all the ends of two-segment skbs). The segment is built
+    /// whole and written once: with many flows its ring slot is a cold
+    /// line, and reading it back stalled there.
+    pub(super) fn transmit_new(&mut self, len: u64, now: Nanos, out: &mut Out) {
+        let seq = self.snd_nxt;
+        let end = seq + len;
+        let mut push = false;
+        while let Some(&e) = self.push_seqs.front() {
+            if e > end {
+                break;
+            }
+            push |= e > seq;
+            self.push_seqs.pop_front();
+        }
+        if len < self.cfg.mss as u64 {
+            self.short_segs += 1;
+        }
+        let mut flags = if push { PUSH } else { 0 };
+        self.skb_left -= 1;
+        let gso_push = self.skb_left == 0 && self.skb_segs >= 2;
+        if self.skb_left == 0 {
+            flags |= SKB_END;
+        }
+        let tx = self.rate.on_send(&self.c, now);
+        self.rtxq.push_back(Seg { seq, len: len as u32, flags, tx });
+        self.snd_nxt = end;
+        self.c.snd_nxt = end;
+        self.c.packets_out += 1;
+        self.emit(seq, len as u32, push || gso_push, false, now, out);
+    }
+
+    /// Segments per TSO skb or paced burst, as Linux's `tcp_tso_segs`:
+    /// about 1 ms of data at the pacing rate (`sk_pacing_shift` = 10), plus
+    /// 64 KB halved per 512 µs of min RTT (`tcp_tso_rtt_log` = 9: whole
+    /// 64 KB skbs on sub-millisecond paths), at most 64 KB, at least the
+    /// CCA's `min_tso_segs` (2; BBR's 1 below 1.2 Mbit/s).
+    pub(super) fn tso_segs(&mut self) -> u32 {
+        let mss = self.cfg.mss as u64;
+        let mut bytes = self.c.pacing_rate >> 10;
+        let r = self.c.min_rtt_us >> 9;
+        if r < 32 {
+            bytes += 65_536 >> r;
+        }
+        let min = self.cca.min_tso_segs(&mut self.c);
+        ((bytes.min(65_536) / mss) as u32).max(min)
+    }
+
+    /// Close a paced burst: the next may leave when this one has, at the
+    /// pacing rate. A late start earns credit that shortens the gap by at
+    /// most half (Linux `tcp_update_skb_after_send`).
+    pub(super) fn end_burst(&mut self, now: Nanos) {
+        let prior = self.pace_next_ns;
+        self.pace_next_ns = self.pace_next_ns.max(now);
+        if self.c.pacing_rate > 0 {
+            let credit = self.pace_next_ns - prior;
+            // In u64 when it fits (always, in practice): a u128 division is a slow library call.
+            let len_ns = match self.burst_bytes.checked_mul(NS_PER_SEC) {
+                Some(b) => b / self.c.pacing_rate,
+                None => (self.burst_bytes as u128 * NS_PER_SEC as u128 / self.c.pacing_rate as u128) as Nanos,
+            };
+            self.pace_next_ns += len_ns - (len_ns / 2).min(credit);
+        }
+        self.burst_segs = 0;
+        self.burst_bytes = 0;
+    }
+
+    /// `tcp_cwnd_validate`: remember whether the last window used all of cwnd.
+    pub(super) fn cwnd_validate(&mut self, cwnd_limited: bool) {
+        if self.snd_una >= self.cwnd_usage_seq
+            || cwnd_limited
+            || (!self.c.is_cwnd_limited_flag && self.c.packets_out > self.c.max_packets_out)
+        {
+            self.c.is_cwnd_limited_flag = cwnd_limited;
+            self.c.max_packets_out = self.c.packets_out;
+            self.cwnd_usage_seq = self.snd_nxt;
+        }
+    }
+
+    /// Before sending into an empty pipe: CA_EVENT_TX_START, and Linux's
+    /// slow start after idle (cwnd decays by half per RTO of idleness).
+    pub(super) fn restart_after_idle(&mut self, now: Nanos) {
+        if self.data_segs_out == 0 {
+            return;
+        }
+        self.cca.cwnd_event(&mut self.c, CaEvent::TxStart);
+        let idle = now.saturating_sub(self.last_send_ns);
+        let rto = self.rtt.rto_ns();
+        if idle > rto && !self.uses_cong_control() {
+            self.c.ssthresh = self.c.ssthresh.max((self.c.cwnd >> 1) + (self.c.cwnd >> 2));
+            let restart = self.cfg.init_cwnd.min(self.c.cwnd);
+            let mut cwnd = self.c.cwnd;
+            let mut left = idle;
+            while left > rto && cwnd > restart {
+                cwnd >>= 1;
+                left -= rto;
+            }
+            self.c.cwnd = cwnd.max(restart);
+        }
+    }
+
+    pub(super) fn uses_cong_control(&self) -> bool {
+        self.cca.has_cong_control()
+    }
+
+    /// Index of the first segment marked lost and not yet retransmitted.
+    pub(super) fn next_retransmit(&mut self) -> Option<usize> {
+        if self.c.lost_out == 0 {
+            return None;
+        }
+        let mut i = self.index_of(self.retx_hint.max(self.snd_una));
+        while i < self.rtxq.len() && self.rtxq[i].seq < self.retx_end {
+            let s = &self.rtxq[i];
+            if s.flags & LOST != 0 && s.flags & (RETRANS | SACKED) == 0 {
+                self.retx_hint = s.seq;
+                return Some(i);
+            }
+            i += 1;
+        }
+        debug_assert!(!self.rtxq.iter().any(|s| s.flags & LOST != 0 && s.flags & (RETRANS | SACKED) == 0));
+        self.retx_hint = self.snd_nxt;
+        self.retx_end = 0;
+        None
+    }
+
+    /// Send the queued segment `i` again.
+    pub(super) fn retransmit(&mut self, i: usize, now: Nanos, out: &mut Out) {
+        let tx = self.rate.on_send(&self.c, now);
+        let s = &mut self.rtxq[i];
+        s.tx = tx;
+        s.flags |= RETRANS | EVER_RETRANS;
+        let (seq, len, push) = (s.seq, s.len, s.flags & PUSH != 0);
+        self.c.retrans_out += 1;
+        self.stats.retrans_segs += 1;
+        self.undo.on_retransmit(now);
+        self.rexmits.push_back(seq);
+        self.emit(seq, len, push, true, now, out);
+    }
+
+    /// What every transmission does beside the queue: counters, the packet,
+    /// the paced burst.
+    pub(super) fn emit(&mut self, seq: u64, len: u32, push: bool, retrans: bool, now: Nanos, out: &mut Out) {
+        // PRR counts what is sent during any cwnd reduction (loss or ECN).
+        if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {
+            self.prr.on_sent();
+        }
+        self.stats.sent_segs += 1;
+        self.data_segs_out += 1;
+        self.last_send_ns = now;
+        self.c.lsndtime_us = now / NS_PER_US;
+        let mut p = self.packet(now);
+        p.seq = seq;
+        p.len = len;
+        p.wire = len + self.cfg.header_bytes;
+        p.psh = push;
+        if !retrans && self.cwr_pending {
+            p.cwr = true;
+            self.cwr_pending = false;
+        }
+        out.pkts.push(p);
+        if self.pacing && self.data_segs_out > UNPACED_SEGS {
+            self.burst_segs += 1;
+            // Linux paces the headerless skb (`tcp_update_skb_after_send`
+            // takes `skb->len` of the write-queue skb): payload bytes, the
+            // unit of the pacing rate, not bytes on the wire.
+            self.burst_bytes += len as u64;
+            if self.burst_segs >= self.burst_goal {
+                self.end_burst(now);
+            }
+        }
+    }
+
+    /// Linux `tcp_update_pacing_rate` for CCAs that do not set it themselves:
+    /// 200% of cwnd/srtt in slow start, 120% after.
+    pub(super) fn update_pacing_rate(&mut self) {
+        let srtt_ns = self.rtt.srtt_ns();
+        if srtt_ns == 0 {
+            return;
+        }
+        let factor = if self.c.cwnd < self.c.ssthresh / 2 { 2.0 } else { 1.2 };
+        let segs = self.c.cwnd.max(self.c.packets_out) as f64;
+        let rate = factor * segs * self.c.mss as f64 * NS_PER_SEC as f64 / srtt_ns as f64;
+        self.c.pacing_rate = rate as u64;
+    }
+}

@@ -1,0 +1,883 @@
+use super::*;
+use super::super::test_cfg as tcp_cfg;
+
+fn ack(n: u64, at: Nanos) -> Packet {
+    Packet { ack: n * 1448, ts_ecr: at - 10_000_000, ..Packet::default() }
+}
+
+/// A CCA that records the samples `pkts_acked` sees, and the rate
+/// samples `cong_control` sees (it leaves cwnd to the engine).
+struct Recorder(std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>, std::rc::Rc<std::cell::RefCell<Vec<RateSample>>>);
+
+impl CongestionControl for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn ssthresh(&mut self, c: &mut Conn) -> u32 {
+        c.cwnd / 2
+    }
+    fn pkts_acked(&mut self, _c: &mut Conn, s: &AckSample) {
+        self.0.borrow_mut().push(*s);
+    }
+    fn cong_control(&mut self, _c: &mut Conn, rs: &RateSample) -> bool {
+        self.1.borrow_mut().push(*rs);
+        false
+    }
+}
+
+/// An unlimited sender with `Recorder` as its CCA, its ten initial
+/// segments out at 10 ms, and the `pkts_acked` samples it records.
+fn recorded() -> (Sender, Out, std::rc::Rc<std::cell::RefCell<Vec<AckSample>>>) {
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let (s, out) = connected_with(&tcp_cfg(), Box::new(Recorder(seen.clone(), Default::default())), None, 10_000_000);
+    (s, out, seen)
+}
+
+/// `pkts_acked` gets Linux's `in_flight`: what was delivered since the
+/// newest segment the ACK covers was sent, not what is out now.
+#[test]
+fn ack_sample_in_flight_is_delivered_since_send() {
+    let (mut s, mut out, seen) = recorded();
+    // Ten segments out; the first ACK covers two of them, both sent
+    // before anything was delivered.
+    s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+    assert_eq!(seen.borrow().last().unwrap().in_flight, 2);
+    // Segments 11 and 12 went out after that ACK (delivered = 2); when
+    // they are acked, 12 segments have been delivered: 10 since.
+    s.on_ack(&ack(10, 21_000_000), 21_000_000, &mut out);
+    s.on_ack(&ack(12, 30_000_000), 30_000_000, &mut out);
+    assert_eq!(seen.borrow().last().unwrap().in_flight, 10);
+}
+
+/// The retransmit queue's ring shrinks with what it holds once a big
+/// window has been acked, and its contents stay in order.
+#[test]
+fn retransmit_queue_shrinks_after_a_peak() {
+    let cfg = TcpConfig { init_cwnd: 400, ..tcp_cfg() };
+    let (mut s, mut out) = connected(&cfg, "reno", Some(400 * 1448), 10_000_000);
+    assert_eq!(s.rtxq.len(), 400);
+    assert!(s.rtxq.capacity() >= 400);
+    s.on_ack(&ack(395, 20_000_000), 20_000_000, &mut out);
+    assert_eq!(s.rtxq.len(), 5);
+    assert!(s.rtxq.capacity() <= 32, "capacity {}", s.rtxq.capacity());
+    let seqs: Vec<u64> = s.rtxq.iter().map(|g| g.seq / 1448).collect();
+    assert_eq!(seqs, (395..400).collect::<Vec<_>>());
+}
+
+/// A duplicate ACK that delivers nothing still reaches `pkts_acked`
+/// (Linux calls it at the end of `tcp_clean_rtx_queue` whenever data
+/// was outstanding), with no segment and no RTT.
+#[test]
+fn pkts_acked_on_an_ack_that_delivers_nothing() {
+    let (mut s, mut out, seen) = recorded();
+    s.on_ack(&ack(0, 20_000_000), 20_000_000, &mut out);
+    let got = *seen.borrow().last().expect("pkts_acked was called");
+    assert_eq!((got.pkts_acked, got.rtt_us), (0, -1));
+}
+
+/// The flags `in_ack_event` sees: a cumulative ACK without options takes
+/// Linux's fast path (window update only); one with SACK blocks the
+/// slow path; a duplicate without SACK neither.
+#[test]
+fn in_ack_event_flags_follow_header_prediction() {
+    struct Flags(std::rc::Rc<std::cell::RefCell<Vec<u32>>>);
+    impl CongestionControl for Flags {
+        fn name(&self) -> &'static str {
+            "flags"
+        }
+        fn ssthresh(&mut self, c: &mut Conn) -> u32 {
+            c.cwnd / 2
+        }
+        fn in_ack_event(&mut self, _c: &mut Conn, flags: u32) {
+            self.0.borrow_mut().push(flags);
+        }
+    }
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let (mut s, mut out) = connected_with(&tcp_cfg(), Box::new(Flags(seen.clone())), None, 10_000_000);
+    s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+    s.on_ack(&ack(2, 20_100_000), 20_100_000, &mut out);
+    s.on_ack(&ack(2, 20_200_000).with_sacks(&[(3 * 1448, 4 * 1448)]), 20_200_000, &mut out);
+    s.on_ack(&ack(5, 20_300_000).with_sacks(&[(6 * 1448, 7 * 1448)]), 20_300_000, &mut out);
+    assert_eq!(*seen.borrow(), vec![ACK_WIN_UPDATE, 0, ACK_SLOWPATH, ACK_SLOWPATH | ACK_WIN_UPDATE]);
+}
+
+/// After SYN timeouts, as Linux: the SYN-ACK's RTT comes from the
+/// timestamp echo in whole milliseconds (Karn voids the SYN's own), and
+/// more than one retransmission starts the transfer at one segment,
+/// unless the SYN-ACK answers the first SYN.
+#[test]
+fn handshake_after_syn_retransmissions() {
+    // (srtt in µs, cwnd) after `n` SYN timeouts and a SYN-ACK that
+    // echoes SYN number `echo`, 30.5 ms after the last SYN left.
+    fn handshake(n: usize, echo: usize) -> (u64, u32) {
+        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("reno").unwrap(), ConnOpts::default());
+        s.set_unlimited(true);
+        let mut out = Out::default();
+        s.connect(0, &mut out);
+        let mut sent = vec![out.pkts.last().unwrap().ts_val];
+        for _ in 0..n {
+            let (t, _, _) = *out.timers.last().unwrap();
+            out.clear();
+            s.on_timer(TimerKind::Rto, t, &mut out);
+            assert!(out.pkts.last().unwrap().syn);
+            sent.push(out.pkts.last().unwrap().ts_val);
+        }
+        let now = sent.last().unwrap() + 30_500_000;
+        s.on_synack(&Packet { syn: true, ts_ecr: sent[echo], ..Packet::default() }, now, &mut out);
+        (s.srtt_us(), s.c.cwnd)
+    }
+    assert_eq!(handshake(0, 0), (30_500, 10));
+    assert_eq!(handshake(1, 1), (30_000, 10));
+    assert_eq!(handshake(2, 2), (30_000, 1));
+    // The SYN-ACK of the first SYN: spurious retransmissions.
+    assert_eq!(handshake(2, 0).1, 10);
+}
+
+/// (end segment index, PSH) of the data segments in `out`.
+fn sent(out: &Out) -> Vec<(u64, bool)> {
+    out.pkts.iter().filter(|p| p.len > 0).map(|p| ((p.seq + p.len as u64) / 1448, p.psh)).collect()
+}
+
+/// PSH ends every skb of two or more segments (GSO) and every
+/// application write. The SYN-ACK's 10 ms RTT sets a pacing rate of
+/// 2 × 10 segments per 10 ms, about two segments per millisecond, so
+/// the initial window leaves in two-segment skbs, as Linux's did.
+#[test]
+fn psh_ends_each_multi_segment_skb_and_each_write() {
+    let cca = crate::cc::by_name("reno").unwrap();
+    let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
+    let mut out = Out::default();
+    s.write(11 * 1448 + 100, 0, &mut out);
+    s.connect(0, &mut out);
+    out.clear();
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    assert_eq!(sent(&out), (1..=10).map(|i| (i, i % 2 == 0)).collect::<Vec<_>>());
+    out.clear();
+    // One segment acked: cwnd 11, room for two; the skb holds the last
+    // full segment and the write's runt, which ends the write.
+    s.on_ack(&ack(1, 20_000_000), 20_000_000, &mut out);
+    let got: Vec<_> = out.pkts.iter().map(|p| (p.len, p.psh)).collect();
+    assert_eq!(got, vec![(1448, false), (100, true)]);
+}
+
+/// Linux's `tcp_tso_segs`: ~1 ms at the pacing rate, plus 64 KB halved
+/// per 512 µs of min RTT, within 64 KB; the floor is the CCA's.
+#[test]
+fn tso_size_follows_the_rate_the_min_rtt_and_the_cca() {
+    let tso = |cca: &str, rate: u64, min_rtt_us: u32| {
+        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name(cca).unwrap(), ConnOpts::default());
+        s.c.pacing_rate = rate;
+        s.c.min_rtt_us = min_rtt_us;
+        s.tso_segs()
+    };
+    assert_eq!(tso("reno", 12_500_000, 10_000), 8); // 12,207 bytes per ms
+    assert_eq!(tso("reno", 12_500_000, 1_000), 31); // + 32 KB
+    assert_eq!(tso("reno", 12_500_000, 200), 45); // + 64 KB, capped at 64 KB
+    assert_eq!(tso("reno", 100_000, 10_000), 2); // tcp_min_tso_segs
+    assert_eq!(tso("bbr", 100_000, 10_000), 1); // bbr_min_tso_segs below 1.2 Mbit/s
+}
+
+/// A bulk Reno sender whose SYN-ACK came at 10 ms (its RTT): its
+/// initial window went out then.
+fn bulk_reno_set_up() -> (Sender, Out) {
+    let cca = crate::cc::by_name("reno").unwrap();
+    let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
+    s.set_unlimited(true);
+    let mut out = Out::default();
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    (s, out)
+}
+
+/// TSO deferral: in congestion avoidance with room for one segment
+/// (less than the two of a TSO skb at this rate, under a third of
+/// cwnd), right after a send and with the oldest segment out for more
+/// than half an RTT, the segment waits for the next ACK; with that
+/// ACK the two leave together, as one skb ending in PSH.
+#[test]
+fn a_lone_segment_waits_for_the_next_ack() {
+    let (mut s, mut out) = bulk_reno_set_up();
+    s.c.ssthresh = 2;
+    out.clear();
+    // Nothing sent for 6 ms: the freed segment goes at once.
+    s.on_ack(&ack(1, 16_000_000), 16_000_000, &mut out);
+    assert_eq!(sent(&out), vec![(11, false)]);
+    out.clear();
+    // Sent 0.5 ms ago, oldest out 6.5 ms (srtt 10 ms): deferred.
+    s.on_ack(&ack(2, 10_000_000), 16_500_000, &mut out);
+    assert!(out.pkts.is_empty());
+    assert_eq!(s.c.cwnd - s.c.packets_in_flight(), 1);
+    s.on_ack(&ack(3, 10_000_000), 17_000_000, &mut out);
+    assert_eq!(sent(&out), vec![(12, false), (13, true)]);
+}
+
+/// `tcp_push_one`: a write that fills an skb while nothing else is
+/// unsent sends that skb at once, even where TSO deferral would hold
+/// it (room for one segment of a two-segment TSO size, a send 0.4 ms
+/// ago, the oldest segment out 10 ms); the rest waits as usual.
+#[test]
+fn a_write_into_an_empty_queue_is_pushed_at_once() {
+    let (mut s, mut out) = all_written_sent();
+    s.c.ssthresh = 2;
+    s.c.cwnd = s.c.packets_in_flight() + 1;
+    s.last_send_ns = 19_600_000;
+    out.clear();
+    s.sndbuf.expand(100, 3, 2); // as `tcp_new_space` would have
+    s.app_write();
+    assert!(s.write_seq > 65_160);
+    s.send(20_000_000, &mut out);
+    assert_eq!(sent(&out), vec![(46, false)]);
+    out.clear();
+    s.c.cwnd += 1;
+    s.send(20_100_000, &mut out);
+    assert!(out.pkts.is_empty(), "deferred: one segment of room, a send 0.1 ms ago");
+}
+
+/// A bulk sender whose first write (65,160 bytes: one skb of 45
+/// segments fills the new connection's 46,080-byte buffer) is all
+/// sent, cwnd wide open: the writer waits on a full buffer.
+fn all_written_sent() -> (Sender, Out) {
+    let (mut s, mut out) = bulk_reno_set_up();
+    assert_eq!(s.sndbuf_bytes(), 46_080);
+    assert_eq!(s.write_seq, 65_160);
+    s.c.cwnd = 100;
+    s.send(11_000_000, &mut out);
+    assert_eq!(s.snd_nxt, 65_160);
+    assert!(!s.has_data());
+    out.clear();
+    (s, out)
+}
+
+/// SACKed segments held behind holes keep their charge: the first
+/// segment of every two-segment skb is lost, the second SACKed, so no
+/// skb is wholly SACKed and none is freed. The writer stays blocked
+/// and the sender has nothing new to send though cwnd has room; the
+/// repair's cumulative ACK frees the buffer, which grows (the sender
+/// was not cwnd-limited, `tcp_new_space`), and the writer writes.
+#[test]
+fn sacked_segments_behind_holes_keep_the_send_buffer_full() {
+    let (mut s, mut out) = all_written_sent();
+    let seg = |k: u64| ((k - 1) * 1448, k * 1448);
+    let evens: Vec<u64> = (2..=44).step_by(2).collect();
+    for (n, chunk) in evens.chunks(3).enumerate() {
+        let blocks: Vec<_> = chunk.iter().rev().map(|&k| seg(k)).collect();
+        let p = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&blocks);
+        s.on_ack(&p, 20_000_000 + n as u64 * 100_000, &mut out);
+    }
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    assert_eq!(s.c.sacked_out, 22);
+    let skbs = s.rtxq.iter().filter(|g| g.end() <= 65_160 && g.flags & SKB_END != 0).count();
+    assert_eq!(skbs, 45, "each two-segment skb cut in two at its SACK");
+    assert_eq!(s.write_seq, 65_160, "the SACKs freed nothing: the writer still waits");
+    assert_eq!(s.sndbuf_bytes(), 46_080);
+    assert!(out.pkts.iter().all(|p| p.seq / 1448 % 2 == 0 && p.seq < 65_160), "only repairs of the holes");
+    out.clear();
+    s.on_ack(&Packet { ack: 65_160, ts_ecr: 10_000_000, ..Packet::default() }, 30_000_000, &mut out);
+    assert_eq!(s.sndbuf_bytes(), 2 * s.c.cwnd.max(10) as u64 * 2304);
+    assert!(s.write_seq > 65_160);
+    assert!(out.pkts.iter().any(|p| p.seq == 65_160));
+}
+
+/// The same, but everything after the first segment is SACKed in one
+/// block: each skb, once wholly SACKed, merges into the SACKed one
+/// before it and is freed (`tcp_shift_skb_data`). That frees memory
+/// during the recovery, so the buffer grows there (not cwnd-limited)
+/// and the writer writes before the hole is repaired.
+#[test]
+fn wholly_sacked_skbs_merge_and_free_the_buffer_during_recovery() {
+    let (mut s, mut out) = all_written_sent();
+    let p = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(1448, 65_160)]);
+    s.on_ack(&p, 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    let skbs = s.rtxq.iter().filter(|g| g.end() <= 65_160 && g.flags & SKB_END != 0).count();
+    assert_eq!(skbs, 2, "the lost head, cut from its skb, and one SACKed skb are left");
+    assert!(s.sndbuf_bytes() > 46_080);
+    assert!(s.write_seq > 65_160);
+}
+
+/// A sender of `cca` whose SYN-ACK came at `synack_ns` (its RTT), so
+/// its initial window went out then; `data` bytes to send, or unlimited.
+fn connected(cfg: &TcpConfig, cca: &str, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
+    connected_with(cfg, crate::cc::by_name(cca).unwrap(), data, synack_ns)
+}
+
+/// `connected` with a CCA given as an object (a test's recorder).
+fn connected_with(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
+    let mut s = Sender::new(0, 0, cfg, cca, ConnOpts::default());
+    let mut out = Out::default();
+    match data {
+        Some(n) => s.write(n, 0, &mut out),
+        None => s.set_unlimited(true),
+    }
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, synack_ns, &mut out);
+    out.clear();
+    (s, out)
+}
+
+/// A connection with ten segments out at t = 10 ms (SYN RTT 10 ms).
+fn ten_out(cca: &str) -> (Sender, Out) {
+    connected(&tcp_cfg(), cca, None, 10_000_000)
+}
+
+/// The ACK of `ten_out`'s receiver holding segments `a..b` out of order
+/// (nothing cumulatively acked; it echoes the first transmissions).
+fn sacked(a: u64, b: u64) -> Packet {
+    Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(a * 1448, b * 1448)])
+}
+
+/// Which ACK gives an RTT sample, as Linux's `tcp_clean_rtx_queue` and
+/// `tcp_ack_update_rtt` pick it: a SACK alone measures from the oldest
+/// newly SACKed original; an ACK that also covers a retransmission
+/// gives no cumulative sample (Karn), only the echoed timestamp.
+#[test]
+fn rtt_samples_as_linux_picks_them() {
+    // Segments 0..9 went out at 10 ms (SYN RTT 10 ms).
+    let (mut s, mut out) = ten_out("reno");
+    assert_eq!(s.c.srtt_us, 10_000);
+    s.on_ack(&sacked(1, 2), 13_000_000, &mut out);
+    // srtt + (3 ms - srtt) / 8: the SACKed original's 3 ms (before, a
+    // SACK alone only lowered min_rtt).
+    assert_eq!(s.c.srtt_us, 9_125);
+
+    // Segment 0 lost: three SACKed, it is retransmitted at 20 ms.
+    let (mut s, mut out) = ten_out("reno");
+    s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+    assert_eq!(s.stats.retrans_segs, 1);
+    assert_eq!(s.c.min_rtt_us, 10_000);
+    // At 21 ms the cumulative ACK covers the retransmission and the
+    // original segment 4 (11 ms): not that, the echo of 20 ms (1 ms).
+    s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 21_000_000, &mut out);
+    assert_eq!(s.c.min_rtt_us, 1_000);
+}
+
+/// The min RTT filter takes the newest segment an ACK delivered
+/// (`ca_rtt_us`, `tcp_update_rtt_min`), srtt the oldest. Segments 0..9
+/// went out at 10 ms, 10..13 at 20 ms (after the ACK of two); at 25 ms
+/// one ACK covers 2..11: srtt takes segment 2's 15 ms, the min RTT
+/// segment 11's 5 ms (before, the oldest's: it stayed at the SYN's 10).
+#[test]
+fn min_rtt_takes_the_newest_segment_acked() {
+    let (mut s, mut out) = ten_out("reno");
+    s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+    assert_eq!((s.c.min_rtt_us, s.snd_nxt), (10_000, 14 * 1448));
+    let srtt = s.rtt.srtt_ns();
+    s.on_ack(&ack(12, 25_000_000), 25_000_000, &mut out);
+    assert_eq!(s.c.min_rtt_us, 5_000);
+    assert_eq!(s.rtt.srtt_ns(), (7 * srtt + 15_000_000) / 8);
+    assert_eq!(s.stats.rtt.min(), Some(5_000));
+}
+
+/// Linux's min RTT is a windowed minimum (`tcp_min_rtt_wlen`, 300 s of
+/// jiffies), not the minimum of the whole connection; and a sample
+/// from an ACK that may have been delayed (one runt acked alone) is
+/// kept out unless it is a new minimum (FLAG_ACK_MAYBE_DELAYED).
+#[test]
+fn min_rtt_is_windowed_and_skips_maybe_delayed_acks() {
+    let mut f = MinRtt::default();
+    let mut c = Conn::new(1448, 10);
+    assert_eq!(f.update(&c, 10_000, false), 10_000);
+    c.now_us = 100_000_000;
+    assert_eq!(f.update(&c, 30_000, true), 10_000, "a delayed ACK above the minimum");
+    assert_eq!(f.update(&c, 20_000, false), 10_000);
+    // 300 s after the 10 ms sample it has aged out; the 20 ms one
+    // (taken at 100 s) is the minimum now.
+    c.now_us = 300_001_000;
+    assert_eq!(f.update(&c, 40_000, false), 20_000);
+    // A write of half a segment into an idle connection, acked alone
+    // 50 ms later by a delayed ACK: srtt takes it, the min RTT filter
+    // does not, and the rate sample says the ACK may have been delayed
+    // (BBR then does not refresh an expired min RTT with it).
+    let rate = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(Default::default(), rate.clone())), ConnOpts::default());
+    let mut out = Out::default();
+    s.write(724, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    s.on_ack(&Packet { ack: 724, ts_ecr: 10_000_000, ..Packet::default() }, 60_000_000, &mut out);
+    assert_eq!(s.c.min_rtt_us, 10_000);
+    assert_eq!(s.rtt.srtt_ns(), (7 * 10_000_000 + 50_000_000) / 8);
+    let last = *rate.borrow().last().unwrap();
+    assert!(last.is_ack_delayed && last.rtt_us == 50_000);
+}
+
+/// The same lone runt acked alone is not "maybe delayed" when the ACK
+/// carries ECE (FLAG_CA_ALERT): the rate sample says so.
+#[test]
+fn ack_with_ece_is_not_maybe_delayed() {
+    for ece in [false, true] {
+        let rate = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
+        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(Default::default(), rate.clone())), opts);
+        let mut out = Out::default();
+        s.write(724, 0, &mut out);
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        s.on_ack(&Packet { ack: 724, ts_ecr: 10_000_000, ece, ..Packet::default() }, 60_000_000, &mut out);
+        assert_eq!(rate.borrow().last().unwrap().is_ack_delayed, !ece);
+    }
+}
+
+/// `pkts_acked` and the rate sample get Linux's `ca_rtt_us`: when the
+/// ACK covers a retransmission (Karn voids the cumulative sample) the
+/// echoed timestamp stands in for it too, where the simulator gave -1
+/// because the newest delivered segment was a retransmission.
+#[test]
+fn cca_rtt_is_the_echo_when_karn_voids_the_sample() {
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let rate_rtts = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone(), rate_rtts.clone())), ConnOpts::default());
+    s.set_unlimited(true);
+    let mut out = Out::default();
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    // Segment 0 lost: three SACKed at 20 ms, it is retransmitted then.
+    s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+    assert_eq!(s.stats.retrans_segs, 1);
+    // The SACK of originals sent at 10 ms: 10 ms for the CCA too.
+    assert_eq!((seen.borrow().last().unwrap().rtt_us, rate_rtts.borrow().last().unwrap().rtt_us), (10_000, 10_000));
+    // The cumulative ACK of the retransmission and segment 4: the echo
+    // of 20 ms, 1 ms.
+    s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 21_000_000, &mut out);
+    assert_eq!(seen.borrow().last().unwrap().rtt_us, 1_000);
+    assert_eq!(rate_rtts.borrow().last().unwrap().rtt_us, 1_000);
+}
+
+/// The echo that stands in when Karn voids the ACK's sample counts
+/// whole milliseconds of Linux's timestamp clock: segment 0 lost and
+/// retransmitted at 20 ms, its ACK 0.3 ms later echoing 20 ms gives
+/// 1 ms (before, 0.3 ms, which became the min RTT).
+#[test]
+fn echo_sample_is_in_whole_milliseconds() {
+    let (mut s, mut out) = ten_out("reno");
+    s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+    assert_eq!(s.stats.retrans_segs, 1);
+    let srtt = s.rtt.srtt_ns();
+    s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 20_300_000, &mut out);
+    assert_eq!(s.c.min_rtt_us, 1_000);
+    assert_eq!(s.rtt.srtt_ns(), (7 * srtt + 1_000_000) / 8);
+}
+
+/// Linux's `tcp_rack_mark_lost` scans for losses on an ACK only if a
+/// segment was delivered since its last scan (`tp->rack.advanced`):
+/// an ACK repeating known SACKs marks nothing even once a segment is
+/// due; the reordering timer armed at the last scan does. Segments
+/// 0..9 went out at 10 ms; at 20 ms segments 1 and 2 are SACKed, so
+/// segment 0 is due at 10 + 10 + 2.5 ms (RACK's RTT plus min_rtt/4).
+#[test]
+fn rack_scans_on_an_ack_only_when_it_advanced() {
+    let (mut s, mut out) = ten_out("reno");
+    s.on_ack(&sacked(1, 3), 20_000_000, &mut out);
+    assert_eq!((s.c.lost, s.c.ca_state), (0, CaState::Disorder));
+    let at = s.reo_timer.deadline().unwrap();
+    assert!(at > 23_000_000);
+    // The same SACK again at 23 ms (before, this ACK marked it).
+    s.on_ack(&sacked(1, 3), 23_000_000, &mut out);
+    assert_eq!((s.c.lost, s.stats.retrans_segs), (0, 0));
+    s.on_timer(TimerKind::Reorder, at, &mut out);
+    assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (1, CaState::Recovery, 1));
+}
+
+/// RACK's RTT is the last delivered segment's, in Linux's order (Linux
+/// 6.x `tcp_rack_advance`, called by `tcp_sacktag_one` for newly SACKed
+/// segments in sequence order, then by `tcp_clean_rtx_queue` for the
+/// cumulatively acked ones). Segments 0..9 went out at 10 ms, 10..13 at
+/// 20 ms (min RTT 10 ms, window 2.5 ms); at 34 ms segment 10 (RTT 14
+/// ms) is SACKed, so 3..9 (out 24 ms) look lost, unless the same ACK
+/// also cumulatively acks segment 2, whose 24 ms RTT is processed last.
+#[test]
+fn rack_takes_the_rtt_of_the_last_segment_processed() {
+    let at = 34_000_000;
+    let ack_with = |una: u64, blocks: &[(u64, u64)]| {
+        let b: Vec<(u64, u64)> = blocks.iter().map(|&(a, e)| (a * 1448, e * 1448)).collect();
+        Packet { ack: una * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&b)
+    };
+    let four_more = || {
+        let (mut s, mut out) = ten_out("reno");
+        s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+        assert_eq!(s.snd_nxt, 14 * 1448);
+        (s, out)
+    };
+    // SACK only: segments 2..9 lost.
+    let (mut s, mut out) = four_more();
+    s.on_ack(&ack_with(2, &[(10, 11)]), at, &mut out);
+    assert_eq!(s.c.lost, 8);
+    // The same SACK with segment 2 cumulatively acked: nothing lost.
+    let (mut s, mut out) = four_more();
+    s.on_ack(&ack_with(3, &[(10, 11)]), at, &mut out);
+    assert_eq!((s.c.lost, s.c.ca_state), (0, CaState::Disorder));
+    // Blocks go in sequence order whatever order the ACK lists them in:
+    // segment 10 after segment 7, so its 14 ms RTT is the one kept.
+    let (mut s, mut out) = four_more();
+    s.on_ack(&ack_with(2, &[(10, 11), (7, 8)]), at, &mut out);
+    assert_eq!(s.c.lost, 7);
+}
+
+/// The route change of docs/sim-model.md ("Reordering detection"), as
+/// Linux 6.18 handled it: RACK marks delayed originals lost and fast
+/// recovery starts, but the retransmission waits for its pacing slot;
+/// the next ACK cumulatively acks a delayed original, and with nothing
+/// retransmitted yet that proves the packet delayed (`tcp_packet_delayed`
+/// since 2024): the recovery is undone at once. The segments RACK
+/// marked are off its time-sorted list for good: RACK does not judge
+/// them again. Paced at 96.5 kB/s: segment 10 went out at 20 ms, the
+/// next pacing slot is 7.5 ms later (15 ms less Linux's credit).
+#[test]
+fn delayed_originals_undo_recovery_before_any_retransmission() {
+    let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
+    let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), opts);
+    s.set_unlimited(true);
+    let mut out = Out::default();
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    // Paced bursts of two segments (`tcp_min_tso_segs`), even at this rate.
+    s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
+    assert_eq!(s.snd_nxt, 12 * 1448);
+    let cwnd = s.c.cwnd;
+    let with = |una: u64, end: u64| {
+        Packet { ack: una * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(10 * 1448, end * 1448)])
+    };
+    // Segment 10 SACKed at 25 ms (RTT 5 ms): 2..9 (out 15 ms) lost.
+    s.on_ack(&with(2, 11), 25_000_000, &mut out);
+    assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (8, CaState::Recovery, 0));
+    // Segment 2 arrives: partial undo, window restored, nothing sent.
+    s.on_ack(&with(3, 11), 25_060_000, &mut out);
+    assert_eq!((s.c.ca_state, s.c.lost_out, s.stats.retrans_segs), (CaState::Disorder, 0, 0));
+    assert!(s.c.cwnd >= cwnd, "cwnd {} not restored to {cwnd}", s.c.cwnd);
+    // The next pacing slot (35 ms): new data, segments 13 and 14;
+    // segment 12 is SACKed 1 ms later. 3..9 have been out 25 ms, but
+    // RACK judged them already.
+    let slot = s.pace_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Pace, slot, &mut out);
+    assert_eq!(s.snd_nxt, 14 * 1448);
+    s.on_ack(&with(3, 12), slot + 1_000_000, &mut out);
+    assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (8, CaState::Disorder, 0));
+}
+
+/// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
+/// the original transmission's timestamp, so the window cut is undone
+/// and the connection is Open with its old cwnd and ssthresh.
+#[test]
+fn spurious_rto_is_undone() {
+    let (mut s, mut out) = ten_out("reno");
+    let rto_at = s.rto_deadline;
+    s.on_timer(TimerKind::Rto, rto_at, &mut out);
+    // The probe timer fires first with ten segments out; then the RTO.
+    while s.c.ca_state != CaState::Loss {
+        let at = s.rto_deadline.max(s.c.now_ns + 1);
+        s.on_timer(TimerKind::Rto, at, &mut out);
+    }
+    assert!(s.c.cwnd <= 2);
+    let now = s.c.now_ns + 1_000_000;
+    s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, now, &mut out);
+    assert_eq!(s.stats.undo_count, 1);
+    assert_eq!(s.c.ca_state, CaState::Open);
+    assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+    assert!(s.c.cwnd >= 10, "cwnd {} not restored", s.c.cwnd);
+    assert_eq!(s.c.lost_out, 0);
+}
+
+/// A real timeout: the ACK echoes the retransmission. F-RTO step 2b
+/// sends new data rather than retransmitting more; the next ACK that
+/// only SACKs the new data shows the loss was real (step 3a).
+#[test]
+fn real_rto_sends_new_data_then_recovers_conventionally() {
+    let (mut s, mut out) = ten_out("reno");
+    while s.c.ca_state != CaState::Loss {
+        let at = s.rto_deadline.max(s.c.now_ns + 1);
+        s.on_timer(TimerKind::Rto, at, &mut out);
+    }
+    let rexmit_at = s.c.now_ns;
+    out.clear();
+    // The head's retransmission is acked; segments 2..10 are still lost.
+    s.on_ack(&Packet { ack: 1448, ts_ecr: rexmit_at, ..Packet::default() }, rexmit_at + 1_000_000, &mut out);
+    assert_eq!(s.stats.undo_count, 0);
+    assert_eq!(s.c.ca_state, CaState::Loss);
+    let first = sent(&out);
+    assert!(!first.is_empty() && first.iter().all(|&(end, _)| end > 10), "new data first, got {first:?}");
+    out.clear();
+    // The new data is sacked above the holes: retransmissions resume.
+    // (Segment 11, the loss probe sent before the timeout, is an
+    // original: its SACK would prove the timeout spurious.)
+    let (end, _) = *first.last().unwrap();
+    let p = Packet { ack: 1448, ts_ecr: rexmit_at, ..Packet::default() }.with_sacks(&[((end - 1) * 1448, end * 1448)]);
+    s.on_ack(&p, rexmit_at + 2_000_000, &mut out);
+    assert_eq!(s.stats.undo_count, 0);
+    assert!(sent(&out).iter().any(|&(end, _)| end <= 10), "no retransmission after step 3a");
+}
+
+/// D-SACKs for every retransmission of a fast recovery undo it (Linux
+/// `tcp_try_undo_dsack`), restoring the CCA's cwnd (`undo_cwnd`).
+#[test]
+fn dsack_of_every_retransmission_undoes_recovery() {
+    let (mut s, mut out) = ten_out("cubic");
+    // Segments 2..4 sacked after segment 1: RACK marks 1 lost at once
+    // (three sacked), recovery retransmits it.
+    s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    let prior = s.c.prior_cwnd;
+    assert!(s.c.ssthresh < prior);
+    // The original arrived after all, then the rest of the window: the
+    // receiver reports the retransmission as a duplicate.
+    let d = Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }.with_sacks(&[(0, 1448)]);
+    s.on_ack(&d, 31_000_000, &mut out);
+    assert_eq!(s.stats.undo_count, 1);
+    assert!(matches!(s.c.ca_state, CaState::Open | CaState::Disorder));
+    assert!(s.c.cwnd >= prior, "cwnd {} < prior {}", s.c.cwnd, prior);
+}
+
+/// A real loss repaired by fast retransmit is not undone.
+#[test]
+fn real_fast_recovery_is_kept() {
+    let (mut s, mut out) = ten_out("cubic");
+    s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+    let ssthresh = s.c.ssthresh;
+    // The retransmission's ACK echoes the retransmission.
+    s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
+    assert_eq!(s.stats.undo_count, 0);
+    assert_eq!(s.c.ssthresh, ssthresh);
+}
+
+/// Retransmitting the head restarts the retransmission timer (Linux
+/// `tcp_xmit_retransmit_queue` re-arms it when the head went out again
+/// and no reordering timer is pending), so a repaired head gets a whole
+/// RTO to be acknowledged; the timer armed for the original would fire
+/// while the retransmission is still on its way.
+#[test]
+fn head_retransmission_restarts_the_rto() {
+    let (mut s, mut out) = ten_out("cubic");
+    let first_deadline = s.rto_deadline;
+    // Segments 1..3 sacked at 20 ms: segment 0 is lost and resent now.
+    s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    assert!(s.rtxq[0].flags & RETRANS != 0, "the head was not retransmitted");
+    assert!(!s.reo_timer.is_armed());
+    assert_eq!(s.rto_deadline, 20_000_000 + s.current_rto());
+    assert!(s.rto_deadline > first_deadline);
+    // The old deadline passes without a timeout.
+    s.on_timer(TimerKind::Rto, first_deadline, &mut out);
+    assert_eq!(s.stats.rto_count, 0);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+}
+
+/// A timeout marks lost the head and what RACK has timed out (Linux
+/// `tcp_timeout_mark_lost`); a segment sent within RACK's RTT before it
+/// stays unmarked, and RACK judges it on later ACKs as any other: once
+/// a segment sent after it is delivered and its RTT plus the
+/// reordering window has passed, it is lost.
+#[test]
+fn rack_judges_what_a_timeout_left_unmarked() {
+    let (mut s, mut out) = ten_out("reno");
+    // Half the window is acked late (RACK's RTT 190 ms) and the window
+    // opens: segments 10..19 go out at 200 ms.
+    s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 200_000_000, &mut out);
+    // Nothing more comes back: the loss probe (new segment 20), then
+    // the timeout, which resends the head.
+    while s.c.ca_state != CaState::Loss {
+        let at = s.rto_deadline.max(s.c.now_ns + 1);
+        s.on_timer(TimerKind::Rto, at, &mut out);
+    }
+    let rto_at = s.c.now_ns;
+    let unmarked: Vec<u64> =
+        s.rtxq.iter().filter(|g| g.flags & (LOST | SACKED | EVER_RETRANS) == 0).map(|g| g.seq).collect();
+    assert!(!unmarked.is_empty(), "the timeout marked every segment: nothing left for RACK to judge");
+    // The head's retransmission is acked: F-RTO sends new data.
+    s.on_ack(&Packet { ack: 6 * 1448, ts_ecr: rto_at, ..Packet::default() }, rto_at + 20_000_000, &mut out);
+    let later = s.rtxq.iter().find(|g| g.tx.sent_ns > rto_at && g.flags & EVER_RETRANS == 0).map(|g| (g.seq, g.end()));
+    let (a, b) = later.expect("no new data after the timeout");
+    // A segment sent after the timeout is sacked long after the
+    // unmarked ones were due.
+    let sack = Packet { ack: s.snd_una, ts_ecr: rto_at, ..Packet::default() }.with_sacks(&[(a, b)]);
+    s.on_ack(&sack, rto_at + 300_000_000, &mut out);
+    for seq in unmarked {
+        let g = s.rtxq[s.index_of(seq)];
+        assert!(g.flags & (LOST | EVER_RETRANS) != 0, "segment {} (sent at {} ns) never judged", seq / 1448, g.tx.sent_ns);
+    }
+}
+
+/// A CUBIC sender on a 0.3 ms path (the SYN's RTT) whose initial window
+/// went out at 0.3 ms, modelling a kernel of `hz` (CONFIG_HZ); `data`
+/// bytes to send, or unlimited.
+fn short_path(hz: u32, data: Option<u64>) -> (Sender, Out) {
+    connected(&TcpConfig { kernel_hz: Some(hz), ..tcp_cfg() }, "cubic", data, 300_000)
+}
+
+/// The loss probe is a jiffies timer (Linux `tcp_schedule_loss_probe`:
+/// usecs_to_jiffies(2·srtt + 2 ms) from the current jiffy): on a 0.3 ms
+/// path it fires at the next tick at 250 Hz, the third at 1000 Hz.
+#[test]
+fn loss_probe_fires_on_a_jiffy_tick() {
+    for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
+        let (s, _) = short_path(hz, None);
+        assert!(s.probe_armed);
+        assert_eq!(s.rto_timer.deadline(), Some(at), "{hz} Hz");
+    }
+}
+
+/// With one segment out the probe waits 2·srtt + the minimum RTO, later
+/// than the RTO itself; Linux still arms the probe, at the RTO's time.
+#[test]
+fn single_segment_gets_a_probe_at_the_rto_time() {
+    let (s, _) = short_path(1000, Some(1448));
+    assert_eq!(s.c.packets_out, 1);
+    assert!(s.probe_armed);
+    // RTO 0.3 + 200 ms from 0.3 ms: 200.3 ms rounds up to 201 jiffies.
+    assert_eq!(s.rto_timer.deadline(), Some(201_000_000));
+}
+
+/// RACK's reordering timer waits TCP_TIMEOUT_MIN_US more than the
+/// reordering window, in jiffies (`tcp_rack_mark_lost`); when it fires
+/// before the window has passed (a 250 Hz tick can come sooner), Linux's
+/// `tcp_rack_reo_timeout` does not arm it again.
+#[test]
+fn reordering_timer_is_a_jiffies_timer_and_fires_once() {
+    // Segment 2 sacked, segment 1 (sent with it) not: RACK waits
+    // min_rtt/4 = 75 µs, plus 2 ms, as jiffies.
+    let sack2 = Packet { ack: 0, ts_ecr: 300_000, ..Packet::default() }.with_sacks(&[(1448, 2 * 1448)]);
+    for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
+        let (mut s, mut out) = short_path(hz, None);
+        s.on_ack(&sack2, 600_000, &mut out);
+        assert_eq!(s.c.lost_out, 0);
+        assert_eq!(s.reo_timer.deadline(), Some(at), "{hz} Hz");
+        s.on_timer(TimerKind::Reorder, at, &mut out);
+        assert_eq!(s.c.lost_out, 1, "{hz} Hz");
+        assert_eq!(s.c.ca_state, CaState::Recovery);
+    }
+    // The same SACK at 3.95 ms: the window ends at 4.025 ms, the timer
+    // (one jiffy) fires at the 4 ms tick and finds nothing due.
+    let (mut s, mut out) = short_path(250, None);
+    s.on_ack(&sack2, 3_950_000, &mut out);
+    assert_eq!(s.reo_timer.deadline(), Some(4_000_000));
+    s.on_timer(TimerKind::Reorder, 4_000_000, &mut out);
+    assert_eq!(s.c.lost_out, 0);
+    assert!(!s.reo_timer.is_armed());
+}
+
+/// An ACK that only SACKs (the hole not yet judged lost) does not grow
+/// cwnd; the next one that advances snd_una grows it by what that ACK
+/// newly delivered, so the sacked segment's growth is not made up
+/// (Linux `tcp_may_raise_cwnd` and `tcp_newly_delivered`).
+#[test]
+fn only_cumulative_acks_raise_cwnd() {
+    let (mut s, mut out) = ten_out("reno");
+    s.on_ack(&sacked(1, 2), 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Disorder);
+    assert_eq!(s.c.cwnd, 10);
+    // Segment 1 arrives late: the cumulative ACK delivers one more.
+    s.on_ack(&Packet { ack: 2 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 20_100_000, &mut out);
+    assert_eq!(s.c.cwnd, 11);
+}
+
+/// `ten_out` whose segments 2 and 3 overtook segment 1, which came 1 ms
+/// later, before RACK's window (min_rtt/4, under the dupack threshold)
+/// ran out: the filled hole is reordering (`tcp_clean_rtx_queue` ->
+/// `tcp_check_sack_reordering`).
+fn reordered_once() -> (Sender, Out) {
+    let (mut s, mut out) = ten_out("cubic");
+    s.on_ack(&sacked(1, 3), 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Disorder);
+    assert_eq!(s.reord.seen, 0);
+    s.on_ack(&Packet { ack: 3 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 21_000_000, &mut out);
+    assert_eq!((s.reord.seen, s.reord.degree), (1, 3));
+    assert_eq!(s.stats.retrans_segs, 0);
+    (s, out)
+}
+
+/// The same reordering again, with four segments overtaking segment 4:
+/// past the dupack threshold RACK's window would be 0 and recovery
+/// would start, but reordering has been seen, so RACK keeps its
+/// min_rtt/4 window and the late original arrives within it.
+#[test]
+fn learnt_reordering_does_not_start_recovery_again() {
+    let (mut s, mut out) = reordered_once();
+    let p = Packet { ack: 3 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(4 * 1448, 8 * 1448)]);
+    s.on_ack(&p, 21_500_000, &mut out);
+    assert_eq!(s.c.sacked_out, 4);
+    assert_eq!((s.c.ca_state, s.c.lost_out), (CaState::Disorder, 0));
+    assert!(s.reo_timer.is_armed());
+    s.on_ack(&Packet { ack: 8 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 22_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Open);
+    assert_eq!((s.stats.retrans_segs, s.c.ssthresh), (0, INFINITE_SSTHRESH));
+    // Segment 4 was five segments behind the highest ACK.
+    assert_eq!((s.reord.seen, s.reord.degree), (2, 5));
+    // With more reordering than the default, an ACK that only SACKs
+    // grows cwnd too (`tcp_may_raise_cwnd`; compare
+    // `only_cumulative_acks_raise_cwnd`).
+    let cwnd = s.c.cwnd;
+    let p = Packet { ack: 8 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(9 * 1448, 10 * 1448)]);
+    s.on_ack(&p, 22_100_000, &mut out);
+    assert_eq!(s.c.cwnd, cwnd + 1);
+}
+
+/// Reordering longer than RACK's window: the spurious retransmission
+/// draws a D-SACK, which undoes the recovery and widens the window by
+/// one min_rtt/4 step on the next ACK that delivers data sent after
+/// the last widening (`tcp_rack_update_reo_wnd`).
+#[test]
+fn dsack_after_reordering_widens_the_rack_window() {
+    let (mut s, mut out) = reordered_once();
+    let wnd = |s: &Sender| s.rack.reo_wnd(&s.reord, CaState::Recovery, 0, s.c.min_rtt_us, s.rtt.srtt_ns());
+    let step = s.c.min_rtt_us as u64 * NS_PER_US / 4;
+    assert_eq!(wnd(&s), step);
+    let p = Packet { ack: 3 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(4 * 1448, 8 * 1448)]);
+    s.on_ack(&p, 21_500_000, &mut out);
+    let at = s.reo_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Reorder, at, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    assert_eq!(s.stats.retrans_segs, 1);
+    // The original, then the D-SACK of its retransmission.
+    s.on_ack(&Packet { ack: 8 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, at + 500_000, &mut out);
+    let d = Packet { ack: 8 * 1448, ts_ecr: at, ..Packet::default() }.with_sacks(&[(3 * 1448, 4 * 1448)]);
+    s.on_ack(&d, at + 1_000_000, &mut out);
+    assert_eq!(s.stats.undo_count, 1);
+    assert_eq!(wnd(&s), step, "no data delivered yet: the widening waits");
+    s.on_ack(&Packet { ack: 12 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, at + 2_000_000, &mut out);
+    // Two steps of the min RTT, which this ACK's newest segment lowered.
+    assert!(s.c.min_rtt_us as u64 * NS_PER_US / 4 < step);
+    assert_eq!(wnd(&s), 2 * (s.c.min_rtt_us as u64 * NS_PER_US / 4));
+}
+
+/// Ten segments written, eight acked, the probe timer fired (2·srtt +
+/// 2 ms after that ACK): the last segment went out again as a probe.
+fn probed_tail() -> (Sender, Out) {
+    let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), ConnOpts::default());
+    let mut out = Out::default();
+    s.write(10 * 1448, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    s.on_ack(&ack(8, 20_000_000), 20_000_000, &mut out);
+    out.clear();
+    assert!(s.probe_armed);
+    s.on_timer(TimerKind::Rto, 100_000_000, &mut out);
+    // The write's last segment, with the PSH of its write.
+    assert_eq!(sent(&out), vec![(10, true)]);
+    assert!(s.tlp_retrans && s.tlp_high_seq == Some(10 * 1448));
+    (s, out)
+}
+
+/// A D-SACK of the probe: original and probe both arrived, no loss.
+#[test]
+fn dsacked_loss_probe_is_no_loss() {
+    let (mut s, mut out) = probed_tail();
+    let now = s.c.now_ns + 10_000_000;
+    let d = Packet { ack: 10 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(9 * 1448, 10 * 1448)]);
+    s.on_ack(&d, now, &mut out);
+    assert_eq!(s.tlp_high_seq, None);
+    assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+}
+
+/// No D-SACK: the probe repaired a lost tail, and the first ACK beyond
+/// it reduces cwnd once (Linux TCPLossProbeRecovery).
+#[test]
+fn loss_repaired_by_the_probe_reduces_cwnd() {
+    let (mut s, mut out) = probed_tail();
+    let now = s.c.now_ns + 10_000_000;
+    s.on_ack(&Packet { ack: 10 * 1448, ts_ecr: now - 10_000_000, ..Packet::default() }, now, &mut out);
+    assert_eq!(s.c.ssthresh, INFINITE_SSTHRESH);
+    assert!(s.tlp_high_seq.is_some());
+    s.write(1448, now, &mut out);
+    s.on_ack(&Packet { ack: 11 * 1448, ts_ecr: now, ..Packet::default() }, now + 10_000_000, &mut out);
+    assert!(s.c.ssthresh < INFINITE_SSTHRESH);
+    assert_eq!(s.tlp_high_seq, None);
+    assert_eq!(s.c.ca_state, CaState::Open);
+}
