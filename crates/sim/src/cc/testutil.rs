@@ -114,7 +114,7 @@ pub fn rate_sample_one(rate: &mut RateSampler, c: &mut Conn, tx: &mut TxState, l
     let mut rs = RateSample { losses, acked_sacked: 1, prior_in_flight, ..RateSample::default() };
     rs.rtt_us = (c.now_ns.saturating_sub(tx.sent_ns) / 1000) as i64;
     rate.begin_ack();
-    rate.on_delivered(&mut rs, tx, c.snd_una, false);
+    rate.on_delivered(c, &mut rs, tx, c.snd_una, false);
     rate.gen(c, &mut rs, c.now_ns);
     rs
 }

@@ -7,19 +7,33 @@ use crate::cc::{Conn, RateSample};
 use netcore::{Nanos, NS_PER_US};
 
 /// What a segment remembers of its last transmission (Linux `tcp_skb_cb.tx`
-/// plus the send time).
+/// plus the send time). 32 bytes, so that a retransmit-queue segment fits
+/// in 48: with many flows each segment's slot is a cold line when it is
+/// sent and when it is acknowledged. The counts keep their low bits, as
+/// Linux's `tx.delivered` (u32) and `tx.delivered_ce` (20 bits) do; the
+/// full values come back from the connection's own counters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TxState {
     pub sent_ns: Nanos,
     /// Start of the send phase of the sampling interval.
     first_tx_ns: Nanos,
-    /// Time and count of the latest delivery before this transmission.
+    /// Time and count (low 32 bits) of the latest delivery before this
+    /// transmission.
     delivered_ns: Nanos,
-    delivered: u64,
-    delivered_ce: u64,
-    app_limited: bool,
-    /// Already counted in a rate sample (Linux clears `delivered_mstamp`).
-    done: bool,
+    delivered: u32,
+    /// The CE count's low 30 bits, `APP_LIMITED` and `DONE`.
+    ce_flags: u32,
+}
+
+const CE_MASK: u32 = (1 << 30) - 1;
+const APP_LIMITED: u32 = 1 << 30;
+/// Already counted in a rate sample (Linux clears `delivered_mstamp`).
+const DONE: u32 = 1 << 31;
+
+/// The full count whose low bits are `low` (`mask` wide), given the
+/// current count `now`, which is at most one wrap ahead of it.
+fn unwrap_count(now: u64, low: u32, mask: u32) -> u64 {
+    now - ((now as u32).wrapping_sub(low) & mask) as u64
 }
 
 /// The connection's sampling state (Linux `first_tx_mstamp`,
@@ -50,10 +64,8 @@ impl RateSampler {
             sent_ns: now,
             first_tx_ns: self.first_tx_ns,
             delivered_ns: self.delivered_ns,
-            delivered: c.delivered,
-            delivered_ce: c.delivered_ce,
-            app_limited: c.app_limited != 0,
-            done: false,
+            delivered: c.delivered as u32,
+            ce_flags: (c.delivered_ce as u32 & CE_MASK) | if c.app_limited != 0 { APP_LIMITED } else { 0 },
         }
     }
 
@@ -65,17 +77,17 @@ impl RateSampler {
     /// `tcp_rate_skb_delivered`: a segment ending at `end_seq` (ever
     /// retransmitted or not) was delivered. The sample comes from the most
     /// recently sent delivered segment; each transmission counts once.
-    pub fn on_delivered(&mut self, rs: &mut RateSample, tx: &mut TxState, end_seq: u64, ever_retrans: bool) {
-        if tx.done {
+    pub fn on_delivered(&mut self, c: &Conn, rs: &mut RateSample, tx: &mut TxState, end_seq: u64, ever_retrans: bool) {
+        if tx.ce_flags & DONE != 0 {
             return;
         }
-        tx.done = true;
+        tx.ce_flags |= DONE;
         if rs.delivered < 0 || (tx.sent_ns, end_seq) > self.key {
             self.key = (tx.sent_ns, end_seq);
-            rs.prior_delivered = tx.delivered;
+            rs.prior_delivered = unwrap_count(c.delivered, tx.delivered, u32::MAX);
             rs.delivered = 0; // marks the sample as started; set in `gen`
-            rs.delivered_ce = tx.delivered_ce as i64;
-            rs.is_app_limited = tx.app_limited;
+            rs.delivered_ce = unwrap_count(c.delivered_ce, tx.ce_flags & CE_MASK, CE_MASK) as i64;
+            rs.is_app_limited = tx.ce_flags & APP_LIMITED != 0;
             rs.is_retrans = ever_retrans;
             rs.interval_us = (tx.sent_ns.saturating_sub(tx.first_tx_ns) / NS_PER_US) as i64;
             self.prior_ns = tx.delivered_ns;
@@ -139,7 +151,7 @@ mod tests {
         let mut rs = RateSample::default();
         r.begin_ack();
         c.delivered += 1;
-        r.on_delivered(&mut rs, tx, end, false);
+        r.on_delivered(c, &mut rs, tx, end, false);
         rs.acked_sacked = 1;
         r.gen(c, &mut rs, now);
         rs
@@ -168,6 +180,27 @@ mod tests {
         assert_eq!(last.interval_us, 19_000);
         let bps = 10.0 * 1000.0 * 8.0 / 0.019;
         assert!((r.delivery_rate_bps() - bps).abs() < 1.0, "{}", r.delivery_rate_bps());
+    }
+
+    /// The snapshot keeps only the counts' low bits; the sample still
+    /// gets the exact counts across a wrap of those bits.
+    #[test]
+    fn counts_are_exact_across_the_snapshots_wrap() {
+        let (mut r, mut c) = (RateSampler::default(), conn());
+        c.delivered = (1 << 33) - 2;
+        c.delivered_ce = (1 << 31) - 1;
+        let mut tx = r.on_send(&c, 0);
+        c.packets_out = 1;
+        c.delivered += 4;
+        c.delivered_ce += 3;
+        let mut rs = RateSample::default();
+        r.begin_ack();
+        r.on_delivered(&c, &mut rs, &mut tx, 1, false);
+        assert_eq!(rs.prior_delivered, (1 << 33) - 2);
+        rs.acked_sacked = 1;
+        r.gen(&mut c, &mut rs, 20 * MS);
+        assert_eq!(rs.delivered, 4);
+        assert_eq!(rs.delivered_ce, 3);
     }
 
     /// An interval shorter than the min RTT (ACK compression) gives no sample.
@@ -208,8 +241,8 @@ mod tests {
         let mut rs = RateSample::default();
         r.begin_ack();
         c.delivered += 2;
-        r.on_delivered(&mut rs, &mut b, 2, true);
-        r.on_delivered(&mut rs, &mut a, 1, false);
+        r.on_delivered(&c, &mut rs, &mut b, 2, true);
+        r.on_delivered(&c, &mut rs, &mut a, 1, false);
         rs.acked_sacked = 2;
         r.gen(&mut c, &mut rs, 20 * MS);
         assert!(rs.is_app_limited && rs.is_retrans);

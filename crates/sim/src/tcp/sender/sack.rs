@@ -185,7 +185,7 @@ impl Sender {
         let s = &mut self.rtxq[i];
         self.c.delivered += 1;
         let (end, retrans) = (s.end(), s.flags & EVER_RETRANS != 0);
-        self.rate.on_delivered(rs, &mut s.tx, end, retrans);
+        self.rate.on_delivered(&self.c, rs, &mut s.tx, end, retrans);
         let sent = s.tx.sent_ns;
         self.rack.advance(sent, end, retrans, self.c.now_ns, self.c.min_rtt_us);
     }
