@@ -443,7 +443,7 @@ impl World {
         }
         let main = flow.main;
         match flow.kind {
-            FlowKind::Bulk => self.conns[main].sender.set_unlimited(true),
+            FlowKind::Bulk => self.conns[main].sender.set_unlimited(true, now, &mut self.out),
             // The whole transfer is written at once; it leaves after the handshake.
             FlowKind::Transfer => self.conns[main].sender.write(flow.size, now, &mut self.out),
             FlowKind::Rpc => {}
@@ -465,7 +465,7 @@ impl World {
         flow.stopped = true;
         if flow.kind == FlowKind::Bulk {
             let main = flow.main;
-            self.conns[main].sender.set_unlimited(false);
+            self.conns[main].sender.set_unlimited(false, self.now, &mut self.out);
         }
     }
 

@@ -158,9 +158,18 @@ fn parking_lot_with_fq_gives_max_min_shares() {
     assert!(q.tx_bytes[last("L3")] > 0);
 }
 
+/// With host jitter (docs/sim-model.md, "Many-flow mixes on a shared
+/// FIFO"): without it the run has no randomness at all, and on drop-tail
+/// FIFOs the share then depends on the phase in which the flows' packets
+/// meet full queues (the long flow got 3.1 or 10.0 Mbit/s against the
+/// short flows' 16.2 or 9.3 before and after a change to TSO deferral
+/// alone); with 200 µs it got 1.5–7.9 against 11.5–17.8 for seeds 1–8,
+/// before and after that change.
 #[test]
 fn parking_lot_with_fifo_gives_the_long_flow_less() {
-    let r = run(&parking_lot("fifo", 100, [20_000_000; 3], 20 * S)).unwrap();
+    let mut cfg = parking_lot("fifo", 100, [20_000_000; 3], 20 * S);
+    cfg["tcp"]["host_jitter_ns"] = json!(200_000);
+    let r = run(&cfg).unwrap();
     let long = goodput(&r, 0, 5_000_000, 20_000_000);
     let short: f64 = (1..=3).map(|i| goodput(&r, i, 5_000_000, 20_000_000)).sum::<f64>() / 3.0;
     assert!(long < short, "long {long} short {short}");
@@ -386,3 +395,4 @@ fn an_rpc_flow_moves_both_its_streams() {
     }
     assert!(tx("alt1") > 0 && tx("alt2/back") > 0);
 }
+

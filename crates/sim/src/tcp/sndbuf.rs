@@ -29,6 +29,11 @@ const WMEM_DEFAULT: u64 = 16_384;
 /// The legacy GSO limit (`sk_gso_max_size`): `tcp_sendmsg` builds skbs of
 /// at most this much payload.
 const GSO_MAX_SIZE: u64 = 65_536;
+/// `TCP_MSS_DEFAULT`: below this a peer's window is not halved.
+const MSS_DEFAULT: u64 = 536;
+/// The largest window a SYN or SYN-ACK can carry: its window field is
+/// never scaled (RFC 7323).
+pub const SYN_WINDOW_MAX: u64 = 65_535;
 
 #[derive(Clone, Debug)]
 pub struct SendBuffer {
@@ -41,6 +46,9 @@ pub struct SendBuffer {
     per_mss: u64,
     /// Payload of the skbs a write fills (`tcp_xmit_size_goal`).
     size_goal: u64,
+    mss: u64,
+    /// The largest window the peer has advertised (`tp->max_window`).
+    max_window: u64,
     /// Sent skbs not yet freed by the cumulative ACK.
     sent_skbs: u64,
     /// SOCK_NOSPACE: the writer found the buffer full and waits.
@@ -60,6 +68,8 @@ impl SendBuffer {
             max: cfg.wmem_bytes,
             per_mss: (mss_clamp + MAX_TCP_HEADER + SHARED_INFO).next_power_of_two() + SK_BUFF,
             size_goal: (GSO_MAX_SIZE / mss).max(1) * mss,
+            mss,
+            max_window: 0,
             sent_skbs: 0,
             nospace: false,
             shrunk: false,
@@ -74,6 +84,21 @@ impl SendBuffer {
     /// Payload bytes of the skbs a write fills.
     pub fn size_goal(&self) -> u64 {
         self.size_goal
+    }
+
+    /// The peer advertised a window of `bytes`. Skbs are at most half the
+    /// largest it ever advertised (`tcp_bound_to_half_wnd`), so the first
+    /// write after a SYN-ACK, whose window field holds at most 65,535, fills
+    /// skbs of 22 segments of 1,448 bytes, and later ones, once an ACK has
+    /// carried the scaled window, 45.
+    pub fn see_window(&mut self, bytes: u64) {
+        if bytes <= self.max_window {
+            return;
+        }
+        self.max_window = bytes;
+        let cutoff = if bytes > MSS_DEFAULT { bytes / 2 } else { bytes };
+        let goal = if GSO_MAX_SIZE > cutoff { cutoff } else { GSO_MAX_SIZE };
+        self.size_goal = (goal / self.mss).max(1) * self.mss;
     }
 
     /// `tcp_sndbuf_expand` (called when the connection is set up, and by
@@ -168,6 +193,22 @@ mod tests {
         assert_eq!(b.limit(), 101_376, "Linux's value after one expansion at cwnd 22");
         b.expand(10_000, 3, 3);
         assert_eq!(b.limit(), 4 << 20, "capped at tcp_wmem[2]");
+    }
+
+    /// `tcp_bound_to_half_wnd`: skbs of half the largest window seen.
+    #[test]
+    fn skbs_are_at_most_half_the_peers_largest_window() {
+        let mut b = SendBuffer::new(&cfg());
+        assert_eq!(b.size_goal(), 45 * 1448, "the GSO limit");
+        b.see_window(SYN_WINDOW_MAX);
+        assert_eq!(b.size_goal(), 22 * 1448, "a SYN-ACK's window: 31,856 bytes, as Linux's first skbs");
+        b.see_window(40_000);
+        assert_eq!(b.size_goal(), 22 * 1448, "the largest window counts");
+        b.see_window(3 << 20);
+        assert_eq!(b.size_goal(), 45 * 1448);
+        let mut small = SendBuffer::new(&cfg());
+        small.see_window(2_000);
+        assert_eq!(small.size_goal(), 1448, "at least one segment");
     }
 
     #[test]

@@ -32,6 +32,7 @@ impl Sender {
             return;
         }
         self.set_now(now);
+        self.sndbuf.see_window(self.peer_window);
         let prior_in_flight = self.c.packets_in_flight();
         let prior_packets = self.c.packets_out;
         let prior_delivered = self.c.delivered;

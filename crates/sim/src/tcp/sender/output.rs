@@ -74,7 +74,6 @@ impl Sender {
                     cwnd_limited = true;
                     break;
                 }
-                self.push_one = false;
                 self.start_skb(max_segs.min(room).min(data_segs));
             }
             self.transmit_new(len, now, out);
@@ -101,10 +100,13 @@ impl Sender {
 
     /// Linux `tcp_tso_should_defer`: with room in cwnd for less than a
     /// full TSO skb (`max_segs`) and less than a third of cwnd, hold the
-    /// data for the next ACK, which should come soon (the oldest segment
-    /// out was sent at least half an RTT ago), so that the two leave as
-    /// one larger skb; only outside loss recovery and while the sender
-    /// sent within the last millisecond.
+    /// data for the next ACK, so that the two leave as one larger skb;
+    /// only outside loss recovery, while the sender sent within the last
+    /// millisecond, and when the oldest segment out should be acked soon:
+    /// within min(srtt/2, 1 ms). The 1 ms bound is Linux's since
+    /// "tcp: fix tcp_tso_should_defer() vs large RTT" (October 2025, in
+    /// 6.18 and the stable kernels): before it, half an srtt, which on long
+    /// paths held flows a segment short of cwnd ACK after ACK.
     pub(super) fn tso_should_defer(&self, now: Nanos, room: u32, max_segs: u32) -> bool {
         if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || room >= max_segs {
             return false;
@@ -118,7 +120,11 @@ impl Sender {
             return false;
         }
         match self.rtxq.front() {
-            Some(head) => now.saturating_sub(head.tx.sent_ns) >= self.rtt.srtt_ns() / 2,
+            Some(head) => {
+                let srtt = self.rtt.srtt_ns();
+                let expected_ack = head.tx.sent_ns + srtt;
+                expected_ack.saturating_sub(now) <= (srtt / 2).min(1_000_000)
+            }
             None => false,
         }
     }

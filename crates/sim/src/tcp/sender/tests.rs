@@ -111,8 +111,8 @@ fn handshake_after_syn_retransmissions() {
     // echoes SYN number `echo`, 30.5 ms after the last SYN left.
     fn handshake(n: usize, echo: usize) -> (u64, u32) {
         let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("reno").unwrap(), ConnOpts::default());
-        s.set_unlimited(true);
         let mut out = Out::default();
+        s.set_unlimited(true, 0, &mut out);
         s.connect(0, &mut out);
         let mut sent = vec![out.pkts.last().unwrap().ts_val];
         for _ in 0..n {
@@ -182,8 +182,8 @@ fn tso_size_follows_the_rate_the_min_rtt_and_the_cca() {
 fn bulk_reno_set_up() -> (Sender, Out) {
     let cca = crate::cc::by_name("reno").unwrap();
     let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
-    s.set_unlimited(true);
     let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
     s.connect(0, &mut out);
     s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
     (s, out)
@@ -191,9 +191,11 @@ fn bulk_reno_set_up() -> (Sender, Out) {
 
 /// TSO deferral: in congestion avoidance with room for one segment
 /// (less than the two of a TSO skb at this rate, under a third of
-/// cwnd), right after a send and with the oldest segment out for more
-/// than half an RTT, the segment waits for the next ACK; with that
-/// ACK the two leave together, as one skb ending in PSH.
+/// cwnd), right after a send, the segment waits for the next ACK when
+/// the oldest segment out should be acked within min(srtt/2, 1 ms);
+/// with that ACK the two leave together, as one skb ending in PSH.
+/// Further from that ACK it goes at once (before Linux 6.18's fix it
+/// waited from half an srtt on).
 #[test]
 fn a_lone_segment_waits_for_the_next_ack() {
     let (mut s, mut out) = bulk_reno_set_up();
@@ -203,18 +205,46 @@ fn a_lone_segment_waits_for_the_next_ack() {
     s.on_ack(&ack(1, 16_000_000), 16_000_000, &mut out);
     assert_eq!(sent(&out), vec![(11, false)]);
     out.clear();
-    // Sent 0.5 ms ago, oldest out 6.5 ms (srtt 10 ms): deferred.
+    // Sent 0.5 ms ago, the oldest out (sent at 10 ms, srtt 10 ms) acked
+    // in 3.5 ms: more than 1 ms away, so it goes.
     s.on_ack(&ack(2, 10_000_000), 16_500_000, &mut out);
+    assert_eq!(sent(&out), vec![(12, false)]);
+    out.clear();
+    // 2.9 ms since that send: it goes, whatever the ACK.
+    s.on_ack(&ack(3, 10_000_000), 19_400_000, &mut out);
+    assert_eq!(sent(&out), vec![(13, false)]);
+    out.clear();
+    // 0.2 ms after that send, with the oldest segment's ACK 0.4 ms away:
+    // deferred.
+    s.on_ack(&ack(4, 10_000_000), 19_600_000, &mut out);
     assert!(out.pkts.is_empty());
     assert_eq!(s.c.cwnd - s.c.packets_in_flight(), 1);
-    s.on_ack(&ack(3, 10_000_000), 17_000_000, &mut out);
-    assert_eq!(sent(&out), vec![(12, false), (13, true)]);
+    s.on_ack(&ack(5, 10_000_000), 19_800_000, &mut out);
+    assert_eq!(sent(&out), vec![(14, false), (15, true)]);
+}
+
+/// A new connection's first write, as Linux 6.18 takes it (probe on
+/// `sock_send_length`, docs/sim-model.md): the SYN-ACK's unscaled window
+/// (at most 64 KB) makes skbs of 22 segments; the first fills and, the
+/// send head, leaves at once as far as the initial window lets it (ten
+/// segments, as five two-segment skbs); the write refills it to 22 and
+/// stops, the 46,080-byte buffer being full. The kernel's load generator
+/// takes 44,888 bytes after its 44-byte header: 31 segments and the
+/// header, 32 packets, as here.
+#[test]
+fn the_first_write_sends_the_initial_window_and_holds_one_skb() {
+    let (s, out) = bulk_reno_set_up();
+    assert_eq!(s.write_seq, 32 * 1448);
+    assert_eq!(s.snd_nxt, 10 * 1448);
+    assert_eq!(sent(&out).len(), 10);
+    assert_eq!(s.sndbuf.queued(s.write_seq, s.write_seq - s.snd_nxt), 32 * 1448 + 6 * 832);
+    assert_eq!(s.sndbuf.size_goal(), 22 * 1448);
 }
 
 /// `tcp_push_one`: a write that fills an skb while nothing else is
 /// unsent sends that skb at once, even where TSO deferral would hold
 /// it (room for one segment of a two-segment TSO size, a send 0.4 ms
-/// ago, the oldest segment out 10 ms); the rest waits as usual.
+/// ago, the oldest segment's ACK due now); the rest waits as usual.
 #[test]
 fn a_write_into_an_empty_queue_is_pushed_at_once() {
     let (mut s, mut out) = all_written_sent();
@@ -223,26 +253,24 @@ fn a_write_into_an_empty_queue_is_pushed_at_once() {
     s.last_send_ns = 19_600_000;
     out.clear();
     s.sndbuf.expand(100, 3, 2); // as `tcp_new_space` would have
-    s.app_write();
-    assert!(s.write_seq > 65_160);
-    s.send(20_000_000, &mut out);
-    assert_eq!(sent(&out), vec![(46, false)]);
+    s.app_write(20_000_000, &mut out);
+    assert!(s.write_seq > 46_336);
+    assert_eq!(sent(&out), vec![(33, false)]);
     out.clear();
     s.c.cwnd += 1;
     s.send(20_100_000, &mut out);
     assert!(out.pkts.is_empty(), "deferred: one segment of room, a send 0.1 ms ago");
 }
 
-/// A bulk sender whose first write (65,160 bytes: one skb of 45
-/// segments fills the new connection's 46,080-byte buffer) is all
+/// A bulk sender whose first write (46,336 bytes, see above) is all
 /// sent, cwnd wide open: the writer waits on a full buffer.
 fn all_written_sent() -> (Sender, Out) {
     let (mut s, mut out) = bulk_reno_set_up();
     assert_eq!(s.sndbuf_bytes(), 46_080);
-    assert_eq!(s.write_seq, 65_160);
+    assert_eq!(s.write_seq, 46_336);
     s.c.cwnd = 100;
     s.send(11_000_000, &mut out);
-    assert_eq!(s.snd_nxt, 65_160);
+    assert_eq!(s.snd_nxt, 46_336);
     assert!(!s.has_data());
     out.clear();
     (s, out)
@@ -258,24 +286,24 @@ fn all_written_sent() -> (Sender, Out) {
 fn sacked_segments_behind_holes_keep_the_send_buffer_full() {
     let (mut s, mut out) = all_written_sent();
     let seg = |k: u64| ((k - 1) * 1448, k * 1448);
-    let evens: Vec<u64> = (2..=44).step_by(2).collect();
+    let evens: Vec<u64> = (2..=32).step_by(2).collect();
     for (n, chunk) in evens.chunks(3).enumerate() {
         let blocks: Vec<_> = chunk.iter().rev().map(|&k| seg(k)).collect();
         let p = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&blocks);
         s.on_ack(&p, 20_000_000 + n as u64 * 100_000, &mut out);
     }
     assert_eq!(s.c.ca_state, CaState::Recovery);
-    assert_eq!(s.c.sacked_out, 22);
-    let skbs = s.rtxq.iter().filter(|g| g.end() <= 65_160 && g.flags & SKB_END != 0).count();
-    assert_eq!(skbs, 45, "each two-segment skb cut in two at its SACK");
-    assert_eq!(s.write_seq, 65_160, "the SACKs freed nothing: the writer still waits");
+    assert_eq!(s.c.sacked_out, 16);
+    let skbs = s.rtxq.iter().filter(|g| g.end() <= 46_336 && g.flags & SKB_END != 0).count();
+    assert_eq!(skbs, 32, "each two-segment skb cut in two at its SACK");
+    assert_eq!(s.write_seq, 46_336, "the SACKs freed nothing: the writer still waits");
     assert_eq!(s.sndbuf_bytes(), 46_080);
-    assert!(out.pkts.iter().all(|p| p.seq / 1448 % 2 == 0 && p.seq < 65_160), "only repairs of the holes");
+    assert!(out.pkts.iter().all(|p| p.seq / 1448 % 2 == 0 && p.seq < 46_336), "only repairs of the holes");
     out.clear();
-    s.on_ack(&Packet { ack: 65_160, ts_ecr: 10_000_000, ..Packet::default() }, 30_000_000, &mut out);
+    s.on_ack(&Packet { ack: 46_336, ts_ecr: 10_000_000, ..Packet::default() }, 30_000_000, &mut out);
     assert_eq!(s.sndbuf_bytes(), 2 * s.c.cwnd.max(10) as u64 * 2304);
-    assert!(s.write_seq > 65_160);
-    assert!(out.pkts.iter().any(|p| p.seq == 65_160));
+    assert!(s.write_seq > 46_336);
+    assert!(out.pkts.iter().any(|p| p.seq == 46_336));
 }
 
 /// The same, but everything after the first segment is SACKed in one
@@ -286,13 +314,13 @@ fn sacked_segments_behind_holes_keep_the_send_buffer_full() {
 #[test]
 fn wholly_sacked_skbs_merge_and_free_the_buffer_during_recovery() {
     let (mut s, mut out) = all_written_sent();
-    let p = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(1448, 65_160)]);
+    let p = Packet { ack: 0, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(1448, 46_336)]);
     s.on_ack(&p, 20_000_000, &mut out);
     assert_eq!(s.c.ca_state, CaState::Recovery);
-    let skbs = s.rtxq.iter().filter(|g| g.end() <= 65_160 && g.flags & SKB_END != 0).count();
+    let skbs = s.rtxq.iter().filter(|g| g.end() <= 46_336 && g.flags & SKB_END != 0).count();
     assert_eq!(skbs, 2, "the lost head, cut from its skb, and one SACKed skb are left");
     assert!(s.sndbuf_bytes() > 46_080);
-    assert!(s.write_seq > 65_160);
+    assert!(s.write_seq > 46_336);
 }
 
 /// A sender of `cca` whose SYN-ACK came at `synack_ns` (its RTT), so
@@ -307,7 +335,7 @@ fn connected_with(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, data: Option
     let mut out = Out::default();
     match data {
         Some(n) => s.write(n, 0, &mut out),
-        None => s.set_unlimited(true),
+        None => s.set_unlimited(true, 0, &mut out),
     }
     s.connect(0, &mut out);
     s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, synack_ns, &mut out);
@@ -427,8 +455,8 @@ fn cca_rtt_is_the_echo_when_karn_voids_the_sample() {
     let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     let rate_rtts = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone(), rate_rtts.clone())), ConnOpts::default());
-    s.set_unlimited(true);
     let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
     s.connect(0, &mut out);
     s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
     // Segment 0 lost: three SACKed at 20 ms, it is retransmitted then.
@@ -526,8 +554,8 @@ fn rack_takes_the_rtt_of_the_last_segment_processed() {
 fn delayed_originals_undo_recovery_before_any_retransmission() {
     let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
     let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), opts);
-    s.set_unlimited(true);
     let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
     s.connect(0, &mut out);
     s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
     // Paced bursts of two segments (`tcp_min_tso_segs`), even at this rate.
