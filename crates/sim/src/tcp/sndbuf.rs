@@ -97,8 +97,7 @@ impl SendBuffer {
         }
         self.max_window = bytes;
         let cutoff = if bytes > MSS_DEFAULT { bytes / 2 } else { bytes };
-        let goal = if GSO_MAX_SIZE > cutoff { cutoff } else { GSO_MAX_SIZE };
-        self.size_goal = (goal / self.mss).max(1) * self.mss;
+        self.size_goal = (cutoff.min(GSO_MAX_SIZE) / self.mss).max(1) * self.mss;
     }
 
     /// `tcp_sndbuf_expand` (called when the connection is set up, and by

@@ -429,13 +429,14 @@ impl Sender {
     /// PSH (`tcp_push`). A writer left with more waits (SOCK_NOSPACE)
     /// until `check_space` wakes it.
     ///
-    /// An skb the write fills while nothing else is unsent (the send head)
-    /// leaves at once (`tcp_push_one`, without TSO deferral) as far as cwnd
-    /// and the pacer let it; the write refills it and it leaves again, until
-    /// nothing more can go. So a write into an empty queue takes what went
-    /// out plus one whole skb, then more skbs while the buffer is below its
-    /// limit: a new connection's first write takes 10 segments sent and 22
-    /// held (46,336 bytes), as Linux's does (its probe, docs/sim-model.md).
+    /// An skb the write fills while it is the send head (nothing else
+    /// unsent ahead of it) leaves at once (`tcp_push_one`, without TSO
+    /// deferral) as far as cwnd and the pacer let it; the write refills it
+    /// and it leaves again, until nothing more can go. So such a write takes
+    /// what went out plus one whole skb, then more skbs while the buffer is
+    /// below its limit: a new connection's first write takes 10 segments
+    /// sent and 22 held (46,336 bytes), as Linux's does (its probe,
+    /// docs/sim-model.md).
     #[inline(never)]
     fn app_write(&mut self, now: Nanos, out: &mut Out) {
         let want = if self.unlimited { u64::MAX } else { self.app_pending };
@@ -444,7 +445,8 @@ impl Sender {
         }
         let goal = self.sndbuf.size_goal();
         let mut take = 0;
-        if self.write_seq == self.snd_nxt {
+        // Unsent data of at most one skb is that skb: the send head.
+        if self.write_seq - self.snd_nxt <= goal {
             loop {
                 let unsent = self.write_seq - self.snd_nxt;
                 if unsent == 0 && self.sndbuf.room(self.write_seq - self.snd_una, 0) == 0 {

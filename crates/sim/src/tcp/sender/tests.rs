@@ -262,6 +262,22 @@ fn a_write_into_an_empty_queue_is_pushed_at_once() {
     assert!(out.pkts.is_empty(), "deferred: one segment of room, a send 0.1 ms ago");
 }
 
+/// The same when what is unsent is one skb, the send head (here the 22
+/// segments the first write held): a write that tops it up sends it at
+/// once, where TSO deferral would hold it (room for one segment, a send
+/// 0.1 ms ago, the oldest segment's ACK due in 0.5 ms).
+#[test]
+fn a_write_topping_up_the_send_head_pushes_it() {
+    let (mut s, mut out) = bulk_reno_set_up();
+    s.c.ssthresh = 2;
+    s.c.cwnd = s.c.packets_in_flight() + 1;
+    s.last_send_ns = 19_400_000;
+    out.clear();
+    s.sndbuf.expand(100, 3, 2);
+    s.app_write(19_500_000, &mut out);
+    assert_eq!(sent(&out), vec![(11, false)]);
+}
+
 /// A bulk sender whose first write (46,336 bytes, see above) is all
 /// sent, cwnd wide open: the writer waits on a full buffer.
 fn all_written_sent() -> (Sender, Out) {
