@@ -14,7 +14,9 @@ RACK went on judging what a timeout left unmarked, as Linux does
 (docs/sim-model.md, "Two recovery fixes"). All of them were rewritten on
 purpose when the sender took Linux's send buffer, GSO PSH marks, TSO
 deferral and `tcp_push_one`, and the TSO size (docs/sim-model.md, "The
-send buffer, skbs and PSH"); the BPF
+send buffer, skbs and PSH"), and again when it took Linux 6.18's TSO
+deferral bound and `tcp_sendmsg`'s write path (75 runs, then 56;
+"Session 17: found, and modelled"); the BPF
 studies' entries in ``runs`` are since this machine's kernel's, as in
 ``bpf_kernels``.
 

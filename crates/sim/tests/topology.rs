@@ -395,4 +395,3 @@ fn an_rpc_flow_moves_both_its_streams() {
     }
     assert!(tx("alt1") > 0 && tx("alt2/back") > 0);
 }
-

@@ -115,7 +115,8 @@ const BW_PROBE_RAND_US: u32 = 1_000_000;
 const PACING_SHIFT: u32 = 10;
 const GSO_LEGACY_MAX_SIZE: u64 = 65536;
 const MAX_TCP_HEADER: u64 = 320;
-const MIN_TSO_SEGS: u32 = 2;
+/// Below this pacing rate (bits/s) TSO bursts are single segments.
+const MIN_TSO_RATE: u64 = 1_200_000;
 /// Cap on the (delivered, lost) history.
 const HISTORY_MAX: usize = 1 << 14;
 
@@ -450,7 +451,16 @@ impl Bbr3 {
             bytes += GSO_LEGACY_MAX_SIZE >> r;
         }
         bytes = bytes.min(GSO_LEGACY_MAX_SIZE - 1 - MAX_TCP_HEADER);
-        ((bytes / c.mss.max(1) as u64) as u32).max(MIN_TSO_SEGS)
+        ((bytes / c.mss.max(1) as u64) as u32).max(Self::bbr_min_tso_segs(c))
+    }
+
+    /// `bbr_min_tso_segs`: single-segment bursts below 1.2 Mbit/s.
+    fn bbr_min_tso_segs(c: &Conn) -> u32 {
+        if c.pacing_rate < MIN_TSO_RATE >> 3 {
+            1
+        } else {
+            2
+        }
     }
 
     fn save_cwnd(&mut self, c: &Conn) {
@@ -1406,13 +1416,8 @@ impl CongestionControl for Bbr3 {
         3
     }
 
-    /// `bbr_min_tso_segs`: single-segment bursts below 1.2 Mbit/s.
     fn min_tso_segs(&mut self, c: &mut Conn) -> u32 {
-        if c.pacing_rate < 1_200_000 / 8 {
-            1
-        } else {
-            2
-        }
+        Self::bbr_min_tso_segs(c)
     }
 
     fn has_cong_control(&self) -> bool {
@@ -1435,6 +1440,20 @@ mod tests {
 
     const MSS: u32 = 1448;
     const WIRE: u64 = 1500;
+
+    /// The TSO goal's floor is `bbr_min_tso_segs`: one segment below
+    /// 1.2 Mbit/s, else two (with no min RTT yet, no 64 KB allowance).
+    #[test]
+    fn tso_goal_floor_follows_the_pacing_rate() {
+        let b = Bbr3::default();
+        let mut c = Conn::new(MSS, 10);
+        c.pacing_rate = 100_000;
+        assert_eq!(b.tso_segs_goal(&c), 1);
+        c.pacing_rate = 1_000_000;
+        assert_eq!(b.tso_segs_goal(&c), 2);
+        c.pacing_rate = 12_500_000;
+        assert_eq!(b.tso_segs_goal(&c), 8);
+    }
 
     /// A segment in flight with its rate-sampling state.
     #[derive(Clone, Copy)]

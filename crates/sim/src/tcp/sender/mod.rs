@@ -125,9 +125,6 @@ pub struct Sender {
     /// each gets PSH (`tcp_push`).
     push_seqs: VecDeque<u64>,
     sndbuf: SendBuffer,
-    /// A write just filled an skb with nothing else unsent: `tcp_sendmsg`
-    /// sends it at once (`tcp_push_one`), without TSO deferral.
-    push_one: bool,
     /// The window the receiver advertises once scaled: Linux's initial
     /// `rcv_wnd` for a receive buffer of `rmem` (`tcp_select_initial_window`,
     /// half the buffer at the default scaling ratio, in whole segments).
@@ -269,7 +266,6 @@ impl Sender {
             app_pending: 0,
             push_seqs: VecDeque::new(),
             sndbuf: SendBuffer::new(cfg),
-            push_one: false,
             peer_window: cfg.rmem_bytes / 2 / cfg.mss as u64 * cfg.mss as u64,
             skb_left: 0,
             skb_segs: 0,
@@ -459,8 +455,7 @@ impl Sender {
                     break; // the write ended inside the skb: `tcp_push` sends it
                 }
                 let before = self.snd_nxt;
-                self.push_one = true;
-                self.send(now, out);
+                self.write_xmit(now, out, true);
                 if self.snd_nxt == before {
                     break;
                 }

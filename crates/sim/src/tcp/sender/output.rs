@@ -16,6 +16,11 @@ impl Sender {
     /// allow (Linux `tcp_write_xmit` with retransmissions first). New data
     /// leaves in skbs as `tcp_mss_split_point` cuts them (see `start_skb`).
     pub fn send(&mut self, now: Nanos, out: &mut Out) {
+        self.write_xmit(now, out, false);
+    }
+
+    /// `send`; `push_one`: for `tcp_push_one`, without TSO deferral.
+    pub(super) fn write_xmit(&mut self, now: Nanos, out: &mut Out, push_one: bool) {
         if self.state != State::Established {
             return;
         }
@@ -70,7 +75,7 @@ impl Sender {
                 };
                 let data_segs = avail.div_ceil(self.cfg.mss as u64).min(u32::MAX as u64) as u32;
                 let room = self.c.cwnd - in_flight;
-                if data_segs > 1 && !self.push_one && self.tso_should_defer(now, room, max_segs) {
+                if data_segs > 1 && !push_one && self.tso_should_defer(now, room, max_segs) {
                     cwnd_limited = true;
                     break;
                 }
@@ -79,7 +84,6 @@ impl Sender {
             self.transmit_new(len, now, out);
             sent_any = true;
         }
-        self.push_one = false;
         if self.skb_left > 0 {
             self.end_skb_early(out);
         }
