@@ -66,6 +66,10 @@ LINUX_RESOURCE = "ccbench-linux"
 LINUX_LOCK = "/run/ccbench/linux-runs.lock"
 CONNECT_TIMEOUT_S = 5.0
 WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
+# A batch job starts its worker processes together; once one is up, the
+# others of that job get this long to connect before runs go out, so the
+# first runs spread over the whole job instead of queueing on one worker.
+JOB_SIBLINGS_WAIT_S = 20.0
 STOP_TIMEOUT_S = 5.0  # how long telling the workers to stop may take
 LINUX_STOP_GRACE_S = 30.0  # how long interrupted linux runs may take to clean up
 
@@ -456,6 +460,7 @@ def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) ->
     handle = ClusterHandle(cfg, client, cluster)
     try:
         _wait_for_workers(handle, None, status, jobs=True)
+        _wait_for_workers(handle, JOB_SIBLINGS_WAIT_S, lambda _: None, want=cfg.cores, soft=True)
     except BaseException:
         handle.close()
         raise
@@ -467,11 +472,15 @@ def _n_workers(client: Any) -> int:
 
 
 def _wait_for_workers(handle: ClusterHandle, timeout: Optional[float], status: Callable[[str], None],
-                      want: int = 1, jobs: bool = False) -> None:
+                      want: int = 1, jobs: bool = False, soft: bool = False) -> None:
+    """Until `want` workers are up. Past `timeout`: a UsageError, or, if
+    `soft`, go on with the workers there are."""
     t0 = time.monotonic()
     said = False
     while _n_workers(handle.client) < want:
         if timeout is not None and time.monotonic() - t0 > timeout:
+            if soft:
+                return
             raise UsageError(f"--cluster: no worker connected to the Dask scheduler at {handle.cfg.address} "
                              f"within {timeout:.0f} s (start some: dask worker {handle.cfg.address})")
         if not said and time.monotonic() - t0 > 1.0:
