@@ -7,13 +7,18 @@
 use super::*;
 
 impl Sender {
+    /// Mark segment `i` lost (Linux `tcp_mark_skb_lost`): a lost
+    /// retransmission goes back to the to-send list, and `lost` counts a
+    /// segment newly lost or a retransmission lost again (`tcp_sum_lost`).
     pub(super) fn mark_lost(&mut self, i: usize) {
         let s = &mut self.rtxq[i];
         if s.flags & SACKED != 0 {
             return;
         }
+        if s.flags & LOST == 0 || s.flags & RETRANS != 0 {
+            self.c.lost += 1;
+        }
         if s.flags & RETRANS != 0 {
-            // A lost retransmission: it goes back to the to-send list.
             s.flags &= !RETRANS;
             self.c.retrans_out -= 1;
         }
@@ -21,7 +26,6 @@ impl Sender {
             s.flags |= LOST;
             self.c.lost_out += 1;
         }
-        self.c.lost += 1;
         let (seq, end) = (s.seq, s.end());
         if seq < self.retx_hint {
             self.retx_hint = seq;

@@ -522,6 +522,25 @@ fn rack_scans_on_an_ack_only_when_it_advanced() {
     assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (1, CaState::Recovery, 1));
 }
 
+/// A timeout marks lost what `tcp_timeout_mark_lost` does, through the
+/// same marking as RACK (`tcp_mark_skb_lost`), so `lost` counts a
+/// retransmission lost again as Linux's `tcp_sum_lost` does. After the
+/// reordering timer of the test above, segment 0 is lost and resent,
+/// 1..2 are SACKed and recovery has sent 10..11; at the RTO the resent 0
+/// and the unsacked 3..11 are lost: 1 + 1 + 9.
+#[test]
+fn a_timeout_counts_a_lost_retransmission() {
+    let (mut s, mut out) = ten_out("reno");
+    s.on_ack(&sacked(1, 3), 20_000_000, &mut out);
+    let at = s.reo_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Reorder, at, &mut out);
+    assert_eq!((s.c.lost, s.c.retrans_out, s.stats.retrans_segs), (1, 1, 1));
+    assert_eq!(s.snd_nxt, 12 * 1448);
+    let rto = s.rto_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Rto, rto, &mut out);
+    assert_eq!((s.c.lost, s.c.lost_out, s.c.ca_state), (11, 10, CaState::Loss));
+}
+
 /// RACK's RTT is the last delivered segment's, in Linux's order (Linux
 /// 6.x `tcp_rack_advance`, called by `tcp_sacktag_one` for newly SACKed
 /// segments in sequence order, then by `tcp_clean_rtx_queue` for the

@@ -64,7 +64,7 @@ impl Sender {
         // those retransmissions restart.
         self.rexmits.clear();
         for i in 0..self.rtxq.len() {
-            let s = &mut self.rtxq[i];
+            let s = &self.rtxq[i];
             if s.flags & SACKED != 0 {
                 continue;
             }
@@ -74,15 +74,7 @@ impl Sender {
                 }
                 continue;
             }
-            if s.flags & RETRANS != 0 {
-                s.flags &= !RETRANS;
-                self.c.retrans_out -= 1;
-            }
-            if s.flags & LOST == 0 {
-                s.flags |= LOST;
-                self.c.lost_out += 1;
-                self.c.lost += 1;
-            }
+            self.mark_lost(i);
         }
         let fresh = matches!(self.c.ca_state, CaState::Open | CaState::Disorder)
             || self.snd_una >= self.high_seq
