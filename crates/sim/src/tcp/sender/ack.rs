@@ -32,7 +32,12 @@ impl Sender {
             return;
         }
         self.set_now(now);
-        self.sndbuf.see_window(self.peer_window);
+        // Every ACK carries the scaled window, which only the first can
+        // raise (after the SYN-ACK's unscaled one); until data is acked
+        // this may be that first ACK.
+        if self.snd_una == 0 {
+            self.sndbuf.see_window(self.peer_window);
+        }
         let prior_in_flight = self.c.packets_in_flight();
         let prior_packets = self.c.packets_out;
         let prior_delivered = self.c.delivered;
