@@ -85,6 +85,32 @@ def test_tolerance_rules():
     assert r.within is None and r.ratio is None
 
 
+def test_the_summary_counts_disagreements_beyond_the_runs_spread():
+    """Of the scenarios outside tolerance, the summary says how many differ by
+    more than the repetitions spread on both backends (the ones the runs
+    cannot explain)."""
+    from pathlib import Path
+
+    m = validate.METRIC
+    one = lambda *xs: spread(xs)  # noqa: E731
+
+    def scenario(rtt_sim, rtt_linux):
+        rows = {name: validate.compare_spreads(m[name], one(1.0, 1.0), one(1.0, 1.0)) for name in validate.METRIC}
+        rows["rtt_mean_steady"] = validate.compare_spreads(m["rtt_mean_steady"], one(*rtt_sim), one(*rtt_linux))
+        params = dict(cca="bbr", flows=1, rate="100Mbit", rtt="10ms", buffer="1bdp", loss="0%")
+        return validate.Scenario("c", params, rows, {"sim": {}, "linux": {}}, {})
+
+    agree = scenario((30.0, 30.5), (30.2, 30.4))
+    noisy = scenario((33.0, 36.0), (30.0, 31.0))  # outside 10 %, within the spread (as in test_tolerance_rules)
+    beyond = scenario((25.0, 25.2), (31.0, 31.3))  # outside 10 % and far beyond both ranges
+    assert [s.verdict for s in (agree, noisy, beyond)] == ["agree", "disagree", "disagree"]
+    assert [s.beyond_spread for s in (agree, noisy, beyond)] == [False, False, True]
+    v = validate.Validation(None, 15_000_000, 3_000_000, 2, [agree, noisy, beyond], Path("."))
+    assert validate.summary_line(v).startswith(
+        "1 of 3 scenarios agree (sim within ±5 % of linux on goodput and ±10 % on mean RTT, after a 3 s warm-up); "
+        "2 disagree, 1 of them by more than the runs' spread")
+
+
 def test_analysis_and_outputs_without_root(tmp_path):
     """The comparison and its outputs, with the sim's results stored a second
     time as the 'linux' runs: every ratio is exactly 1 and every scenario agrees."""
@@ -115,7 +141,8 @@ def test_analysis_and_outputs_without_root(tmp_path):
     rows = list(csv.DictReader(paths["csv"].open()))
     assert len(rows) == 2 * len(validate.METRICS) and {r["within"] for r in rows if r["judged"] == "1"} == {"1"}
     doc = json.loads(paths["json"].read_text())
-    assert doc["counts"] == {"agree": 2, "disagree": 0, "no data": 0}
+    assert doc["counts"] == {"agree": 2, "disagree": 0, "no data": 0} and doc["disagree_beyond_spread"] == 0
+    assert [sc["beyond_spread"] for sc in doc["scenarios"]] == [False, False]
     assert doc["tolerances"]["goodput_steady"]["tolerance"] == 0.05
     assert "| reno | 1 | 100Mbit | 20ms | 1bdp | 0% |" in validate.markdown_table(v)
     summary = validate.markdown_summary(v)

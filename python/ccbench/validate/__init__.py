@@ -18,7 +18,7 @@ from typing import Any
 # `ccbench validate` without the analysis stack (numpy) on every command's start-up.
 _HOME = {
     **dict.fromkeys(("JUDGED", "METRIC", "METRICS", "Metric", "MetricRow", "Scenario", "Validation", "analyse",
-                     "compare_spreads"), "comparison"),
+                     "compare_spreads", "summary_line"), "comparison"),
     **dict.fromkeys(("GRIDS", "STUDY_NAME", "Grid", "Plan", "plan", "study_text", "warmup_us"), "grid"),
     **dict.fromkeys(("csv_text", "json_text", "markdown_summary", "markdown_table", "table", "write_outputs"),
                     "output"),

@@ -116,13 +116,21 @@ class Scenario:
             return "no data"
         return "agree" if all(judged) else "disagree"
 
+    @property
+    def beyond_spread(self) -> bool:
+        """Disagrees on a judged metric by more than the runs spread on both
+        backends: a difference the repetitions cannot explain. A scenario
+        outside tolerance but within that spread may flip with other runs."""
+        return self.verdict == "disagree" and any(
+            self.rows[k].within is False and self.rows[k].exceeds_spread for k in JUDGED)
+
     def outside(self, judged_only: bool = False) -> list[str]:
         return [k for k, r in self.rows.items() if r.within is False and (r.metric.judged or not judged_only)]
 
     def as_dict(self) -> dict:
         runs = {b: {k: v for k, v in d.items()} for b, d in self.runs.items()}
         return {"scenario": self.label, "config_id": self.config_id, "params": self.params,
-                "verdict": self.verdict, "outside_tolerance": self.outside(),
+                "verdict": self.verdict, "beyond_spread": self.beyond_spread, "outside_tolerance": self.outside(),
                 "runs": runs, "metrics": {k: r.as_dict() for k, r in self.rows.items()}}
 
 
@@ -160,6 +168,7 @@ class Validation:
             "spread_rule": "exceeds_spread: |median_linux - median_sim| > range_sim + range_linux and > 1 % "
                            "of the larger |median| (ccbench.analysis.compare)",
             "counts": self.counts(),
+            "disagree_beyond_spread": sum(s.beyond_spread for s in self.scenarios),
             "machine": self.machine,
             "sim_tcp": self.sim_tcp,
             "invocation": self.log.as_dict() if self.log else None,
@@ -268,7 +277,8 @@ def summary_line(v: Validation) -> str:
     text = (f"{c['agree']} of {n} scenarios agree (sim within ±5 % of linux on goodput and ±10 % on mean RTT, "
             f"after a {v.warmup_us / 1e6:g} s warm-up)")
     if c["disagree"]:
-        text += f"; {c['disagree']} disagree"
+        beyond = sum(s.beyond_spread for s in v.scenarios)
+        text += f"; {c['disagree']} disagree, {beyond} of them by more than the runs' spread"
     if c["no data"]:
         text += f"; {c['no data']} without usable runs on a backend"
     sus = len(v.suspect_runs())
