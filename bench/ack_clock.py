@@ -34,6 +34,7 @@ address). Linux only, root.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import socket
 import struct
@@ -82,6 +83,10 @@ def capture(ns: str, ifname: str, point: str, out: list, stop: threading.Event, 
             data, anc, _, addr = s.recvmsg(96, 64)
         except socket.timeout:
             continue
+        except OSError as e:
+            if e.errno in (errno.ENETDOWN, errno.ENODEV):
+                break  # the run's namespaces went away before `stop` was set: the run is over
+            raise
         ts = None
         for lvl, typ, v in anc:
             if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS:
