@@ -194,6 +194,12 @@ def analyze(d: dict, window_s: float = 12e-3) -> None:
     for x, y in zip(names, names[1:]):
         dl = np.array([first[y][k] - first[x][k] for k in first[x] if k in first[y]]) / 1e3
         print(f"  hop {x} -> {y}: us {pct(dl, (1, 50, 99))}")
+    # The ACK path's delay variation after the warm-up: each ACK's delay from
+    # the receiver's TCP to the sender's veth above the smallest, the timing
+    # noise a simulated path does not have (docs/sim-model.md, "Host jitter").
+    x, y = names[0], names[-1]
+    dl = np.array([first[y][k] - first[x][k] for k in first[x] if k in first[y] and first[x][k] >= warm]) / 1e3
+    print(f"  ACK path {x} -> {y}, above its minimum: us {pct(dl - dl.min(), (50, 90, 99, 99.9))}")
     # The receiver: how long after the segment it answers each ACK left.
     R = sorted((p for p in P if p[0] == "rcv" and ((not p[2] and p[3] == snd and p[9] > 0) or (p[2] and p[4] == snd))),
                key=lambda p: p[1])
