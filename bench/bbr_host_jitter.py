@@ -24,13 +24,15 @@ import numpy as np
 
 import ccbench
 from ccbench import _core
-
-WARMUP_US = 3e6  # the validation's steady window for 15 s runs: max(20 %, 2 s)
-PAYLOAD = 1448 / 1500  # the grid's MSS over its wire size
+from ccbench.validate import warmup_us
 
 
-def srtt_and_estimate(time_us, srtt_us, bw_bps, capacity):
-    keep = np.asarray(time_us) >= WARMUP_US
+def srtt_and_estimate(config, time_us, srtt_us, bw_bps):
+    """Mean srtt (ms) after the validation's warm-up, and the median bandwidth
+    estimate over the payload capacity, of one run's samples."""
+    tcp = config["tcp"]
+    capacity = config["bottleneck"]["rate_bps"] * tcp["mss"] / (tcp["mss"] + tcp["header_bytes"])
+    keep = np.asarray(time_us) >= warmup_us(config["duration_ns"] // 1000)
     return (float(np.mean(np.asarray(srtt_us, dtype=float)[keep])) / 1e3,
             float(np.median(np.asarray(bw_bps, dtype=float)[keep])) / capacity)
 
@@ -51,12 +53,12 @@ def scenarios(results):
     return out
 
 
-def sim_with_jitter(config, jitter_us, capacity):
+def sim_with_jitter(config, jitter_us):
     config = copy.deepcopy(config)
     if jitter_us:
         config["tcp"]["host_jitter_ns"] = int(jitter_us * 1000)
     s = json.loads(_core.simulate(json.dumps(config)))["samples"]
-    return srtt_and_estimate(s["time_us"], s["srtt_us"], s["bw_est_bps"], capacity)
+    return srtt_and_estimate(config, s["time_us"], s["srtt_us"], s["bw_est_bps"])
 
 
 def main() -> int:
@@ -77,12 +79,11 @@ def main() -> int:
         kernel = []
         for run_id, config in groups[key]["linux"]:
             s = samples[samples.run_id == run_id].sort_values("time_us")
-            capacity = config["bottleneck"]["rate_bps"] * PAYLOAD
-            kernel.append(srtt_and_estimate(s.time_us, s.srtt_us, s.bw_est_bps, capacity))
+            kernel.append(srtt_and_estimate(config, s.time_us, s.srtt_us, s.bw_est_bps))
         cells.append(f"{statistics.median(k[0] for k in kernel):.2f}, {statistics.median(k[1] for k in kernel):.4f}"
                      if kernel else "-")
         for j in args.jitter_us:
-            sim = [sim_with_jitter(c, j, c["bottleneck"]["rate_bps"] * PAYLOAD) for _, c in groups[key]["sim"]]
+            sim = [sim_with_jitter(c, j) for _, c in groups[key]["sim"]]
             cells.append(f"{statistics.median(x[0] for x in sim):.2f}, {statistics.median(x[1] for x in sim):.4f}")
         print(" ".join(key), "|", " | ".join(cells), flush=True)
     return 0

@@ -152,6 +152,10 @@ class Validation:
             out[s.verdict] += 1
         return out
 
+    def beyond_spread(self) -> int:
+        """How many scenarios disagree by more than the runs' spread."""
+        return sum(s.beyond_spread for s in self.scenarios)
+
     def suspect_runs(self) -> list[tuple[str, str, str]]:
         """(scenario, run id, note) of every suspect run left out."""
         return [(s.label, rid, note) for s in self.scenarios for b in ("sim", "linux")
@@ -168,7 +172,7 @@ class Validation:
             "spread_rule": "exceeds_spread: |median_linux - median_sim| > range_sim + range_linux and > 1 % "
                            "of the larger |median| (ccbench.analysis.compare)",
             "counts": self.counts(),
-            "disagree_beyond_spread": sum(s.beyond_spread for s in self.scenarios),
+            "disagree_beyond_spread": self.beyond_spread(),
             "machine": self.machine,
             "sim_tcp": self.sim_tcp,
             "invocation": self.log.as_dict() if self.log else None,
@@ -277,8 +281,7 @@ def summary_line(v: Validation) -> str:
     text = (f"{c['agree']} of {n} scenarios agree (sim within ±5 % of linux on goodput and ±10 % on mean RTT, "
             f"after a {v.warmup_us / 1e6:g} s warm-up)")
     if c["disagree"]:
-        beyond = sum(s.beyond_spread for s in v.scenarios)
-        text += f"; {c['disagree']} disagree, {beyond} of them by more than the runs' spread"
+        text += f"; {c['disagree']} disagree, {v.beyond_spread()} of them by more than the runs' spread"
     if c["no data"]:
         text += f"; {c['no data']} without usable runs on a backend"
     sus = len(v.suspect_runs())
