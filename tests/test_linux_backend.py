@@ -654,3 +654,34 @@ def test_rtt_statistic_is_raw_samples_once_per_round(core):
     rounds = active_us / f["rtt_mean_us"]
     assert 0.8 * rounds <= n <= 1.2 * rounds, (n, rounds)
     assert n > 2 * len(srtt)
+
+
+def test_link_jitter_reaches_the_emulator(core):
+    """topology jitter on linux: the emulator's links draw it as the
+    simulator's do. One segment in flight, acknowledged at once, so every
+    packet is alone on its link and each RTT sample is the path's own RTT
+    plus one uniform draw in [0, J] per direction: with J = 4 ms both ways,
+    the mean is about J above the same path's without jitter and the 99th
+    percentile about (2 - 0.14) J above its minimum."""
+    jitter_us = 4000
+    text = (BULK.format(duration="8s", loss="0%", cca="reno")
+            + "cwnd_clamp = 1\n{reverse}\n[tcp]\ndelayed_ack = 'off'\n")
+    runs = {}
+    for name, j in (("plain", ""), ("jitter", f"jitter = '{jitter_us}us'")):
+        t = text.format(reverse=f"[topology.reverse]\n{j}").replace('buffer = "1bdp"', f'buffer = "1bdp"\n{j}')
+        r, res = run_measured(t)
+        assert res.status == "ok", res.note
+        late_us = max((x for x in res.queue["lateness_us"] if x is not None), default=0.0)
+        f = res.flows[0]
+        print(f"{name}: rtt min {f['rtt_min_us']} mean {f['rtt_mean_us']:.0f} p99 {f['rtt_p99_us']:.0f} us over "
+              f"{res.stats['rtt_samples']['0']} samples; emulator lateness at most {late_us:.0f} us")
+        assert res.stats["rtt_samples"]["0"] > 150
+        runs[name] = (r.config, f, late_us)
+    (cp, plain, late_p), (cj, jit, late_j) = runs["plain"], runs["jitter"]
+    assert "jitter_ns" not in cp["bottleneck"]
+    assert cj["bottleneck"]["jitter_ns"] == cj["reverse"]["jitter_ns"] == jitter_us * 1000
+    slack = 0.1 * jitter_us + late_p + late_j  # the emulator's own timing, on top
+    assert plain["rtt_p99_us"] - plain["rtt_min_us"] < slack, "without jitter the samples hardly vary"
+    assert plain["rtt_min_us"] <= jit["rtt_min_us"] <= plain["rtt_min_us"] + 0.15 * jitter_us
+    assert abs(jit["rtt_mean_us"] - plain["rtt_mean_us"] - jitter_us) < slack
+    assert abs(jit["rtt_p99_us"] - plain["rtt_min_us"] - (2 - 0.02 ** 0.5) * jitter_us) < slack

@@ -190,3 +190,30 @@ cca = "cubic"
     assert rf["flows"][0]["retrans_segs"] > 0
     drops = [q for l, q in zip(rr["queue"]["link"], rr["queue"]["random_losses"]) if l == "reverse"]
     assert drops[-1] > 0
+
+
+def test_link_jitter_adds_a_uniform_delay_per_direction_it_is_given():
+    # One segment in flight, each acknowledged at once: every packet is alone
+    # on its link, so each direction with jitter J adds its own uniform draw
+    # in [0, J] to every RTT sample (mean J/2). The dumbbell's mirrored
+    # return path does not copy the bottleneck's jitter.
+    jitter_us = 4000
+    plain = single_flow("reno", "1bdp", duration="20s") + "cwnd_clamp = 1\n[tcp]\ndelayed_ack = \"off\"\n"
+    j = f'jitter = "{jitter_us}us"'
+    rev = f"[topology.reverse]\n{j}"
+    flows = {}
+    for name, bn, rv in (("none", "", ""), ("return", "", rev), ("bottleneck", j, ""), ("both", j, rev)):
+        text = plain.replace('buffer = "1bdp"\n', f'buffer = "1bdp"\n{bn}\n') + rv
+        ((_, res),) = run_text(text)
+        flows[name] = res["flows"][0]
+    base = flows["none"]
+    assert base["rtt_p99_us"] - base["rtt_min_us"] < 50, "without jitter every RTT sample is the same"
+    for name, directions in (("return", 1), ("bottleneck", 1), ("both", 2)):
+        f = flows[name]
+        assert f["sent_segs"] > 500 and f["retrans_segs"] == 0, f
+        extra = {k: f[k] - base[k] for k in ("rtt_min_us", "rtt_mean_us", "rtt_p99_us")}
+        assert 0 <= extra["rtt_min_us"] < 0.1 * jitter_us, (name, extra)
+        assert abs(extra["rtt_mean_us"] - directions * jitter_us / 2) < 0.06 * jitter_us, (name, extra)
+        # p99 of one uniform draw: 0.99 J; of the sum of two: (2 - √0.02) J ≈ 1.86 J.
+        p99 = 0.99 if directions == 1 else 2 - 0.02 ** 0.5
+        assert abs(extra["rtt_p99_us"] - p99 * jitter_us) < 0.06 * jitter_us, (name, extra)

@@ -140,6 +140,26 @@ def test_host_jitter_only_when_given_and_checked():
         parse_study(study(tcp_extra='host_jitter = "50us"').replace('name = "opts"', 'name = "opts"\nbackend = "linux"'))
 
 
+def test_link_jitter_only_when_given_and_checked():
+    from ccbench.errors import StudyError
+    from ccbench.spec.load import parse_study
+
+    plain = parse_study(study()).runs()[0].config
+    assert "jitter_ns" not in plain["bottleneck"] and plain["reverse"] is None  # ids of existing studies stay
+    text = study().replace('buffer = "1bdp"', 'buffer = "1bdp"\njitter = "300us"')
+    given = parse_study(text).runs()[0].config
+    # the return path mirrors the bottleneck without its jitter, as without its loss
+    assert given["bottleneck"]["jitter_ns"] == 300_000 and given["reverse"] is None
+    rev = parse_study(study().replace("[tcp]", "[topology.reverse]\njitter = '1ms'\n[tcp]")).runs()[0].config
+    assert rev["reverse"]["jitter_ns"] == 1_000_000 and "jitter_ns" not in rev["bottleneck"]
+    assert rev["reverse"]["rate_bps"] == rev["bottleneck"]["rate_bps"]
+    for bad, why in (('"-1us"', "must not be negative"), ('"fast"', "topology.bottleneck.jitter")):
+        with pytest.raises(StudyError, match=why):
+            parse_study(study().replace('buffer = "1bdp"', f'buffer = "1bdp"\njitter = {bad}'))
+    swept = parse_study(study() + '[sweep]\n"topology.bottleneck.jitter" = ["0ms", "1ms"]\n').runs()
+    assert [r.config["bottleneck"].get("jitter_ns") for r in swept] == [None, 1_000_000]
+
+
 def test_sack_compression_only_when_off_and_the_same_on_linux():
     from ccbench.backends.linux.netns import host_sysctls
     from ccbench.errors import StudyError

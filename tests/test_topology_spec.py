@@ -137,6 +137,20 @@ def test_back_overrides_one_direction():
     assert back["qdisc"]["kind"] == "fq_codel" and back["delay_ns"] == 10_000_000
 
 
+def test_jitter_per_direction_and_only_where_given():
+    text = NET.replace('name = "primary"\nbetween = ["r1", "r2"]\nrate = "100Mbit"\ndelay = "10ms"',
+                       'name = "primary"\nbetween = ["r1", "r2"]\nrate = "100Mbit"\ndelay = "10ms"\n'
+                       'jitter = "200us"\nback = { jitter = "0ms" }')
+    text = text.replace('between = ["a", "r1"]\nrate = "1Gbit"', 'between = ["a", "r1"]\nrate = "1Gbit"\njitter = "50us"')
+    ls = links(config(text + FLOW))
+    assert ls["primary"]["jitter_ns"] == 200_000 and "jitter_ns" not in ls["primary/back"]
+    # a host's pipe may have jitter too, both directions unless back says otherwise
+    assert ls["a-r1"]["jitter_ns"] == ls["r1-a"]["jitter_ns"] == 50_000
+    assert all("jitter_ns" not in ln for name, ln in ls.items() if name not in ("primary", "a-r1", "r1-a"))
+    msg = err(NET.replace('delay = "15ms"', 'delay = "15ms"\njitter = "-1ms"') + FLOW)
+    assert "net.toml: topology.links.4.jitter: " in msg and "must not be negative" in msg and "got '-1ms'" in msg
+
+
 def test_explicit_paths_and_transfers():
     text = NET + FLOW.replace('dst = "b"', 'dst = "b"\nkind = "transfer"\nsize = "1GB"\n'
                                            'path = ["a", "r1", "r3", "r2", "b"]')

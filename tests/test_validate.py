@@ -246,6 +246,33 @@ def test_sim_host_jitter_reaches_the_sim_runs_only_without_changing_run_ids(caps
         assert why in err and bad in err and "Traceback" not in err
 
 
+def test_sim_path_jitter_reaches_the_sim_runs_links_only_without_changing_run_ids(capsys):
+    from ccbench.backends.sim import core_config
+    from ccbench.core import load
+
+    plain = validate.plan("quick", duration="3s", reps=1)
+    p = validate.plan("quick", duration="3s", reps=1, sim_path_jitter="150us")
+    assert [r.run_id for r in p.runs("sim")] == [r.run_id for r in plain.runs("sim")]
+    for a, b in zip(plain.runs("sim"), p.runs("sim")):
+        # The bottleneck and the return link (written out: the grid mirrors the bottleneck) get it.
+        assert b.config["bottleneck"] == {**a.config["bottleneck"], "jitter_ns": 150_000}
+        assert a.config["reverse"] is None
+        assert b.config["reverse"] == {**a.config["bottleneck"], "loss": 0.0, "jitter_ns": 150_000}
+    assert all("jitter_ns" not in r.config["bottleneck"] and r.config["reverse"] is None for r in p.runs("linux"))
+    assert p.sim_path == {"jitter_ns": 150_000}
+    a, b = plain.runs("sim")[0], p.runs("sim")[0]
+    sim = load()
+    ra, rb = (json.loads(sim.simulate(json.dumps(core_config(c.config)))) for c in (a, b))
+    assert ra["flows"] != rb["flows"]
+    # Jitter only adds delay: no RTT sample below the base RTT.
+    base_us = 2 * a.config["bottleneck"]["delay_ns"] / 1000
+    assert all(f["rtt_min_us"] >= base_us for f in ra["flows"] + rb["flows"])
+    for bad, why in (("20ms", "out of range"), ("soon", "--sim-path-jitter")):
+        assert main(["validate", "--quick", "--no-run", "--sim-path-jitter", bad]) == 2
+        err = capsys.readouterr().err
+        assert why in err and bad in err and "Traceback" not in err
+
+
 def test_grid_run_ids_are_unchanged():
     """Validation halves are paired by run id, also across ccbench versions (a
     linux half collected earlier): the grids' run ids are pinned."""

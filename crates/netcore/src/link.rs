@@ -7,6 +7,12 @@
 //! - [`Link::arrive`] when the head of the propagation line reaches the far end.
 //!
 //! Packets in propagation keep FIFO order, so only the head needs a timer.
+//!
+//! Optional jitter ([`Link::with_jitter`]) adds a seeded uniform draw in
+//! [0, jitter] to each packet's propagation delay, never letting a packet
+//! overtake the one before it: a path whose delay varies from packet to
+//! packet (host and router processing, a radio hop's retries) but that does
+//! not reorder. Zero (the default) draws nothing.
 
 use crate::qdisc::Qdisc;
 use crate::rng::Rng;
@@ -56,11 +62,16 @@ pub struct Link<P: Pkt> {
     pub tx_bytes: u64,
     /// Packets propagating, with their arrival times.
     line: VecDeque<(Nanos, P)>,
+    /// Most extra propagation delay per packet (0: none).
+    jitter: Nanos,
     rng: Rng,
     /// Packets lost to the random loss model.
     pub random_losses: u64,
     /// Packet being serialised.
     on_wire: Option<P>,
+    /// The jitter's draws: a stream of its own, so that giving a link
+    /// jitter leaves its loss model's sequence of draws as it was.
+    jitter_rng: Rng,
 }
 
 impl<P: Pkt> Link<P> {
@@ -84,6 +95,8 @@ impl<P: Pkt> Link<P> {
             qdisc,
             free_at: 0,
             on_wire: None,
+            jitter: 0,
+            jitter_rng: Rng::new(0),
             // Grown on demand: a network of thousands of mostly idle pipes
             // would otherwise cycle each packet through a ring of 1024 slots
             // (a cache miss per packet, and the ring's pages resident).
@@ -92,6 +105,34 @@ impl<P: Pkt> Link<P> {
             tx_pkts: 0,
             tx_bytes: 0,
         }
+    }
+
+    /// Each packet's propagation delay gains a draw of `rng` uniform in
+    /// [0, jitter], order kept.
+    pub fn with_jitter(mut self, jitter: Nanos, rng: Rng) -> Link<P> {
+        self.jitter = jitter;
+        self.jitter_rng = rng;
+        self
+    }
+
+    /// When a packet leaving the transmitter at `done` reaches the far end.
+    #[inline]
+    fn arrival(&mut self, done: Nanos) -> Nanos {
+        let at = done + self.delay;
+        if self.jitter == 0 {
+            return at;
+        }
+        self.jittered(at)
+    }
+
+    // Out of line: most links have no jitter, so the draw stays out of the
+    // code of every transmission.
+    #[cold]
+    #[inline(never)]
+    fn jittered(&mut self, at: Nanos) -> Nanos {
+        let draw = (self.jitter_rng.next_f64() * (self.jitter + 1) as f64) as Nanos;
+        // Not before the packet ahead of it in the line (none: it has arrived).
+        (at + draw).max(self.line.back().map_or(0, |(t, _)| *t))
     }
 
     pub fn offer(&mut self, p: P, now: Nanos) -> Offered {
@@ -105,7 +146,7 @@ impl<P: Pkt> Link<P> {
             self.tx_pkts += 1;
             self.tx_bytes += p.wire_bytes() as u64;
             let was_empty = self.line.is_empty();
-            let at = done + self.delay;
+            let at = self.arrival(done);
             self.line.push_back((at, p));
             return Offered::InLine(was_empty.then_some(at));
         };
@@ -140,7 +181,7 @@ impl<P: Pkt> Link<P> {
         self.tx_pkts += 1;
         self.tx_bytes += p.wire_bytes() as u64;
         let was_empty = self.line.is_empty();
-        let at = now + self.delay;
+        let at = self.arrival(now);
         self.line.push_back((at, p));
         TxDone { arrival: was_empty.then_some(at), next_tx_done: self.start_next(now) }
     }
@@ -227,6 +268,65 @@ mod tests {
             pipe.arrive();
         }
         assert_eq!(fifo_arrivals, vec![1_120_000, 1_240_000, 1_620_000]);
+    }
+
+    #[test]
+    fn jitter_delays_within_its_bound_and_keeps_order() {
+        // 1500 B at 100 Mbit/s = 120 us; 1 ms propagation; up to 500 us more.
+        let jitter = 500_000;
+        let mut l = link(100_000_000, 1_000_000, 1 << 20).with_jitter(jitter, Rng::derive(3, 9));
+        let mut pipe: Link<P> = Link::pipe(100_000_000, 1_000_000).with_jitter(jitter, Rng::derive(3, 9));
+        let (mut extra, mut last, mut overtaken) = (vec![], 0, 0);
+        // Packets 2 ms apart: each finds the line empty, so its delay is its own draw.
+        for i in 0..4000u64 {
+            let t = i * 2_000_000;
+            let Offered::TxStarted(done) = l.offer(P(1500, i), t) else { panic!("idle transmitter") };
+            let at = l.tx_done(done).arrival.expect("an empty line");
+            assert_eq!(l.arrive().0, P(1500, i));
+            extra.push(at - done - 1_000_000);
+            let Offered::InLine(Some(pat)) = pipe.offer(P(1500, i), t) else { panic!("an empty line") };
+            assert_eq!(pat, at, "a pipe draws as a queueing link does");
+            pipe.arrive();
+            last = at;
+        }
+        assert!(extra.iter().all(|&e| e <= jitter));
+        let mean = extra.iter().sum::<u64>() as f64 / extra.len() as f64;
+        assert!((0.45..0.55).contains(&(mean / jitter as f64)), "mean extra delay {mean} ns");
+        assert!(*extra.iter().max().unwrap() > jitter * 99 / 100 && *extra.iter().min().unwrap() < jitter / 100);
+        // Back to back (120 us apart, jitter 500 us): draws would reorder; the line does not.
+        let mut times = vec![];
+        let mut d = match l.offer(P(1500, 0), last + 10_000_000) {
+            Offered::TxStarted(d) => d,
+            o => panic!("{o:?}"),
+        };
+        for i in 1..200u64 {
+            assert_eq!(l.offer(P(1500, i), d - 1), Offered::Queued);
+            let r = l.tx_done(d);
+            d = r.next_tx_done.expect("queued packet starts");
+        }
+        l.tx_done(d);
+        for i in 0..200u64 {
+            let head = l.line.front().unwrap().0;
+            let (p, _) = l.arrive();
+            assert_eq!(p, P(1500, i), "packets arrive in the order sent");
+            overtaken += times.last().is_some_and(|&t| head < t) as u32;
+            times.push(head);
+        }
+        assert_eq!(overtaken, 0);
+        assert!(times.windows(2).any(|w| w[1] - w[0] != 120_000), "the jitter changed the spacing");
+    }
+
+    #[test]
+    fn zero_jitter_draws_nothing() {
+        let mut a = link(100_000_000, 1_000_000, 10);
+        let mut b = link(100_000_000, 1_000_000, 10).with_jitter(0, Rng::new(5));
+        for i in 0..5u64 {
+            let (Offered::TxStarted(da), Offered::TxStarted(db)) = (a.offer(P(1500, i), i * 200_000), b.offer(P(1500, i), i * 200_000)) else {
+                panic!("idle transmitters")
+            };
+            assert_eq!(a.tx_done(da), b.tx_done(db));
+            assert_eq!(a.arrive(), b.arrive());
+        }
     }
 
     #[test]

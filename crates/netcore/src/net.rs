@@ -37,7 +37,14 @@ pub struct LinkConfig {
     /// `{"kind": "fq_codel", "target_ns": ...}`, or just its name.
     #[serde(default, deserialize_with = "qdisc_or_name")]
     pub qdisc: QdiscConfig,
+    /// Most extra propagation delay per packet, drawn uniformly, order kept
+    /// (`Link::with_jitter`); 0 (absent): none.
+    #[serde(default)]
+    pub jitter_ns: u64,
 }
+
+/// A link's jitter draws from this stream of the link's own seed.
+const JITTER_STREAM: u64 = 0x4A17_7E55_0000_0002;
 
 /// A discipline as a table with `kind`, or a bare name meaning its defaults.
 fn qdisc_or_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<QdiscConfig, D::Error> {
@@ -52,7 +59,15 @@ fn qdisc_or_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<QdiscConfig, 
 impl LinkConfig {
     /// A pipe: no buffer given, so no queue, no drops, not sampled.
     pub fn pipe(rate_bps: u64, delay_ns: u64) -> LinkConfig {
-        LinkConfig { rate_bps, delay_ns, loss: 0.0, buffer_bytes: None, buffer_pkts: None, qdisc: QdiscConfig::default() }
+        LinkConfig {
+            rate_bps,
+            delay_ns,
+            loss: 0.0,
+            buffer_bytes: None,
+            buffer_pkts: None,
+            qdisc: QdiscConfig::default(),
+            jitter_ns: 0,
+        }
     }
 
     pub fn is_pipe(&self) -> bool {
@@ -105,31 +120,39 @@ impl LinkConfig {
     /// The link with its discipline, over any packet type (the simulator's
     /// descriptors, the emulator's frames). The discipline draws (RED) and
     /// perturbs its flow hash (fq_codel) from a seed of the link's own
-    /// stream; the link's loss draws are unchanged.
+    /// stream, and so does the jitter; the link's loss draws are unchanged.
     pub fn build_link<P: Pkt + 'static>(&self, loss: f64, rng: Rng) -> Link<P> {
         let seed = rng.clone().next_u64();
         let q = qdisc::build(&self.qdisc, &self.port(seed));
-        Link::new(self.rate_bps, self.delay_ns, loss, rng, q)
+        Link::new(self.rate_bps, self.delay_ns, loss, rng, q).with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
     }
 
     /// The link of a network: a pipe, or a queueing link with its own loss.
     pub fn build<P: Pkt + 'static>(&self, rng: Rng) -> Link<P> {
         if self.is_pipe() {
-            Link::pipe(self.rate_bps, self.delay_ns)
+            let seed = rng.clone().next_u64();
+            Link::pipe(self.rate_bps, self.delay_ns).with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
         } else {
             self.build_link(self.loss, rng)
         }
+    }
+
+    /// The return link a dumbbell without `reverse` gets: the bottleneck's
+    /// rate, delay, buffer and discipline, without its loss and jitter
+    /// (impairments of one direction, as a study gives them).
+    pub fn mirrored(&self) -> LinkConfig {
+        LinkConfig { loss: 0.0, jitter_ns: 0, ..self.clone() }
     }
 }
 
 /// The bottleneck and the return link, seeded alike by every backend
 /// (streams 1 and 2 of the run seed). Without a `reverse` link the return
-/// path mirrors the bottleneck, without its random loss.
+/// path mirrors the bottleneck, without its random loss and jitter.
 pub fn bottleneck_links<P: Pkt + 'static>(bottleneck: &LinkConfig, reverse: Option<&LinkConfig>, seed: u64) -> [Link<P>; 2] {
     let forward = bottleneck.build_link(bottleneck.loss, Rng::derive(seed, 1));
     let ret = match reverse {
         Some(r) => r.build_link(r.loss, Rng::derive(seed, 2)),
-        None => bottleneck.build_link(0.0, Rng::derive(seed, 2)),
+        None => bottleneck.mirrored().build_link(0.0, Rng::derive(seed, 2)),
     };
     [forward, ret]
 }
@@ -183,6 +206,8 @@ struct RawLink {
     buffer_pkts: Option<u64>,
     #[serde(default, deserialize_with = "qdisc_or_name")]
     qdisc: QdiscConfig,
+    #[serde(default)]
+    jitter_ns: u64,
 }
 
 impl From<RawLink> for NetLink {
@@ -194,6 +219,7 @@ impl From<RawLink> for NetLink {
             buffer_bytes: r.buffer_bytes,
             buffer_pkts: r.buffer_pkts,
             qdisc: r.qdisc,
+            jitter_ns: r.jitter_ns,
         };
         NetLink { name: r.name, from: r.from, to: r.to, config }
     }
@@ -223,7 +249,7 @@ impl Network {
     /// The dumbbell shorthand as a graph. Nodes: the sender hosts `s<i>`,
     /// the router `r`, the receiver `d`. Links, in this order (which fixes
     /// their random streams): `bottleneck` (r → d, stream 1), `reverse`
-    /// (d → r, stream 2; the bottleneck mirrored without loss when absent),
+    /// (d → r, stream 2; the bottleneck [`mirrored`](LinkConfig::mirrored) when absent),
     /// then the access pipes `access<i>` (s<i> → r) and `access<i>/back`.
     pub fn dumbbell(senders: &[Access], bottleneck: &LinkConfig, reverse: Option<&LinkConfig>) -> Network {
         let mut nodes: Vec<Node> =
@@ -236,7 +262,7 @@ impl Network {
             to: to.into(),
             config,
         };
-        let reverse = reverse.cloned().unwrap_or_else(|| LinkConfig { loss: 0.0, ..bottleneck.clone() });
+        let reverse = reverse.cloned().unwrap_or_else(|| bottleneck.mirrored());
         let mut links = vec![link("bottleneck".into(), "r", "d", bottleneck.clone()), link("reverse".into(), "d", "r", reverse)];
         for (i, a) in senders.iter().enumerate() {
             links.push(link(format!("access{i}"), &format!("s{i}"), "r", LinkConfig::pipe(a.rate_bps, a.delay_ns)));

@@ -158,6 +158,10 @@ SENDERS_ALLOWED = (f"a number of senders (1 to {MAX_SENDERS}) or an array of tab
                    "[{rate = '1Gbit', delay = '5ms'}]")
 
 
+JITTER_ALLOWED = (units.TIME_ALLOWED + " (each packet's one-way delay gains a uniform draw in [0, jitter], "
+                  "order kept; default 0)")
+
+
 class Bottleneck(Model):
     rate: Rate = F(..., units.RATE_ALLOWED)
     delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
@@ -166,14 +170,16 @@ class Bottleneck(Model):
                                   "Linux's limit, 1000pkt, 10240pkt, 10000pkt)")
     qdisc: Annotated[Qdisc, BeforeValidator(shorthand)] = F("fifo", QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT)")
+    jitter: Time = F("0ms", JITTER_ALLOWED)
 
 
 class Reverse(Model):
-    """The return path; a field left out mirrors the bottleneck (loss defaults to 0%)."""
+    """The return path; a field left out mirrors the bottleneck (loss and jitter default to 0)."""
 
     rate: Optional[Rate] = F(None, units.RATE_ALLOWED)
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED)
+    jitter: Time = F("0ms", JITTER_ALLOWED)
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
 
 
@@ -188,6 +194,7 @@ class LinkBack(Model):
     rate: Optional[Rate] = F(None, units.RATE_ALLOWED)
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Optional[Percent] = F(None, units.PERCENT_ALLOWED)
+    jitter: Optional[Time] = F(None, JITTER_ALLOWED)
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
@@ -202,12 +209,13 @@ class Link(Model):
     rate: Rate = F(..., units.RATE_ALLOWED)
     delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED + " (each direction)")
+    jitter: Time = F("0ms", JITTER_ALLOWED + " (each direction)")
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED + " (default: a pipe at a host, else 1bdp; with "
                                   "codel, fq_codel, fq: Linux's limit)")
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED + " (default 'fifo'; a host's link: a pipe)")
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
                                 "flows that cross the link)")
-    back: Optional[LinkBack] = F(None, "a table {rate, delay, loss, buffer, qdisc, bdp_rtt} for the B → A "
+    back: Optional[LinkBack] = F(None, "a table {rate, delay, loss, jitter, buffer, qdisc, bdp_rtt} for the B → A "
                                  "direction (a field left out is the same as A → B)")
 
     @staticmethod

@@ -161,6 +161,7 @@ def _dumbbell(topo: Any, tcp: Any, senders: list[dict]) -> tuple[dict, Optional[
         "rate_bps": bn.rate,
         "delay_ns": bn.delay,
         "loss": bn.loss,
+        **_jitter(bn.jitter),
         **_buffer(bn_buffer, bn.rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"),
                   bn_related + ("topology.bottleneck.qdisc",)),
     }
@@ -177,8 +178,14 @@ def _dumbbell(topo: Any, tcp: Any, senders: list[dict]) -> tuple[dict, Optional[
             rbuf = {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")}
             if bn_buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
                 rbuf = _buffer(bn_buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
-        reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **rbuf}
+        reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **_jitter(rev.jitter), **rbuf}
     return bottleneck, reverse
+
+
+def _jitter(jitter_ns: int) -> dict:
+    """A link's ``jitter_ns``, left out when 0 so that the run ids of studies
+    without jitter stay as they were."""
+    return {"jitter_ns": jitter_ns} if jitter_ns else {}
 
 
 class Resolver:

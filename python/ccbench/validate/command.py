@@ -2,7 +2,7 @@
 
     ccbench validate [--grid quick|medium|full | --quick] [--cca CCA ...] [--reps N] [--duration T]
                      [--out DIR] [--jobs N] [--retry-suspect N] [--rerun-sim] [--no-run]
-                     [--sim-host-jitter TIME]
+                     [--sim-host-jitter TIME] [--sim-path-jitter TIME]
                      [--format table|csv|json|markdown]
 
 Runs the grid (validate/grid.py) on both backends (validate/running.py) into
@@ -48,6 +48,10 @@ def add_command(sub: Any) -> None:
     v.add_argument("--sim-host-jitter", metavar="TIME",
                    help="give the sim runs this seeded per-packet host jitter (tcp.host_jitter, e.g. 200us; "
                         "outside the run ids, so they still pair with the linux runs)")
+    v.add_argument("--sim-path-jitter", metavar="TIME",
+                   help="give the sim runs' bottleneck and return link this seeded per-packet delay jitter "
+                        "(topology jitter, e.g. 100us: the timing noise of the linux runs' emulator); outside the "
+                        "run ids, as --sim-host-jitter")
     v.add_argument("--rerun-sim", action="store_true",
                    help="run the sim half again even where it is finished (after a change to the simulator); "
                         "the linux runs are kept")
@@ -77,6 +81,8 @@ def _command(grid: str, args: Any, out: Path) -> str:
         cmd += ["--duration", args.duration]
     if args.sim_host_jitter:
         cmd += ["--sim-host-jitter", args.sim_host_jitter]
+    if args.sim_path_jitter:
+        cmd += ["--sim-path-jitter", args.sim_path_jitter]
     if args.out:
         cmd += ["--out", str(out)]
     return shlex.join(cmd)
@@ -91,7 +97,7 @@ def cmd_validate(args: Any) -> int:
     if args.retry_suspect < 0:
         raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
     jobs = worker_count(args.jobs)
-    p = plan(grid, args.duration, args.reps, args.cca, args.sim_host_jitter)
+    p = plan(grid, args.duration, args.reps, args.cca, args.sim_host_jitter, args.sim_path_jitter)
     out = Path(args.out) if args.out else DEFAULT_OUT
     show = args.format == "table"
     con = console.stdout()

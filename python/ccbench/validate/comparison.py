@@ -145,6 +145,7 @@ class Validation:
     log: Optional[RunLog] = None
     machine: dict = field(default_factory=dict)
     sim_tcp: dict = field(default_factory=dict)  # Plan.sim_tcp
+    sim_path: dict = field(default_factory=dict)  # Plan.sim_path
 
     def counts(self) -> dict[str, int]:
         out = {"agree": 0, "disagree": 0, "no data": 0}
@@ -175,6 +176,7 @@ class Validation:
             "disagree_beyond_spread": self.beyond_spread(),
             "machine": self.machine,
             "sim_tcp": self.sim_tcp,
+            "sim_path": self.sim_path,
             "invocation": self.log.as_dict() if self.log else None,
             "results": str(self.out),
             "scenarios": [s.as_dict() for s in self.scenarios],
@@ -266,7 +268,8 @@ def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> Validation:
                         or spread([]) for m in METRICS}
         rows = {m.name: compare_spreads(m, stats["sim"][m.name], stats["linux"][m.name]) for m in METRICS}
         scenarios.append(Scenario(cid, _scenario_params(params[cid]), rows, runs, usable))
-    return Validation(p.grid, p.duration_us, p.warmup_us, p.reps, scenarios, out, log, machine_info(), p.sim_tcp)
+    return Validation(p.grid, p.duration_us, p.warmup_us, p.reps, scenarios, out, log, machine_info(), p.sim_tcp,
+                      p.sim_path)
 
 
 def fmt_val(m: Metric, v: Optional[float]) -> str:

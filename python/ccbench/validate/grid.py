@@ -13,6 +13,9 @@ The sim runs get ``tcp.kernel_hz`` = this kernel's CONFIG_HZ (read from
 /proc/config.gz) so that CUBIC's jiffies clock matches the Linux hosts'; it
 is applied to their configs after the run ids are fixed, so both halves
 still pair (``sim_tcp`` in validation.json says what was applied).
+``--sim-host-jitter`` and ``--sim-path-jitter`` add the simulator's models of
+timing noise that the linux half has anyway (its hosts, its emulator) the
+same way (``sim_tcp``, ``sim_path``).
 """
 
 from __future__ import annotations
@@ -160,12 +163,22 @@ class Plan:
     # Linux hosts' CONFIG_HZ (kernel_hz), which the simulator should match
     # but the study text cannot carry without changing every run id.
     sim_tcp: dict = field(default_factory=dict)
+    # Link settings given to the sim runs' bottleneck and return link the
+    # same way (``--sim-path-jitter``: {"jitter_ns": N}).
+    sim_path: dict = field(default_factory=dict)
 
     def runs(self, backend: str) -> list:
         runs = self.studies[backend].runs()
         if backend == "sim":
             for r in runs:
                 r.config["tcp"].update(self.sim_tcp)
+                if self.sim_path:
+                    bn = r.config["bottleneck"]
+                    # The grid's return path is the bottleneck mirrored without
+                    # loss; written out, it can carry the setting too.
+                    rev = r.config.get("reverse") or {**bn, "loss": 0.0}
+                    r.config["bottleneck"] = {**bn, **self.sim_path}
+                    r.config["reverse"] = {**rev, **self.sim_path}
         return runs
 
     def run_ids(self) -> list[str]:
@@ -177,28 +190,48 @@ def warmup_us(duration_us: int) -> int:
     return int(min(max(WARMUP_FRACTION * duration_us, WARMUP_MIN_S * 1e6), duration_us / 2))
 
 
-def _host_jitter(value: str) -> dict:
-    """``--sim-host-jitter`` as the sim runs' resolved tcp setting, checked
-    as the study field ``tcp.host_jitter`` is."""
+def _time_option(option: str, value: str, most_ns: int, allowed: str) -> int:
+    """A time option's nanoseconds, checked as the study field it stands for."""
     from ccbench.errors import UsageError
     from ccbench.spec import UnitError, parse_time
-    from ccbench.spec.model import HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS
 
     try:
         ns = parse_time(value)
     except UnitError as e:
-        raise UsageError(f"--sim-host-jitter: {e.problem} (got {value!r}; allowed: {e.allowed})") from None
-    if not 0 <= ns <= HOST_JITTER_MAX_NS:
-        raise UsageError(f"--sim-host-jitter: out of range (got {value!r}; allowed: {HOST_JITTER_ALLOWED})")
+        raise UsageError(f"{option}: {e.problem} (got {value!r}; allowed: {e.allowed})") from None
+    if not 0 <= ns <= most_ns:
+        raise UsageError(f"{option}: out of range (got {value!r}; allowed: {allowed})")
+    return ns
+
+
+def _host_jitter(value: str) -> dict:
+    """``--sim-host-jitter`` as the sim runs' resolved tcp setting, checked
+    as the study field ``tcp.host_jitter`` is."""
+    from ccbench.spec.model import HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS
+
+    ns = _time_option("--sim-host-jitter", value, HOST_JITTER_MAX_NS, HOST_JITTER_ALLOWED)
     return {"host_jitter_ns": ns} if ns else {}
 
 
+PATH_JITTER_MAX_NS = 10_000_000
+PATH_JITTER_ALLOWED = "a time from '0us' to '10ms', such as '100us'"
+
+
+def _path_jitter(value: str) -> dict:
+    """``--sim-path-jitter`` as the sim runs' link setting (``jitter_ns`` of
+    the bottleneck and the return link)."""
+    ns = _time_option("--sim-path-jitter", value, PATH_JITTER_MAX_NS, PATH_JITTER_ALLOWED)
+    return {"jitter_ns": ns} if ns else {}
+
+
 def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None,
-         ccas: Optional[Sequence[str]] = None, sim_host_jitter: Optional[str] = None) -> Plan:
+         ccas: Optional[Sequence[str]] = None, sim_host_jitter: Optional[str] = None,
+         sim_path_jitter: Optional[str] = None) -> Plan:
     """The grid's study on both backends, with its algorithms replaced by
     ``ccas`` if given (``bpf:PATH`` relative to the current directory), and
-    the simulator's seeded host jitter (``tcp.host_jitter``) on its sim runs
-    if given. Raises StudyError/UsageError on bad values."""
+    the simulator's seeded host jitter (``tcp.host_jitter``) and link jitter
+    on the bottleneck and the return link (``jitter``) on its sim runs if
+    given. Raises StudyError/UsageError on bad values."""
     from ccbench.errors import UsageError
     from ccbench.spec import kernel, parse_study
 
@@ -235,4 +268,5 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
     sim_tcp = {"kernel_hz": hz} if hz in KERNEL_HZ else {}
     if sim_host_jitter is not None:
         sim_tcp.update(_host_jitter(sim_host_jitter))
-    return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us), sim_tcp)
+    sim_path = _path_jitter(sim_path_jitter) if sim_path_jitter is not None else {}
+    return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us), sim_tcp, sim_path)

@@ -109,6 +109,10 @@ def check_config(cfg: dict, inv: Inventory) -> None:
             if link and (link.get("qdisc") or {"kind": "fifo"}).get("kind", "fifo") != "fifo":
                 raise UsageError(f"topology.{name}.qdisc: bottleneck = 'tc' sets a FIFO (tbf) only; use "
                                  "bottleneck = 'emu' for the other queue disciplines")
+            if link and link.get("jitter_ns"):
+                # netem's jitter reorders packets; ccbench's keeps their order (docs/study-format.md).
+                raise UsageError(f"topology.{name}.jitter = {link['jitter_ns'] / 1000:g}us: bottleneck = 'tc' has "
+                                 "no order-keeping jitter; use bottleneck = 'emu', or leave jitter at 0")
 
 
 # ---------------------------------------------------------------- processes over SSH
