@@ -121,6 +121,18 @@ start_jitter = "10ms"
 "topology.links.mid.delay" = ["1ms", "30ms"]
 "flows.0.cca" = ["cubic", "reno"]
 """,
+    "link-jitter": """
+[study]
+name = "jit"
+duration = "10s"
+[topology]
+bottleneck = { rate = "100Mbit", delay = "10ms", buffer = "1bdp", jitter = "200us" }
+reverse = { jitter = "1ms" }
+[[flows]]
+cca = "bbr"
+[sweep]
+"topology.bottleneck.jitter" = ["0ms", "200us", "2ms"]
+""",
 }
 
 
