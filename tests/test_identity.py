@@ -16,7 +16,10 @@ purpose when the sender took Linux's send buffer, GSO PSH marks, TSO
 deferral and `tcp_push_one`, and the TSO size (docs/sim-model.md, "The
 send buffer, skbs and PSH"), and again when it took Linux 6.18's TSO
 deferral bound and `tcp_sendmsg`'s write path (75 runs, then 56;
-"Session 17: found, and modelled"); the BPF
+"Session 17: found, and modelled"), and the 12 runs of netdev-sizes
+when an RPC's pending ACK started riding on its next segment (one
+connection in Linux) instead of going as a packet of its own (session 20,
+docs/sim-model.md "Applications"); the BPF
 studies' entries in ``runs`` are since this machine's kernel's, as in
 ``bpf_kernels``.
 

@@ -39,6 +39,11 @@ pub struct Packet {
     pub psh: bool,
     /// Traffic class of the flow (see `netcore::Pkt::class`).
     pub class: u8,
+    /// A data segment of an RPC that also carries the ACK of the flow's
+    /// other connection (the opposite direction of the same exchange) in
+    /// `ack`, the SACK blocks, `ts_ecr` and `ece`, which a data segment
+    /// does not otherwise use: one TCP connection in Linux, two here.
+    pub piggyback: bool,
 }
 
 impl Packet {

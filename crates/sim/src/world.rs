@@ -39,6 +39,10 @@ struct Connection {
     sender: Sender,
     receiver: Receiver,
     flow: usize,
+    /// An RPC's other connection (the opposite direction of the same
+    /// exchange, one connection in Linux): every data segment this one
+    /// sends carries that one's receiver's ACK (`Packet::piggyback`).
+    peer: Option<usize>,
 }
 
 struct Flow {
@@ -179,6 +183,8 @@ struct World {
     /// Per controller alternative (same order): its routes.
     alt_routes: Vec<(u32, Option<u32>)>,
     conns: Vec<Connection>,
+    /// Some connection has a peer (an RPC flow): `flush` looks for data to carry ACKs.
+    has_peers: bool,
     flows: Vec<Flow>,
     flow_ids: Vec<u32>,
     out: Out,
@@ -228,6 +234,7 @@ impl World {
             controller: topo.controller,
             alt_routes,
             conns: Vec::new(),
+            has_peers: false,
             flows: Vec::new(),
             flow_ids: Vec::new(),
             out: Out::default(),
@@ -258,6 +265,7 @@ impl World {
                 sender: Sender::new(main as u32, path, &cfg.tcp, cca, opts),
                 receiver: Receiver::new(main as u32, back, &cfg.tcp, opts),
                 flow: fi,
+                peer: None,
             });
             let resp = if f.kind == FlowKind::Rpc {
                 let id = w.conns.len();
@@ -266,7 +274,10 @@ impl World {
                     sender: Sender::new(id as u32, back, &cfg.tcp, cca, opts),
                     receiver: Receiver::new(id as u32, path, &cfg.tcp, opts),
                     flow: fi,
+                    peer: Some(main),
                 });
+                w.conns[main].peer = Some(id);
+                w.has_peers = true;
                 Some(id)
             } else {
                 None
@@ -347,6 +358,9 @@ impl World {
         debug_assert_eq!(self.out.timers.len(), timers, "a timer added while flushing would be lost");
         self.out.timers.clear();
         let pkts = self.out.pkts.len();
+        if self.has_peers {
+            self.piggyback_acks();
+        }
         for i in 0..pkts {
             let p = self.out.pkts[i];
             if self.jitter.enabled() {
@@ -406,18 +420,32 @@ impl World {
                 self.flush();
                 return;
             }
+            if p.piggyback {
+                // Linux's tcp_rcv_established: the ACK first, then the data.
+                // (Host jitter may bring a request before the SYN-ACK that
+                // the peer's sender waits for: it takes the ACK from then on.)
+                let (other, a) = self.carried_ack(ci, &p);
+                if self.conns[other].sender.is_established() {
+                    self.ack_to_sender(other, &a);
+                }
+            }
+            let conn = &mut self.conns[ci];
             let new_bytes = conn.receiver.on_data(&p, now, &mut self.out);
             self.flush();
             if new_bytes > 0 {
                 self.on_app_read(ci);
             }
         } else {
-            let established_before = self.conns[ci].sender.is_established();
-            self.conns[ci].sender.on_ack(&p, now, &mut self.out);
-            self.flush();
-            if !established_before && self.conns[ci].sender.is_established() {
-                self.on_established(self.conns[ci].flow);
-            }
+            self.ack_to_sender(ci, &p);
+        }
+    }
+
+    fn ack_to_sender(&mut self, ci: usize, p: &Packet) {
+        let established_before = self.conns[ci].sender.is_established();
+        self.conns[ci].sender.on_ack(p, self.now, &mut self.out);
+        self.flush();
+        if !established_before && self.conns[ci].sender.is_established() {
+            self.on_established(self.conns[ci].flow);
         }
     }
 
@@ -478,11 +506,68 @@ impl World {
         }
         flow.requests_issued += 1;
         flow.request_start = now;
-        let (main, resp, bytes) = (flow.main, flow.resp.expect("rpc flow"), flow.request_bytes);
+        let (main, bytes) = (flow.main, flow.request_bytes);
         // The ACK for the last response rides on this request.
-        self.conns[resp].receiver.flush_ack(&mut self.out);
+        let first = self.out.pkts.len();
         self.conns[main].sender.write(bytes, now, &mut self.out);
+        self.ack_unless_data(main, first);
         self.flush();
+    }
+
+    /// Every data segment of a connection with a peer carries the peer's
+    /// receiver's ACK, and counts as that ACK sent (timers, rcv_wup), as
+    /// every segment of one Linux connection does (`tcp_event_ack_sent`).
+    fn piggyback_acks(&mut self) {
+        for i in 0..self.out.pkts.len() {
+            let p = &self.out.pkts[i];
+            if !p.to_receiver || p.len == 0 {
+                continue;
+            }
+            let Some(peer) = self.conns[p.conn as usize].peer else { continue };
+            let a = self.conns[peer].receiver.ack_with_data();
+            let p = &mut self.out.pkts[i];
+            p.piggyback = true;
+            p.ack = a.ack;
+            p.sack_off = a.sack_off;
+            p.nsack = a.nsack;
+            p.ts_ecr = a.ts_ecr;
+            p.ece = a.ece;
+        }
+    }
+
+    /// When connection `c` queued no data in `out` from `first` on (its
+    /// window or pacer holds the write back), the ACK its peer owes goes
+    /// alone now; data would carry it (`piggyback_acks`).
+    fn ack_unless_data(&mut self, c: usize, first: usize) {
+        let sent = self.out.pkts[first..].iter().any(|p| p.conn == c as u32 && p.to_receiver && p.len > 0);
+        if !sent {
+            let peer = self.conns[c].peer.expect("an RPC connection has a peer");
+            self.conns[peer].receiver.flush_ack(&mut self.out);
+        }
+    }
+
+    /// The ACK a piggybacked segment of connection `c` carries, as the
+    /// peer's sender takes it: which connection, and the ACK, with the
+    /// segment's length (Linux's FLAG_DATA: not a duplicate ACK).
+    fn carried_ack(&self, c: usize, p: &Packet) -> (usize, Packet) {
+        let other = self.conns[c].peer.expect("a piggyback is an RPC's");
+        let mut a = Packet {
+            conn: other as u32,
+            to_receiver: false,
+            route: p.route,
+            hop: p.hop,
+            wire: p.wire,
+            len: p.len,
+            ack: p.ack,
+            nsack: p.nsack,
+            ts_val: p.ts_val,
+            ts_ecr: p.ts_ecr,
+            ece: p.ece,
+            class: p.class,
+            ..Packet::default()
+        };
+        a.sack_off = p.sack_off;
+        (other, a)
     }
 
     /// New in-order bytes reached the application of connection `c`.
@@ -503,11 +588,12 @@ impl World {
         if c == main {
             // Server: answer every complete request.
             let due = self.conns[main].receiver.delivered() / flow.request_bytes;
-            while flow.responses_sent < due {
-                flow.responses_sent += 1;
-                let bytes = flow.response_bytes;
-                self.conns[main].receiver.flush_ack(&mut self.out);
+            let bytes = flow.response_bytes;
+            while self.flows[f].responses_sent < due {
+                self.flows[f].responses_sent += 1;
+                let first = self.out.pkts.len();
                 self.conns[resp].sender.write(bytes, now, &mut self.out);
+                self.ack_unless_data(resp, first);
             }
             self.flush();
         } else {

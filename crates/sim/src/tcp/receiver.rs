@@ -256,7 +256,9 @@ impl Receiver {
             immediate = true;
         }
         let unacked = self.rcv_nxt - self.rcv_wup;
-        if ce_changed || self.cfg.delayed_ack == DelayedAck::Off || self.quickacks > 0 || unacked > self.cfg.mss as u64 {
+        // Linux `tcp_in_quickack_mode`: quick ACKs only outside ping-pong mode.
+        let quick = self.quickacks > 0 && !self.opts.pingpong;
+        if ce_changed || self.cfg.delayed_ack == DelayedAck::Off || quick || unacked > self.cfg.mss as u64 {
             immediate = true;
         }
         if immediate {
@@ -405,12 +407,19 @@ impl Receiver {
         self.nsack = n;
     }
 
-    /// Send the pending ACK now (the application is about to write, so the
-    /// ACK would ride on its data, or a timer expired).
+    /// Send the pending ACK now, alone (the application wrote, and its data
+    /// could not go to carry it).
     pub fn flush_ack(&mut self, out: &mut Out) {
         if self.rcv_nxt > self.rcv_wup || self.delack_timer.is_armed() {
             self.send_ack(out);
         }
+    }
+
+    /// The ACK a data segment going the other way carries now (an RPC's
+    /// two directions are two connections here: `Packet::piggyback`),
+    /// counted as sent as Linux counts every segment's ACK.
+    pub fn ack_with_data(&mut self) -> Packet {
+        self.build_ack()
     }
 
     pub fn on_delack_timer(&mut self, now: Nanos, out: &mut Out) {
@@ -437,6 +446,12 @@ impl Receiver {
     }
 
     fn send_ack(&mut self, out: &mut Out) {
+        let a = self.build_ack();
+        out.pkts.push(a);
+    }
+
+    /// The ACK to send now, with what sending it changes (timers, rcv_wup).
+    fn build_ack(&mut self) -> Packet {
         self.delack_timer.cancel();
         // Linux `tcp_event_ack_sent`: any ACK ends a compression.
         self.comp_timer.cancel();
@@ -470,7 +485,7 @@ impl Receiver {
             a.wire += 4 + 8 * n as u32;
         }
         self.rcv_wup = self.rcv_nxt;
-        out.pkts.push(a);
+        a
     }
 }
 
@@ -512,6 +527,36 @@ mod tests {
         assert_eq!(out.pkts.len(), 1, "a lone PSH segment is ACKed at once");
         assert_eq!(out.pkts[0].ack, seq + 1448);
         assert!(!r.delack_timer.is_armed());
+    }
+
+    /// In ping-pong mode (RPC) neither quick-ACK mode nor PSH makes a
+    /// receiver ACK a lone small segment at once: the ACK waits for the
+    /// application's answer, whose data carries it (`ack_with_data`).
+    #[test]
+    fn pingpong_receiver_leaves_its_ack_to_the_answer() {
+        let opts = ConnOpts { pingpong: true, ..ConnOpts::default() };
+        let mut r = Receiver::new(0, 0, &tcp_cfg(), opts);
+        let mut out = Out::default();
+        let mut seq = 0;
+        for _ in 0..20 {
+            out.clear();
+            r.on_data(&Packet { len: 1000, ..seg(seq, true) }, 0, &mut out);
+            seq += 1000;
+            assert!(out.pkts.is_empty(), "no ACK of its own for a request (quick ACKs left: {})", r.quickacks);
+            assert!(r.delack_timer.is_armed());
+            let a = r.ack_with_data();
+            assert_eq!(a.ack, seq);
+            assert!(!a.to_receiver && a.nsack == 0);
+            assert!(!r.delack_timer.is_armed(), "the ACK on data stops the delayed-ACK timer");
+            out.clear();
+            r.flush_ack(&mut out);
+            assert!(out.pkts.is_empty(), "nothing owed any more");
+        }
+        // Two full segments are still ACKed at once, ping-pong or not.
+        out.clear();
+        r.on_data(&seg(seq, false), 0, &mut out);
+        r.on_data(&seg(seq + 1448, false), 0, &mut out);
+        assert_eq!(out.pkts.len(), 1);
     }
 
     /// While the window grows every segment is ACKed, then the 16 quick

@@ -155,12 +155,15 @@ impl Sender {
         if self.tlp_high_seq.is_some() {
             self.process_tlp_ack(p.ack, una_advanced || acked > 0);
         }
-        let dubious = !una_advanced || self.data_sacked || ece || dsack || self.c.ca_state != CaState::Open;
+        // Linux's FLAG_NOT_DUP: the window moved, or the ACK came with data
+        // (an RPC's segment carrying its peer's ACK, `len` > 0).
+        let not_dup = una_advanced || p.len > 0;
+        let dubious = !not_dup || self.data_sacked || ece || dsack || self.c.ca_state != CaState::Open;
         let new_first = self.fastretrans_alert(
             &AckInfo {
                 una_advanced,
                 prior_snd_una,
-                dupack: dupack || !una_advanced,
+                dupack: dupack || !not_dup,
                 ts_ecr: p.ts_ecr,
                 ece,
                 dubious,
