@@ -440,6 +440,9 @@ impl World {
         }
     }
 
+    // Inlined as the code it replaced was: a call per ACK was 1 % more
+    // instructions in the headline (cachegrind).
+    #[inline(always)]
     fn ack_to_sender(&mut self, ci: usize, p: &Packet) {
         let established_before = self.conns[ci].sender.is_established();
         self.conns[ci].sender.on_ack(p, self.now, &mut self.out);

@@ -419,7 +419,9 @@ impl Receiver {
     /// two directions are two connections here: `Packet::piggyback`),
     /// counted as sent as Linux counts every segment's ACK.
     pub fn ack_with_data(&mut self) -> Packet {
-        self.build_ack()
+        let mut a = self.ack_packet();
+        self.fill_ack(&mut a);
+        a
     }
 
     pub fn on_delack_timer(&mut self, now: Nanos, out: &mut Out) {
@@ -446,12 +448,16 @@ impl Receiver {
     }
 
     fn send_ack(&mut self, out: &mut Out) {
-        let a = self.build_ack();
+        let mut a = self.ack_packet();
+        self.fill_ack(&mut a);
         out.pkts.push(a);
     }
 
-    /// The ACK to send now, with what sending it changes (timers, rcv_wup).
-    fn build_ack(&mut self) -> Packet {
+    /// Complete the ACK `a` to send now (ECE, SACK blocks), with what
+    /// sending it changes (timers, rcv_wup). In place: returning the
+    /// packet cost a copy per ACK (12 instructions, cachegrind).
+    #[inline(always)]
+    fn fill_ack(&mut self, a: &mut Packet) {
         self.delack_timer.cancel();
         // Linux `tcp_event_ack_sent`: any ACK ends a compression.
         self.comp_timer.cancel();
@@ -459,7 +465,6 @@ impl Receiver {
         if self.quickacks > 0 {
             self.quickacks -= 1;
         }
-        let mut a = self.ack_packet();
         a.ece = self.opts.ecn && self.ce_state;
         // A D-SACK block goes first and is sent once.
         let mut n = 0;
@@ -485,7 +490,6 @@ impl Receiver {
             a.wire += 4 + 8 * n as u32;
         }
         self.rcv_wup = self.rcv_nxt;
-        a
     }
 }
 
