@@ -526,8 +526,13 @@ def test_bulk_goodput_and_rtt(core, cca):
           f"retrans {res.flows[0]['retrans_segs']}; emulator {res.stats['cpu_busy_mean']}")
     assert g >= 0.9 * CEILING
     assert g <= 1.01 * CEILING
-    # The idle-path RTT TCP measured is the configured 20 ms.
-    assert abs(res.flows[0]["rtt_min_us"] - 20_000) <= 500
+    # The idle-path RTT TCP measured is the configured 20 ms: no less, and
+    # above it only by a data segment's serialisation (120 us at 100 Mbit/s)
+    # and the emulator's and hosts' wake-ups. Flows with many retransmissions
+    # read exactly 20 ms (an ACK of a resent segment is timed by the
+    # timestamp echo, in whole ms); a loss-free CUBIC flow reads the
+    # segment-timed minimum, measured 20.34-20.52 ms on this 2-CPU VM.
+    assert 19_900 <= res.flows[0]["rtt_min_us"] <= 21_000
     # The emulator ran pinned to the last CPU, the hosts' kernel work steered (RPS) to the others.
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) >= 2:
