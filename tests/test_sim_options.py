@@ -153,7 +153,8 @@ def test_link_jitter_only_when_given_and_checked():
     rev = parse_study(study().replace("[tcp]", "[topology.reverse]\njitter = '1ms'\n[tcp]")).runs()[0].config
     assert rev["reverse"]["jitter_ns"] == 1_000_000 and "jitter_ns" not in rev["bottleneck"]
     assert rev["reverse"]["rate_bps"] == rev["bottleneck"]["rate_bps"]
-    for bad, why in (('"-1us"', "must not be negative"), ('"fast"', "topology.bottleneck.jitter")):
+    for bad, why in (('"-1us"', "must not be negative"), ('"fast"', "topology.bottleneck.jitter"),
+                     ('"10.5s"', "topology.bottleneck.jitter: out of range .got '10.5s'")):
         with pytest.raises(StudyError, match=why):
             parse_study(study().replace('buffer = "1bdp"', f'buffer = "1bdp"\njitter = {bad}'))
     swept = parse_study(study() + '[sweep]\n"topology.bottleneck.jitter" = ["0ms", "1ms"]\n').runs()

@@ -149,6 +149,11 @@ def test_jitter_per_direction_and_only_where_given():
     assert all("jitter_ns" not in ln for name, ln in ls.items() if name not in ("primary", "a-r1", "r1-a"))
     msg = err(NET.replace('delay = "15ms"', 'delay = "15ms"\njitter = "-1ms"') + FLOW)
     assert "net.toml: topology.links.4.jitter: " in msg and "must not be negative" in msg and "got '-1ms'" in msg
+    # bounded, in the direction tables too, each saying what it defaults to
+    msg = err(NET.replace('delay = "15ms"', 'delay = "15ms"\njitter = "11s"') + FLOW)
+    assert "topology.links.4.jitter: out of range (got '11s'" in msg and "from '0ms' to '10s'" in msg
+    msg = err(NET.replace('delay = "15ms"', 'delay = "15ms"\nback = { jitter = "1min" }') + FLOW)
+    assert "topology.links.4.back.jitter: out of range (got '1min'" in msg and "the A → B direction's" in msg
 
 
 def test_explicit_paths_and_transfers():

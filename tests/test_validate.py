@@ -111,7 +111,7 @@ def test_the_summary_counts_disagreements_beyond_the_runs_spread():
         "2 disagree, 1 of them by more than the runs' spread")
 
 
-def test_analysis_and_outputs_without_root(tmp_path):
+def test_analysis_and_outputs_without_root(tmp_path, capsys):
     """The comparison and its outputs, with the sim's results stored a second
     time as the 'linux' runs: every ratio is exactly 1 and every scenario agrees."""
     from ccbench.backends.sim import SimBackend
@@ -163,6 +163,17 @@ def test_analysis_and_outputs_without_root(tmp_path):
     # --no-run compares what is there; exit 0 as both agree
     assert main(["validate", "--grid", "quick", "--duration", "3s", "--reps", "2", "--out", str(out), "--no-run",
                  "--format", "csv"]) == 0
+
+    # Sim settings outside the run ids: the runs stored without them are found
+    # (the same ids, another config), and --no-run refuses to pass them off
+    # as jittered ones.
+    assert validate.sim_settings_changed(out, p.runs("sim")) == []
+    jittered = validate.plan("quick", duration="3s", reps=2, sim_path_jitter="150us")
+    assert sorted(validate.sim_settings_changed(out, jittered.runs("sim"))) == sorted(sim_ids)
+    assert validate.sim_settings_changed(out, jittered.runs("linux")) == []
+    assert main(["validate", "--grid", "quick", "--duration", "3s", "--reps", "2", "--out", str(out), "--no-run",
+                 "--sim-path-jitter", "150us", "--format", "csv"]) == 2
+    assert "4 sim runs in" in capsys.readouterr().err
 
     from cdp import Browser, chromium_path
 

@@ -11,6 +11,9 @@ simulated packets, sample rows, disk, memory) is estimated and limited in
 * Duration: one day of simulated or real time.
 * Sample interval: at least 1 µs — samples are stored in whole microseconds,
   so a finer interval only repeats timestamps.
+* A link's jitter: at most 10 s — a path whose delay varies by more is
+  an outage, not jitter (and the sum of delay and jitter stays far inside
+  the simulator's 64-bit clock).
 * ``init_cwnd`` and ``cwnd_clamp``: 1 .. 2^31-1 segments, as Linux: the
   initcwnd route attribute is a u32 taken as min(initcwnd, snd_cwnd_clamp),
   the clamp defaults to ~0, and the kernel's tcp_snd_cwnd_set() warns on a
@@ -23,3 +26,4 @@ MAX_REPETITIONS = 10_000
 MAX_DURATION_NS = 86_400 * 10**9
 MIN_SAMPLE_INTERVAL_NS = 1_000
 MAX_CWND_SEGMENTS = 2**31 - 1
+LINK_JITTER_MAX_NS = 10 * 10**9

@@ -19,7 +19,7 @@ from typing_extensions import Annotated
 
 from . import units
 from .expect import Expect
-from .limits import MAX_COUNT, MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS
+from .limits import LINK_JITTER_MAX_NS, MAX_COUNT, MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
 # The congestion control algorithms each backend knows.  This is the one place
@@ -158,8 +158,27 @@ SENDERS_ALLOWED = (f"a number of senders (1 to {MAX_SENDERS}) or an array of tab
                    "[{rate = '1Gbit', delay = '5ms'}]")
 
 
-JITTER_ALLOWED = (units.TIME_ALLOWED + " (each packet's one-way delay gains a uniform draw in [0, jitter], "
-                  "order kept; default 0)")
+JITTER_ALLOWED = ("a time from '0ms' to '10s', such as '2ms' (each packet's one-way delay gains a uniform "
+                  "draw in [0, jitter], order kept; default 0)")
+JITTER_BACK_ALLOWED = JITTER_ALLOWED.replace("default 0", "default: the A → B direction's")
+
+
+def _link_jitter(allowed: str) -> PlainValidator:
+    """A link's jitter: a time up to LINK_JITTER_MAX_NS."""
+    def validate(value: Any) -> int:
+        try:
+            ns = units.parse_time(value)
+        except units.UnitError as e:
+            raise PydanticCustomError("ccbench_unit", "{problem}", {"problem": e.problem, "allowed": allowed})
+        if ns > LINK_JITTER_MAX_NS:
+            raise PydanticCustomError("ccbench_unit", "{problem}", {"problem": "out of range", "allowed": allowed})
+        return ns
+
+    return PlainValidator(validate)
+
+
+Jitter = Annotated[int, _link_jitter(JITTER_ALLOWED)]
+JitterBack = Annotated[int, _link_jitter(JITTER_BACK_ALLOWED)]
 
 
 class Bottleneck(Model):
@@ -170,7 +189,7 @@ class Bottleneck(Model):
                                   "Linux's limit, 1000pkt, 10240pkt, 10000pkt)")
     qdisc: Annotated[Qdisc, BeforeValidator(shorthand)] = F("fifo", QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT)")
-    jitter: Time = F("0ms", JITTER_ALLOWED)
+    jitter: Jitter = F("0ms", JITTER_ALLOWED)
 
 
 class Reverse(Model):
@@ -179,7 +198,7 @@ class Reverse(Model):
     rate: Optional[Rate] = F(None, units.RATE_ALLOWED)
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED)
-    jitter: Time = F("0ms", JITTER_ALLOWED)
+    jitter: Jitter = F("0ms", JITTER_ALLOWED)
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
 
 
@@ -194,7 +213,7 @@ class LinkBack(Model):
     rate: Optional[Rate] = F(None, units.RATE_ALLOWED)
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Optional[Percent] = F(None, units.PERCENT_ALLOWED)
-    jitter: Optional[Time] = F(None, JITTER_ALLOWED)
+    jitter: Optional[JitterBack] = F(None, JITTER_BACK_ALLOWED)
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
@@ -209,7 +228,7 @@ class Link(Model):
     rate: Rate = F(..., units.RATE_ALLOWED)
     delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED + " (each direction)")
-    jitter: Time = F("0ms", JITTER_ALLOWED + " (each direction)")
+    jitter: Jitter = F("0ms", JITTER_ALLOWED + " (each direction)")
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED + " (default: a pipe at a host, else 1bdp; with "
                                   "codel, fq_codel, fq: Linux's limit)")
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED + " (default 'fifo'; a host's link: a pipe)")
@@ -239,7 +258,7 @@ class Topology(Model):
     )
     access: Optional[AccessDefault] = F(None, "a table {rate, delay}")
     bottleneck: Optional[Bottleneck] = F(None, "a table with at least rate = '...'")
-    reverse: Optional[Reverse] = F(None, "a table {rate, delay, loss, buffer}")
+    reverse: Optional[Reverse] = F(None, "a table {rate, delay, loss, jitter, buffer}")
     hosts: Optional[List[StrictStr]] = F(None, "an array of host names (a general topology), e.g. ['a', 'b']")
     routers: List[StrictStr] = F([], "an array of router names, e.g. ['r1', 'r2']")
     links: Optional[List[Link]] = F(None, "an array of tables [[topology.links]] with at least between = "

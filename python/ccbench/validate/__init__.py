@@ -22,7 +22,7 @@ _HOME = {
     **dict.fromkeys(("GRIDS", "STUDY_NAME", "Grid", "Plan", "plan", "study_text", "warmup_us"), "grid"),
     **dict.fromkeys(("csv_text", "json_text", "markdown_summary", "markdown_table", "table", "write_outputs"),
                     "output"),
-    **dict.fromkeys(("RunLog", "execute_plan", "set_aside"), "running"),
+    **dict.fromkeys(("RunLog", "execute_plan", "set_aside", "sim_settings_changed"), "running"),
 }
 
 __all__ = sorted(_HOME)

@@ -25,7 +25,7 @@ from typing import Any, Optional
 from ccbench import console
 from ccbench.errors import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from ccbench.validate.grid import DEFAULT_OUT, GRIDS, plan
-from ccbench.validate.running import RunLog, execute_plan, set_aside, unfinished
+from ccbench.validate.running import RunLog, execute_plan, set_aside, sim_settings_changed, unfinished
 
 
 def add_command(sub: Any) -> None:
@@ -47,7 +47,8 @@ def add_command(sub: Any) -> None:
                    help="run a linux run that came back suspect again, up to N times (default 1)")
     v.add_argument("--sim-host-jitter", metavar="TIME",
                    help="give the sim runs this seeded per-packet host jitter (tcp.host_jitter, e.g. 200us; "
-                        "outside the run ids, so they still pair with the linux runs)")
+                        "outside the run ids, so they still pair with the linux runs; finished sim runs made with "
+                        "other settings run again)")
     v.add_argument("--sim-path-jitter", metavar="TIME",
                    help="give the sim runs' bottleneck and return link this seeded per-packet delay jitter "
                         "(topology jitter, e.g. 100us: the timing noise of the linux runs' emulator); outside the "
@@ -111,6 +112,15 @@ def cmd_validate(args: Any) -> int:
     if args.rerun_sim:
         n = len(set_aside(out, [r.run_id for r in p.runs("sim")], "--rerun-sim", only_suspect=False))
         info.print(f"--rerun-sim: {n} finished sim runs will run again", soft_wrap=True)
+    changed = sim_settings_changed(out, p.runs("sim"))
+    if changed and args.no_run:
+        raise UsageError(f"--no-run: {len(changed)} sim runs in {out} were run with other simulator settings than "
+                         "this command gives (--sim-host-jitter, --sim-path-jitter); give the ones they were run "
+                         "with, or leave out --no-run to run them again")
+    if changed:
+        set_aside(out, changed, "other simulator settings", only_suspect=False)
+        info.print(f"{len(changed)} finished sim runs were run with other simulator settings "
+                   "(--sim-host-jitter, --sim-path-jitter); they will run again", soft_wrap=True)
     if not args.no_run:
         todo = len(unfinished(out, [r.run_id for r in p.runs("linux")]))
         info.print(f"validate grid {p.grid.name}: {p.grid.size} scenarios × {p.reps} repetitions × {p.duration} on "

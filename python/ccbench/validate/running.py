@@ -72,6 +72,22 @@ def set_aside(out: Path, run_ids: Sequence[str], why: str, only_suspect: bool = 
     return ids
 
 
+def sim_settings_changed(out: Path, runs: Sequence[Any]) -> list[str]:
+    """The finished runs among ``runs`` stored with another config than
+    planned. The sim runs' settings outside their run ids (the kernel's HZ,
+    ``--sim-host-jitter``, ``--sim-path-jitter``) are not in the ids that
+    resume matches on, so a results directory can hold a sim run made with
+    other settings under the same id."""
+    from ccbench.store import DB_FILENAME, Store
+
+    if not (out / DB_FILENAME).exists():
+        return []
+    planned = {r.run_id: r.config for r in runs}
+    with Store(out) as store:
+        return [r.run_id for r in store.runs(run_ids=list(planned), with_config=True)
+                if r.status in ("ok", "suspect") and r.config != planned[r.run_id]]
+
+
 def set_aside_suspect(out: Path, run_ids: Sequence[str]) -> list[str]:
     return set_aside(out, run_ids, "suspect")
 

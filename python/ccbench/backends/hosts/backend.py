@@ -47,6 +47,7 @@ from typing import Any, Optional
 
 from ccbench.backends import SAMPLE_COLUMNS, RunResult
 from ccbench.errors import StudyError, UsageError
+from ccbench.spec import units
 
 from . import deploy, preflight
 from .cleanup import log_dir_prefix
@@ -110,9 +111,9 @@ def check_config(cfg: dict, inv: Inventory) -> None:
                 raise UsageError(f"topology.{name}.qdisc: bottleneck = 'tc' sets a FIFO (tbf) only; use "
                                  "bottleneck = 'emu' for the other queue disciplines")
             if link and link.get("jitter_ns"):
-                # netem's jitter reorders packets; ccbench's keeps their order (docs/study-format.md).
-                raise UsageError(f"topology.{name}.jitter = {link['jitter_ns'] / 1000:g}us: bottleneck = 'tc' has "
-                                 "no order-keeping jitter; use bottleneck = 'emu', or leave jitter at 0")
+                # netem's jitter reorders packets; ccbench's keeps their order (docs/topology.md).
+                raise UsageError(f"topology.{name}.jitter = '{units.format_time(link['jitter_ns'])}': bottleneck = "
+                                 "'tc' has no order-keeping jitter; use bottleneck = 'emu', or leave jitter at 0")
 
 
 # ---------------------------------------------------------------- processes over SSH
