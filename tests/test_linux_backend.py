@@ -537,10 +537,13 @@ def test_bulk_goodput_and_rtt(core, cca):
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) >= 2:
         assert (res.stats["emu_cpu"], res.stats["emu_rps_cpus"]) == (allowed[-1], allowed[:-1]), res.note
-        # ...and the load generator's processes stayed off the emulator's CPU.
+        # ...and the load generator's processes stayed off the emulator's CPU,
+        # which an idle-priority thread kept awake.
         assert res.stats["host_cpus"] == allowed[:-1], res.stats["host_cpus"]
+        assert res.stats["emulator"]["keep_awake"] is True
     else:
         assert res.stats["emu_cpu"] is None, "one CPU: nothing to pin or steer"
+        assert res.stats["emulator"]["keep_awake"] is False
 
 
 def test_random_loss_rate_and_retransmissions(core):

@@ -1068,9 +1068,9 @@ mod tests {
             // 200k full packets at 0.9 Gbit/s (one every 13.3 us).
             let n = 200_000u64;
             let inputs: Vec<_> = (0..n).map(|i| (i * 13_333, packet(a, b, 10000, 5201, 1500, 0))).collect();
-            let start = crate::tun::process_cpu_ns();
+            let start = crate::tun::thread_cpu_ns();
             let (io, ..) = run(&cfg, inputs, 0, n * 13_333 + 100_000_000);
-            let ns = (crate::tun::process_cpu_ns() - start) as f64 / n as f64;
+            let ns = (crate::tun::thread_cpu_ns() - start) as f64 / n as f64;
             assert_eq!(io.outputs.len() as u64, n);
             println!("{hops:3} hops: {ns:7.0} ns per packet, {:5.0} ns per hop", ns / (hops + 2) as f64);
         }

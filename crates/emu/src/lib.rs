@@ -7,6 +7,7 @@
 //! bottleneck, return link) or a general graph (`network`, per-flow paths,
 //! route changes and the NOTED controller): see [`net`] and [`route`].
 
+pub mod awake;
 pub mod cpu;
 pub mod engine;
 pub mod frame;
@@ -72,6 +73,14 @@ pub struct EmuConfig {
     /// beside the emulator instead of inside its writes (see [`cpu`]).
     #[serde(default)]
     pub cpu: cpu::Placement,
+    /// With a CPU of its own, keep it from going idle between packets
+    /// ([`awake`]); absent = true.
+    #[serde(default = "default_true")]
+    pub keep_awake: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 pub const DEFAULT_RT_PRIORITY: u32 = 10;
@@ -169,6 +178,10 @@ pub fn run_json(input: &str) -> Result<String, String> {
         Err(e) if cfg.cpu == cpu::Placement::Auto => (None, Some(e)),
         Err(e) => return Err(e),
     };
+    let awake = match (&placed, cfg.keep_awake) {
+        (Some(a), true) => Some(awake::KeepAwake::start(a.cpu).map_err(|e| e.to_string())),
+        _ => None,
+    };
     let rt = cfg.rt_priority.filter(|&p| p > 0).and_then(|p| tun::set_realtime(p.min(99)).ok().map(|old| (p, old)));
     let guard = signals::SignalGuard::install();
     let reason = emu.run(&mut io, cfg.stop_at_monotonic_ns, &signals::stop_requested);
@@ -176,6 +189,11 @@ pub fn run_json(input: &str) -> Result<String, String> {
     if let Some((_, old)) = &rt {
         tun::restore_scheduling(old);
     }
+    let keep_awake = awake.as_ref().map(|k| k.as_ref().map(|_| true).unwrap_or_else(|e| {
+        eprintln!("emulator: CPU not kept awake: {e}");
+        false
+    }));
+    drop(awake);
     if let Some(a) = &placed {
         cpu::undo(a, &cfg.tun);
     }
@@ -191,6 +209,7 @@ pub fn run_json(input: &str) -> Result<String, String> {
         "cpu": placed.as_ref().map(|a| a.cpu),
         "rps_cpus": placed.as_ref().map(|a| a.rps.clone()),
         "placement_error": placement_error,
+        "keep_awake": keep_awake.unwrap_or(false),
     });
     let summary = emu.finish(&mut io, reason, extra);
     Ok(summary.to_string())

@@ -35,11 +35,13 @@ pub fn monotonic_ns() -> Nanos {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// User + system CPU time of the whole process, ns.
-pub fn process_cpu_ns() -> u64 {
+/// User + system CPU time of the calling thread (the emulator's loop), ns:
+/// not the process's, whose keep-awake thread ([`crate::awake`]) burns
+/// the rest of the CPU on purpose.
+pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -123,7 +125,7 @@ pub struct TunIo {
     pub spin_ns: u64,
     /// Time spent busy-waiting, ns.
     spun: u64,
-    /// CPU budget: spinning is off for the next window when the process
+    /// CPU budget: spinning is off for the next window when the emulator's thread
     /// used more than SPIN_CPU_CAP of the last one, so spinning alone never
     /// pushes a real-time emulator into the kernel's RT throttling (which
     /// would stop it for tens of ms).
@@ -156,7 +158,7 @@ impl TunIo {
             return Err(io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e}")));
         }
         tight_timer_slack();
-        Ok(TunIo { fd, spin_ns, spun: 0, window: (monotonic_ns(), process_cpu_ns()), spin_ok: true })
+        Ok(TunIo { fd, spin_ns, spun: 0, window: (monotonic_ns(), thread_cpu_ns()), spin_ok: true })
     }
 
     fn poll(&self, timeout_ns: u64) -> (i32, i16) {
@@ -185,7 +187,7 @@ impl Io for TunIo {
         loop {
             let now = monotonic_ns();
             if now >= self.window.0 + SPIN_WINDOW_NS {
-                let cpu = process_cpu_ns();
+                let cpu = thread_cpu_ns();
                 self.spin_ok = (cpu.saturating_sub(self.window.1) as f64) < SPIN_CPU_CAP * (now - self.window.0) as f64;
                 self.window = (now, cpu);
             }
@@ -241,7 +243,7 @@ impl Io for TunIo {
     }
 
     fn cpu_ns(&mut self) -> u64 {
-        process_cpu_ns()
+        thread_cpu_ns()
     }
 }
 
