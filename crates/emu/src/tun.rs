@@ -188,7 +188,9 @@ impl Io for TunIo {
             let now = monotonic_ns();
             if now >= self.window.0 + SPIN_WINDOW_NS {
                 let cpu = thread_cpu_ns();
-                self.spin_ok = (cpu.saturating_sub(self.window.1) as f64) < SPIN_CPU_CAP * (now - self.window.0) as f64;
+                let used = cpu.saturating_sub(self.window.1) as f64 / (now - self.window.0) as f64;
+                self.spin_ok = used < SPIN_CPU_CAP;
+                crate::awake::set_load(used);
                 self.window = (now, cpu);
             }
             if now >= deadline {
