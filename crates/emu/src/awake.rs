@@ -2,9 +2,10 @@
 //!
 //! In a virtual machine an idle virtual CPU halts, and the hypervisor must
 //! schedule it again when the emulator's timer fires; on a busy host that
-//! wake-up can take milliseconds (measured on a 2-CPU VM: 200 to 1,900 of
-//! 120,000 packets delivered more than 1 ms late, the worst 4 to 11 ms,
-//! with the guest's steal time at 25-37 % during runs). A thread at the
+//! wake-up can take milliseconds (measured on a 2-CPU VM at 100 Mbit/s:
+//! 208 to 6,132 of about 120,000 packets delivered more than 1 ms late, the
+//! worst 3.7 to 10.6 ms, with the guest's steal time at 25-37 % during
+//! runs; 27 to 1,030 with this thread). A thread at the
 //! lowest priority there is (SCHED_IDLE), pinned to the emulator's CPU,
 //! keeps that CPU from ever going idle: the emulator preempts it at once
 //! inside the guest, and it never delays anything else (any other thread
@@ -14,9 +15,9 @@
 //! It rests while the emulator keeps its CPU busy anyway (more than
 //! [`BUSY_LOAD`] of the last 10 ms window): there the CPU seldom idles, and
 //! spinning cost the hosts' side throughput (one CUBIC flow at 1 Gbit/s:
-//! 0.85-0.87 of the ceiling in the steady state with it, 0.97-0.98
-//! without, on the same VM; the other virtual CPU is likely its SMT
-//! sibling on the host).
+//! 0.85-0.87 of the ceiling in the steady state with it always on,
+//! 0.97-0.98 without, on the same VM; the other virtual CPU is likely its
+//! SMT sibling on the host).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -179,9 +179,12 @@ pub fn run_json(input: &str) -> Result<String, String> {
         Err(e) => return Err(e),
     };
     let awake = match (&placed, cfg.keep_awake) {
-        (Some(a), true) => Some(awake::KeepAwake::start(a.cpu).map_err(|e| e.to_string())),
+        (Some(a), true) => {
+            awake::KeepAwake::start(a.cpu).map_err(|e| eprintln!("emulator: CPU {} not kept awake: {e}", a.cpu)).ok()
+        }
         _ => None,
     };
+    let keep_awake = awake.is_some();
     let rt = cfg.rt_priority.filter(|&p| p > 0).and_then(|p| tun::set_realtime(p.min(99)).ok().map(|old| (p, old)));
     let guard = signals::SignalGuard::install();
     let reason = emu.run(&mut io, cfg.stop_at_monotonic_ns, &signals::stop_requested);
@@ -189,10 +192,6 @@ pub fn run_json(input: &str) -> Result<String, String> {
     if let Some((_, old)) = &rt {
         tun::restore_scheduling(old);
     }
-    let keep_awake = awake.as_ref().map(|k| k.as_ref().map(|_| true).unwrap_or_else(|e| {
-        eprintln!("emulator: CPU not kept awake: {e}");
-        false
-    }));
     drop(awake);
     if let Some(a) = &placed {
         cpu::undo(a, &cfg.tun);
@@ -209,7 +208,7 @@ pub fn run_json(input: &str) -> Result<String, String> {
         "cpu": placed.as_ref().map(|a| a.cpu),
         "rps_cpus": placed.as_ref().map(|a| a.rps.clone()),
         "placement_error": placement_error,
-        "keep_awake": keep_awake.unwrap_or(false),
+        "keep_awake": keep_awake,
     });
     let summary = emu.finish(&mut io, reason, extra);
     Ok(summary.to_string())

@@ -164,17 +164,17 @@ JITTER_BACK_ALLOWED = JITTER_ALLOWED.replace("default 0", "default: the A → B 
 
 
 def _link_jitter(allowed: str) -> PlainValidator:
-    """A link's jitter: a time up to LINK_JITTER_MAX_NS."""
-    def validate(value: Any) -> int:
+    """A link's jitter: a time up to LINK_JITTER_MAX_NS, errors naming ``allowed``."""
+    def parse(value: Any) -> int:
         try:
             ns = units.parse_time(value)
         except units.UnitError as e:
-            raise PydanticCustomError("ccbench_unit", "{problem}", {"problem": e.problem, "allowed": allowed})
+            raise units.UnitError(e.problem, allowed) from None
         if ns > LINK_JITTER_MAX_NS:
-            raise PydanticCustomError("ccbench_unit", "{problem}", {"problem": "out of range", "allowed": allowed})
+            raise units.UnitError("out of range", allowed)
         return ns
 
-    return PlainValidator(validate)
+    return _unit(parse)
 
 
 Jitter = Annotated[int, _link_jitter(JITTER_ALLOWED)]
