@@ -242,6 +242,7 @@ impl World {
             sample_interval: cfg.sample_interval_ns,
             res: SimResult::default(),
         };
+        let tcp = std::sync::Arc::new(cfg.tcp.clone());
         for (fi, f) in cfg.flows.iter().enumerate() {
             let (path, back) = flow_routes[fi];
             // Each connection's CCA gets its own seed (BBR's random phase).
@@ -262,8 +263,8 @@ impl World {
                 pingpong: f.kind == FlowKind::Rpc,
             };
             w.conns.push(Connection {
-                sender: Sender::new(main as u32, path, &cfg.tcp, cca, opts),
-                receiver: Receiver::new(main as u32, back, &cfg.tcp, opts),
+                sender: Sender::new(main as u32, path, tcp.clone(), cca, opts),
+                receiver: Receiver::new(main as u32, back, tcp.clone(), opts),
                 flow: fi,
                 peer: None,
             });
@@ -271,8 +272,8 @@ impl World {
                 let id = w.conns.len();
                 let cca = mk(2 * fi as u64 + 2)?;
                 w.conns.push(Connection {
-                    sender: Sender::new(id as u32, back, &cfg.tcp, cca, opts),
-                    receiver: Receiver::new(id as u32, path, &cfg.tcp, opts),
+                    sender: Sender::new(id as u32, back, tcp.clone(), cca, opts),
+                    receiver: Receiver::new(id as u32, path, tcp.clone(), opts),
                     flow: fi,
                     peer: Some(main),
                 });

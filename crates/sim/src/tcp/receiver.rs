@@ -8,6 +8,7 @@ use crate::config::{DelayedAck, TcpConfig};
 use crate::packet::{Packet, MAX_SACK};
 use crate::timer::Timer;
 use netcore::Nanos;
+use std::sync::Arc;
 
 /// Linux TCP_MAX_QUICKACKS.
 const QUICKACKS: u32 = 16;
@@ -87,7 +88,8 @@ pub struct Receiver {
     conn_id: u32,
     /// The route of the ACKs (against the data).
     route: u32,
-    cfg: TcpConfig,
+    /// Shared by every connection of a run: one copy stays cached.
+    cfg: Arc<TcpConfig>,
     opts: ConnOpts,
     rcv_nxt: u64,
     /// rcv_nxt when the last ACK was sent (Linux rcv_wup).
@@ -126,7 +128,7 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    pub fn new(conn_id: u32, route: u32, cfg: &TcpConfig, opts: ConnOpts) -> Receiver {
+    pub fn new(conn_id: u32, route: u32, cfg: Arc<TcpConfig>, opts: ConnOpts) -> Receiver {
         Receiver {
             conn_id,
             route,
@@ -141,7 +143,7 @@ impl Receiver {
             ts_recent: 0,
             dsack: None,
             quickacks: QUICKACKS,
-            window: WindowGrowth::new(cfg),
+            window: WindowGrowth::new(&cfg),
             ce_state: false,
             delack_timer: Timer::default(),
             compressed: 0,
@@ -508,7 +510,7 @@ mod tests {
     /// drained the queue).
     #[test]
     fn pushed_segment_is_acked_at_once() {
-        let mut r = Receiver::new(0, 0, &tcp_cfg(), ConnOpts::default());
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
         let mut out = Out::default();
         let mut seq = 0;
         // Leave quick-ACK mode (window growth, then 16 quick ACKs).
@@ -539,7 +541,7 @@ mod tests {
     #[test]
     fn pingpong_receiver_leaves_its_ack_to_the_answer() {
         let opts = ConnOpts { pingpong: true, ..ConnOpts::default() };
-        let mut r = Receiver::new(0, 0, &tcp_cfg(), opts);
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), opts);
         let mut out = Out::default();
         let mut seq = 0;
         for _ in 0..20 {
@@ -569,7 +571,7 @@ mod tests {
     #[test]
     fn window_growth_keeps_quick_acks() {
         let cfg = tcp_cfg();
-        let mut r = Receiver::new(0, 0, &cfg, ConnOpts::default());
+        let mut r = Receiver::new(0, 0, cfg.clone().into(), ConnOpts::default());
         assert_eq!(segment_truesize(1448, 52), 2304);
         assert_eq!(r.window.window_clamp, 6_291_456 * 160 / 256);
         let mut out = Out::default();
@@ -594,7 +596,7 @@ mod tests {
     /// block of the next ACK (D-SACK, RFC 2883), before the regular blocks.
     #[test]
     fn duplicates_are_reported_by_dsack() {
-        let mut r = Receiver::new(0, 0, &tcp_cfg(), ConnOpts::default());
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
         let mut out = Out::default();
         let data = |n: u64| Packet { seq: n * 1448, len: 1448, ..Packet::default() };
         r.on_data(&data(0), 0, &mut out);
@@ -626,7 +628,7 @@ mod tests {
     fn sack_compression_holds_acks_after_three() {
         const MS: Nanos = 1_000_000;
         let run = |cfg: TcpConfig| {
-            let mut r = Receiver::new(0, 0, &cfg, ConnOpts::default());
+            let mut r = Receiver::new(0, 0, cfg.clone().into(), ConnOpts::default());
             let mut out = Out::default();
             r.on_syn(&Packet { syn: true, ..Packet::default() }, 0, &mut out);
             r.quickacks = 0;

@@ -33,6 +33,7 @@ use crate::stats::RttStats;
 use crate::timer::Timer;
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 mod ack;
 mod output;
@@ -102,7 +103,8 @@ pub struct Sender {
     conn_id: u32,
     /// The route of the data this side sends.
     route: u32,
-    cfg: TcpConfig,
+    /// Shared by every connection of a run: one copy stays cached.
+    cfg: Arc<TcpConfig>,
     opts: ConnOpts,
     pacing: bool,
     state: State,
@@ -229,7 +231,7 @@ pub struct SenderStats {
 }
 
 impl Sender {
-    pub fn new(conn_id: u32, route: u32, cfg: &TcpConfig, cca: Box<dyn CongestionControl>, opts: ConnOpts) -> Sender {
+    pub fn new(conn_id: u32, route: u32, cfg: Arc<TcpConfig>, cca: Box<dyn CongestionControl>, opts: ConnOpts) -> Sender {
         let mut c = Conn::new(cfg.mss, cfg.init_cwnd);
         c.hz = cfg.kernel_hz.map_or(1000, u64::from);
         c.header_bytes = cfg.header_bytes;
@@ -265,7 +267,7 @@ impl Sender {
             unlimited: false,
             app_pending: 0,
             push_seqs: VecDeque::new(),
-            sndbuf: SendBuffer::new(cfg),
+            sndbuf: SendBuffer::new(&cfg),
             peer_window: cfg.rmem_bytes / 2 / cfg.mss as u64 * cfg.mss as u64,
             skb_left: 0,
             skb_segs: 0,

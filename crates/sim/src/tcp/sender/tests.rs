@@ -110,7 +110,7 @@ fn handshake_after_syn_retransmissions() {
     // (srtt in µs, cwnd) after `n` SYN timeouts and a SYN-ACK that
     // echoes SYN number `echo`, 30.5 ms after the last SYN left.
     fn handshake(n: usize, echo: usize) -> (u64, u32) {
-        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("reno").unwrap(), ConnOpts::default());
+        let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("reno").unwrap(), ConnOpts::default());
         let mut out = Out::default();
         s.set_unlimited(true, 0, &mut out);
         s.connect(0, &mut out);
@@ -145,7 +145,7 @@ fn sent(out: &Out) -> Vec<(u64, bool)> {
 #[test]
 fn psh_ends_each_multi_segment_skb_and_each_write() {
     let cca = crate::cc::by_name("reno").unwrap();
-    let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), cca, ConnOpts::default());
     let mut out = Out::default();
     s.write(11 * 1448 + 100, 0, &mut out);
     s.connect(0, &mut out);
@@ -165,7 +165,7 @@ fn psh_ends_each_multi_segment_skb_and_each_write() {
 #[test]
 fn tso_size_follows_the_rate_the_min_rtt_and_the_cca() {
     let tso = |cca: &str, rate: u64, min_rtt_us: u32| {
-        let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name(cca).unwrap(), ConnOpts::default());
+        let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name(cca).unwrap(), ConnOpts::default());
         s.c.pacing_rate = rate;
         s.c.min_rtt_us = min_rtt_us;
         s.tso_segs()
@@ -181,7 +181,7 @@ fn tso_size_follows_the_rate_the_min_rtt_and_the_cca() {
 /// initial window went out then.
 fn bulk_reno_set_up() -> (Sender, Out) {
     let cca = crate::cc::by_name("reno").unwrap();
-    let mut s = Sender::new(0, 0, &tcp_cfg(), cca, ConnOpts::default());
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), cca, ConnOpts::default());
     let mut out = Out::default();
     s.set_unlimited(true, 0, &mut out);
     s.connect(0, &mut out);
@@ -347,7 +347,7 @@ fn connected(cfg: &TcpConfig, cca: &str, data: Option<u64>, synack_ns: Nanos) ->
 
 /// `connected` with a CCA given as an object (a test's recorder).
 fn connected_with(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
-    let mut s = Sender::new(0, 0, cfg, cca, ConnOpts::default());
+    let mut s = Sender::new(0, 0, cfg.clone().into(), cca, ConnOpts::default());
     let mut out = Out::default();
     match data {
         Some(n) => s.write(n, 0, &mut out),
@@ -433,7 +433,7 @@ fn min_rtt_is_windowed_and_skips_maybe_delayed_acks() {
     // does not, and the rate sample says the ACK may have been delayed
     // (BBR then does not refresh an expired min RTT with it).
     let rate = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-    let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(Default::default(), rate.clone())), ConnOpts::default());
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), Box::new(Recorder(Default::default(), rate.clone())), ConnOpts::default());
     let mut out = Out::default();
     s.write(724, 0, &mut out);
     s.connect(0, &mut out);
@@ -452,7 +452,7 @@ fn ack_with_ece_is_not_maybe_delayed() {
     for ece in [false, true] {
         let rate = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
-        let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(Default::default(), rate.clone())), opts);
+        let mut s = Sender::new(0, 0, tcp_cfg().into(), Box::new(Recorder(Default::default(), rate.clone())), opts);
         let mut out = Out::default();
         s.write(724, 0, &mut out);
         s.connect(0, &mut out);
@@ -470,7 +470,7 @@ fn ack_with_ece_is_not_maybe_delayed() {
 fn cca_rtt_is_the_echo_when_karn_voids_the_sample() {
     let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     let rate_rtts = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-    let mut s = Sender::new(0, 0, &tcp_cfg(), Box::new(Recorder(seen.clone(), rate_rtts.clone())), ConnOpts::default());
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), Box::new(Recorder(seen.clone(), rate_rtts.clone())), ConnOpts::default());
     let mut out = Out::default();
     s.set_unlimited(true, 0, &mut out);
     s.connect(0, &mut out);
@@ -588,7 +588,7 @@ fn rack_takes_the_rtt_of_the_last_segment_processed() {
 #[test]
 fn delayed_originals_undo_recovery_before_any_retransmission() {
     let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
-    let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), opts);
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("cubic").unwrap(), opts);
     let mut out = Out::default();
     s.set_unlimited(true, 0, &mut out);
     s.connect(0, &mut out);
@@ -903,7 +903,7 @@ fn dsack_after_reordering_widens_the_rack_window() {
 /// Ten segments written, eight acked, the probe timer fired (2·srtt +
 /// 2 ms after that ACK): the last segment went out again as a probe.
 fn probed_tail() -> (Sender, Out) {
-    let mut s = Sender::new(0, 0, &tcp_cfg(), crate::cc::by_name("cubic").unwrap(), ConnOpts::default());
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("cubic").unwrap(), ConnOpts::default());
     let mut out = Out::default();
     s.write(10 * 1448, 0, &mut out);
     s.connect(0, &mut out);
