@@ -47,11 +47,12 @@ fn main() {
     }
     let total: f64 = res.flows.iter().map(|f| f.goodput_bps).sum();
     println!(
-        "total {:.3} Mbit/s  wall {:.3} s  sim-s/wall-s {:.1}  bottleneck pkts/wall-s {:.0}  events {}",
+        "total {:.3} Mbit/s  wall {:.3} s  sim-s/wall-s {:.1}  bottleneck pkts/wall-s {:.0}  events {}  bottleneck_pkts {}",
         total / 1e6,
         wall,
         sim_s / wall,
         res.stats.bottleneck_pkts as f64 / wall,
-        res.stats.events
+        res.stats.events,
+        res.stats.bottleneck_pkts
     );
 }

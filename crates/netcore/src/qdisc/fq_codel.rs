@@ -427,6 +427,29 @@ mod tests {
         assert_eq!(q.dequeue(0).unwrap().flow, a);
     }
 
+    /// A queue that spent its deficit moves to the end of the old list
+    /// only when the round robin next comes to it, as in Linux: a queue
+    /// that becomes new meanwhile is served, then goes behind it. Moving
+    /// it on at once (in the same dequeue) would put the new queue ahead
+    /// of it and serve c before a at the sixth packet.
+    #[test]
+    fn spent_queue_moves_on_at_its_next_visit() {
+        let mut q = fq(Limit::Packets(100_000));
+        let (a, b) = two_keys(&q);
+        let c = (b + 1..).find(|k| ![q.queue_of(a), q.queue_of(b)].contains(&q.queue_of(*k))).unwrap();
+        for _ in 0..5 {
+            q.enqueue(E::new(1500, a), 0).unwrap();
+            q.enqueue(E::new(1500, b), 0).unwrap();
+        }
+        let mut order: Vec<u64> = (0..3).map(|_| q.dequeue(0).unwrap().flow).collect();
+        // a has just spent its quantum at the head of the old list.
+        for _ in 0..5 {
+            q.enqueue(E::new(1500, c), 0).unwrap();
+        }
+        order.extend((0..4).map(|_| q.dequeue(0).unwrap().flow));
+        assert_eq!(order, [a, b, a, c, b, c, a]);
+    }
+
     #[test]
     fn overflow_drops_from_the_fattest_queue() {
         let mut q = fq(Limit::Packets(100));
