@@ -72,7 +72,7 @@ def count(binary: Path, cfg: dict, work: Path, tag: str) -> dict:
         raise SystemExit(f"sim_counts: {binary} failed on {tag}: {run.stderr.strip()[-400:]}")
     ann = subprocess.run(["cg_annotate", "--show=Ir,D1mr,D1mw", "--show-percs=no", "--auto=no", "--threshold=0.05",
                           str(out_path)], capture_output=True, text=True, check=True).stdout
-    total = functions = None
+    total = None
     per_fn: dict[str, list[int]] = {}
     for line in ann.splitlines():
         parts = line.split()
@@ -85,10 +85,9 @@ def count(binary: Path, cfg: dict, work: Path, tag: str) -> dict:
             continue
         if ":" not in name:  # not a file:function line
             continue
-        functions = True
         fn = name.split(":", 1)[-1]
         per_fn[fn] = [a + b for a, b in zip(per_fn.get(fn, [0, 0, 0]), nums)]
-    if total is None or functions is None:
+    if total is None or not per_fn:
         raise SystemExit(f"sim_counts: could not read cg_annotate's output for {tag}")
     return {"pkts": int(m.group(1)), "total": total, "fn": per_fn}
 
