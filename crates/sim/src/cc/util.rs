@@ -32,7 +32,7 @@ pub fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
 pub fn jiffies_timer_ns(c: &Conn, delay_us: u64) -> u64 {
     let expires = jiffies(c) + usecs_to_jiffies(c, delay_us).max(1);
     // Start of jiffy `expires` on the µs clock `jiffies` reads. The usual
-    // HZ values get constant divisors: this runs twice per ACK, and a
+    // HZ values get constant divisors: this runs once or twice per ACK, and a
     // division by a variable costs tens of cycles.
     let start_us = match c.hz {
         1000 => expires * 1000,

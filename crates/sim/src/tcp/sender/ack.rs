@@ -199,7 +199,7 @@ impl Sender {
             self.probe_armed = false;
         } else if self.snd_una > prior_snd_una {
             self.rto_deadline = now + self.current_rto();
-            self.set_xmit_timer(now, out);
+            self.xmit_timer_due();
         }
         if new_first {
             // Linux `tcp_xmit_recovery` with REXMIT_NEW: new data only; if
@@ -209,12 +209,14 @@ impl Sender {
             self.new_data_first = false;
             if self.snd_nxt > self.high_seq {
                 self.check_space(now, out);
+                self.rearm_stale_xmit_timer(now, out);
                 return;
             }
             self.frto.stop();
         }
         self.send(now, out);
         self.check_space(now, out);
+        self.rearm_stale_xmit_timer(now, out);
     }
 
     /// Close a rate sample (Linux `tcp_rate_gen`); its RTT is the ACK's

@@ -146,6 +146,9 @@ pub struct Sender {
     /// When the RTO would fire, and whether the timer is set for a probe.
     rto_deadline: Nanos,
     probe_armed: bool,
+    /// An ACK moved `rto_deadline` and the timer still holds the old one:
+    /// whether new data could go out then (see `rearm_stale_xmit_timer`).
+    stale_xmit_timer: Option<bool>,
     /// A loss probe is outstanding up to this sequence (Linux `tlp_high_seq`).
     tlp_high_seq: Option<u64>,
     /// That probe was a retransmission (Linux `tlp_retrans`).
@@ -278,6 +281,7 @@ impl Sender {
             rto_timer: Timer::default(),
             rto_deadline: 0,
             probe_armed: false,
+            stale_xmit_timer: None,
             tlp_high_seq: None,
             tlp_retrans: false,
             pace_timer: Timer::default(),

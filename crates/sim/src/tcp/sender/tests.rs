@@ -777,6 +777,32 @@ fn loss_probe_fires_on_a_jiffy_tick() {
     }
 }
 
+/// An ACK arms the retransmission timer after the sends it allows, and
+/// only when none of them re-armed it (`rearm_stale_xmit_timer`). Whether
+/// the probe is armed then depends on whether new data could go out at the ACK,
+/// as in Linux's `tcp_ack`, not after an application write that came since.
+#[test]
+fn an_acks_deferred_timer_uses_the_state_at_the_ack() {
+    // Five segments, all out at 0.3 ms: nothing new to send.
+    let (mut at_ack, mut out_a) = short_path(1000, Some(5 * 1448));
+    let (mut deferred, mut out_d) = short_path(1000, Some(5 * 1448));
+    let now = 600_000;
+    for s in [&mut at_ack, &mut deferred] {
+        s.set_now(now);
+        s.rto_deadline = now + s.current_rto();
+    }
+    at_ack.set_xmit_timer(now, &mut out_a);
+    deferred.xmit_timer_due();
+    deferred.write_seq += 1448; // the application writes before the timer is armed
+    deferred.rearm_stale_xmit_timer(now, &mut out_d);
+    assert!(at_ack.probe_armed);
+    assert!(deferred.probe_armed);
+    assert_eq!(deferred.rto_timer.deadline(), at_ack.rto_timer.deadline());
+    // Armed from the state after the write, it would hold no probe.
+    deferred.set_xmit_timer(now, &mut out_d);
+    assert!(!deferred.probe_armed);
+}
+
 /// With one segment out the probe waits 2·srtt + the minimum RTO, later
 /// than the RTO itself; Linux still arms the probe, at the RTO's time.
 #[test]

@@ -113,9 +113,20 @@ impl Sender {
     /// (`jiffies_timer_ns`): on a 0.3 ms path at 250 Hz the probe is one
     /// 4 ms jiffy and fires at the next tick.
     pub(super) fn set_xmit_timer(&mut self, now: Nanos, out: &mut Out) {
+        let could_send_new = self.could_send_new();
+        self.arm_xmit_timer(now, out, could_send_new);
+    }
+
+    fn could_send_new(&self) -> bool {
+        self.c.packets_in_flight() < self.c.cwnd && self.has_data()
+    }
+
+    /// `set_xmit_timer` with whether new data could go out as it was when
+    /// the timer was due to be armed.
+    fn arm_xmit_timer(&mut self, now: Nanos, out: &mut Out, could_send_new: bool) {
+        self.stale_xmit_timer = None;
         let mut at = jiffies_timer_ns(&self.c, self.rto_deadline.saturating_sub(now) / NS_PER_US);
         self.probe_armed = false;
-        let could_send_new = self.c.packets_in_flight() < self.c.cwnd && self.has_data();
         if self.cfg.sack
             && matches!(self.c.ca_state, CaState::Open | CaState::Cwr)
             && self.tlp_high_seq.is_none()
@@ -130,6 +141,25 @@ impl Sender {
         if let Some(t) = self.rto_timer.arm(self.opts.timer_at(at)) {
             out.timers.push((t, self.conn_id, TimerKind::Rto));
         }
+    }
+
+    /// `tcp_ack` arms the timer (Linux `tcp_set_xmit_timer`) before the
+    /// sends the ACK allows, and every send that sends something arms it
+    /// again, which is what the timer then holds. So the ACK's arming is
+    /// made here, after those sends, only if none of them re-armed the
+    /// timer. Its inputs are then as they were at the ACK: no send moved
+    /// the deadline or the segments out, and whether new data could go out
+    /// (an application write may have come since) was kept in
+    /// `stale_xmit_timer`. Most ACKs send, so this saves one arming per ACK.
+    pub(super) fn rearm_stale_xmit_timer(&mut self, now: Nanos, out: &mut Out) {
+        if let Some(could_send_new) = self.stale_xmit_timer {
+            self.arm_xmit_timer(now, out, could_send_new);
+        }
+    }
+
+    /// At the ACK: the timer is due to be armed (see `rearm_stale_xmit_timer`).
+    pub(super) fn xmit_timer_due(&mut self) {
+        self.stale_xmit_timer = Some(self.could_send_new());
     }
 
     /// The probe: one new segment if there is one (cwnd notwithstanding),
