@@ -42,8 +42,8 @@ def per_run(path: str, steady_after_us: int) -> tuple[dict, dict, dict]:
     param_cols = [c for c in m.columns if c not in
                   ("study", "backend", "config_id", "run_id", "repetition", "status", "metric", "group", "key", "value")]
     for cid, g in m.groupby("config_id"):
-        groups = set(g.group.dropna())
-        pool = next(iter(groups)) if len(groups - {"all flows"}) == 1 else "all flows"
+        classes = set(g.group.dropna()) - {"all flows"}
+        pool = next(iter(classes)) if len(classes) == 1 else "all flows"
         g = g[g.group == pool]
         values[cid] = {k: list(v.value) for k, v in g.groupby("metric")}
         first = g.iloc[0]
@@ -71,8 +71,8 @@ def main() -> int:
     after_us = parse_time(args.steady_after) // 1000
     lin, labels, emu = per_run(args.linux, after_us)
     sim, sim_labels, _ = per_run(args.sim, after_us)
-    # A label from the swept parameters where either store has them.
-    labels = {c: (labels.get(c) if labels.get(c, c) != c else sim_labels.get(c, c)) for c in set(labels) | set(sim_labels)}
+    # The swept parameters name a configuration where the linux store has them, else the sim store's.
+    labels = {c: labels[c] if labels.get(c, c) != c else sim_labels.get(c, c) for c in set(lin) & set(sim)}
     agree = judged = 0
     for cid in sorted(set(lin) & set(sim), key=lambda c: labels[c]):
         l, s = lin[cid], sim[cid]
