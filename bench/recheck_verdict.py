@@ -22,9 +22,12 @@ import argparse
 import json
 import statistics
 import sys
+from pathlib import Path
 
 from ccbench.api import open_results
-from ccbench.spec import parse_time
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cli import run, time_us  # noqa: E402  (the bench's shared option and exit handling)
 
 # The validation's judged metrics and tolerances (ccbench.validate.comparison).
 JUDGED = {"goodput_steady_sum": 0.05, "srtt_steady": 0.10}
@@ -66,9 +69,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("linux")
     ap.add_argument("sim")
-    ap.add_argument("--steady-after", default="2s", help="the warm-up the steady metrics skip (default 2s)")
+    ap.add_argument("--steady-after", default="2s", type=time_us, help="the warm-up the steady metrics skip (default 2s)")
     args = ap.parse_args()
-    after_us = parse_time(args.steady_after) // 1000
+    after_us = args.steady_after
     lin, labels, emu = per_run(args.linux, after_us)
     sim, sim_labels, _ = per_run(args.sim, after_us)
     # The swept parameters name a configuration where the linux store has them, else the sim store's.
@@ -98,4 +101,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main, "recheck_verdict")
