@@ -1,6 +1,6 @@
 """What the bench's scripts over a results directory share: a time option
-parsed as studies write times, and a main that reports a bad directory in
-one line instead of a traceback."""
+parsed as studies write times, the flows the validation judges, and a main
+that reports a bad directory in one line instead of a traceback."""
 
 from __future__ import annotations
 
@@ -19,6 +19,17 @@ def time_us(value: str) -> int:
         return parse_time(value) // 1000
     except UnitError as e:
         raise argparse.ArgumentTypeError(f"{value!r}: {e.problem} (allowed: {e.allowed})") from None
+
+
+# Columns of ccbench.api's metrics table that are not a swept parameter.
+METRIC_COLUMNS = ("study", "backend", "config_id", "run_id", "repetition", "status", "metric", "group", "key", "value")
+
+
+def judged_group(metrics):
+    """Rows of one configuration's or run's metrics for the flows the validation
+    judges: the one class of flows if there is one, else all flows pooled."""
+    classes = set(metrics.group.dropna()) - {"all flows"}
+    return metrics[metrics.group == (next(iter(classes)) if len(classes) == 1 else "all flows")]
 
 
 def run(main: Callable[[], int], prog: str) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from ccbench.api import open_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _cli import run, time_us  # noqa: E402  (the bench's shared option and exit handling)
+from _cli import METRIC_COLUMNS, judged_group, run, time_us  # noqa: E402  (the bench's shared option and exit handling)
 
 # The validation's judged metrics and tolerances (ccbench.validate.comparison).
 JUDGED = {"goodput_steady_sum": 0.05, "srtt_steady": 0.10}
@@ -42,12 +42,9 @@ def per_run(path: str, steady_after_us: int) -> tuple[dict, dict, dict]:
     # One class of flows: its group; several: all flows (as the validation pools them).
     values: dict[str, dict[str, list[float]]] = {}
     labels: dict[str, str] = {}
-    param_cols = [c for c in m.columns if c not in
-                  ("study", "backend", "config_id", "run_id", "repetition", "status", "metric", "group", "key", "value")]
+    param_cols = [c for c in m.columns if c not in METRIC_COLUMNS]
     for cid, g in m.groupby("config_id"):
-        classes = set(g.group.dropna()) - {"all flows"}
-        pool = next(iter(classes)) if len(classes) == 1 else "all flows"
-        g = g[g.group == pool]
+        g = judged_group(g)
         values[cid] = {k: list(v.value) for k, v in g.groupby("metric")}
         first = g.iloc[0]
         labels[cid] = " ".join(f"{c}={first[c]}" for c in param_cols if first[c] is not None) or cid

@@ -17,16 +17,14 @@ per combination of those outcomes.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from ccbench.api import open_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _cli import run, time_us  # noqa: E402  (the bench's shared option and exit handling)
-
-FIXED = ("study", "backend", "config_id", "run_id", "repetition", "status", "metric", "group", "key", "value")
-
+from _cli import METRIC_COLUMNS, judged_group, run, time_us  # noqa: E402  (the bench's shared option and exit handling)
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -38,32 +36,31 @@ def main() -> int:
     with open_results(args.results, steady_after_us=args.steady_after) as r:
         m = r.metrics()
         samples = r.samples
+        configs = dict(zip(r.runs.run_id, r.runs.config))
     m = m[(m.metric == "srtt_steady") & (m.status == "ok")]
-    params = [c for c in m.columns if c not in FIXED]
+    params = [c for c in m.columns if c not in METRIC_COLUMNS]
     rows = []
-    for run, g in m.groupby("run_id"):
-        # One class of flows: its group; several: all flows (as the validation pools them).
-        classes = set(g.group.dropna()) - {"all flows"}
-        g = g[g.group == (next(iter(classes)) if len(classes) == 1 else "all flows")]
+    for run_id, g in m.groupby("run_id"):
+        g = judged_group(g)
         if g.empty:
             continue
         first = g.iloc[0]
         label = " ".join(f"{c}={first[c]}" for c in params if first[c] is not None)
-        s = samples[samples.run_id == run]
-        cwnd_at = s[s.time_us >= at_us].groupby("flow_id").first()
-        last = s.groupby("flow_id").last()
-        mss = 1448
+        config = configs[run_id]
+        mss = (json.loads(config) if isinstance(config, str) else config)["tcp"]["mss"]
+        s = samples[samples.run_id == run_id]
 
         def segs(frame):
             return " ".join(str(round(b / mss)) for b in frame.cwnd_bytes)
 
-        rows.append((label, first.value / 1000, run, segs(cwnd_at), segs(last)))
+        rows.append((label, first.value / 1000, run_id, segs(s[s.time_us >= at_us].groupby("flow_id").first()),
+                     segs(s.groupby("flow_id").last())))
     if not rows:
         print(f"slowstart_regimes: no ok runs with samples in {args.results}", file=sys.stderr)
         return 1
     print(f"{'mean srtt ms':>12}  {f'cwnd at {at_us / 1e6:g} s':<24} {'cwnd at the end':<24} run          configuration")
-    for label, srtt, run, at, end in sorted(rows):
-        print(f"{srtt:12.1f}  {at:<24} {end:<24} {run}  {label}")
+    for label, srtt, run_id, at, end in sorted(rows):
+        print(f"{srtt:12.1f}  {at:<24} {end:<24} {run_id}  {label}")
     return 0
 
 
