@@ -189,6 +189,84 @@ def test_analysis_and_outputs_without_root(tmp_path, capsys):
         assert b.errors() == [] and b.eval("window.ccbenchErrors") == []
 
 
+def test_a_recheck_adds_runs_to_the_chosen_scenarios_only():
+    p = validate.plan("quick", duration="3s", reps=2)
+    cubic = next(r.config_id for r in p.runs("sim") if r.params["flows.0.cca"] == "cubic")
+    q = p.rechecked([cubic], 3)
+    for b in ("sim", "linux"):
+        before, after = p.runs(b), q.runs(b)
+        assert {r.run_id for r in before} < {r.run_id for r in after}  # the first runs are the same runs
+        reps = {cid: sorted(r.repetition for r in after if r.config_id == cid) for cid in {r.config_id for r in after}}
+        assert reps[cubic] == [0, 1, 2, 3, 4]
+        assert [v for k, v in reps.items() if k != cubic] == [[0, 1]]
+    assert q.reps == 2 and q.recheck == {cubic: 5}
+    assert [r.config_id for r in q.runs("sim")] == [r.config_id for r in q.runs("linux")]
+
+
+def _as_linux(store, p, runspecs, rtt_scale=1.0):
+    """Store the sim's result of each of ``runspecs``' repetitions as that linux
+    run, its sampled srtt scaled by ``rtt_scale``."""
+    from ccbench.backends.sim import SimBackend
+
+    sim = {(r.config_id, r.repetition): r for r in p.runs("sim")}
+    for lr in runspecs:
+        res = SimBackend().run(sim[(lr.config_id, lr.repetition)])
+        res.samples["srtt_us"] = [None if x is None else x * rtt_scale for x in res.samples["srtt_us"]]
+        store.write_run(study=validate.STUDY_NAME, runspec=lr, backend="linux", status="ok", result=res)
+
+
+def test_recheck_judges_a_disagreeing_scenario_again_on_all_its_runs(tmp_path, capsys):
+    """The sim's results stored a second time as the 'linux' half, cubic's
+    first two with a 25 % higher RTT: it disagrees at 2 runs a side. With
+    --recheck 3 it is judged on 5 a side, the 3 more stored unscaled, and
+    agrees; reno, which agreed, keeps its 2 runs."""
+    from ccbench.backends.sim import SimBackend
+    from ccbench.executor import execute
+    from ccbench.store import Store
+
+    p = validate.plan("quick", duration="3s", reps=2)
+    out = tmp_path / "v"
+    execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
+    cubic = next(r.config_id for r in p.runs("sim") if r.params["flows.0.cca"] == "cubic")
+    with Store(out) as store:
+        store.record_study(validate.STUDY_NAME, p.text, None)
+        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id != cubic])
+        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id == cubic], rtt_scale=1.25)
+    args = ["validate", "--grid", "quick", "--duration", "3s", "--reps", "2", "--out", str(out), "--no-run",
+            "--format", "json"]
+    assert main(args) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [s["verdict"] for s in doc["scenarios"]] == ["agree", "disagree"] and doc["recheck"] is None
+
+    # The re-check's runs, as a finished --recheck 3 would have left them.
+    q = p.rechecked([cubic], 3)
+    first = set(p.run_ids())
+    execute(q.studies["sim"], [r for r in q.runs("sim") if r.run_id not in first], SimBackend(), out,
+            versions_apart=False)
+    with Store(out) as store:
+        _as_linux(store, q, [r for r in q.runs("linux") if r.run_id not in first])
+    assert main(args + ["--recheck", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    reno, cub = doc["scenarios"]
+    assert (reno["verdict"], reno["rechecked"], reno["runs"]["linux"]["ok"]) == ("agree", False, 2)
+    assert (cub["verdict"], cub["rechecked"]) == ("agree", True)
+    assert cub["runs"]["sim"]["ok"] == cub["runs"]["linux"]["ok"] == 5
+    assert cub["metrics"]["rtt_mean_steady"]["linux"]["n"] == 5
+    assert doc["recheck"] == {"repetitions": 5, "scenarios": 1, "agree": 1}
+    rows = list(csv.DictReader((out / "validation.csv").open()))
+    assert {r["rechecked"] for r in rows if r["config_id"] == cubic} == {"1"}
+    assert {r["rechecked"] for r in rows if r["config_id"] != cubic} == {"0"}
+    assert "(rechecked)" in (out / "validation.html").read_text()
+    v = validate.analyse(q, out)
+    assert validate.summary_line(v).endswith(
+        "1 that disagreed at 2 runs a side were judged on 5 (--recheck), 1 of them now agree")
+
+    for bad in ("-1", "101"):
+        assert main(args + ["--recheck", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--recheck" in err and bad in err and "Traceback" not in err
+
+
 def _root_or_skip():
     need_linux_backend("ccbench validate runs the linux backend, which needs root (network namespaces, veth, TUN)")
 
@@ -220,6 +298,42 @@ def test_quick_validation_sim_agrees_with_the_kernel(tmp_path, capsys):
                                 f"(ratio {m['ratio']}; linux runs {m['linux']['values']}, sim {m['sim']['values']})")
     assert not problems, "; ".join(problems)
     assert code == 0
+
+
+def test_recheck_runs_the_disagreeing_scenario_on_both_backends(tmp_path, capsys):
+    """A real --recheck: the first half stored beforehand (the sim's results
+    as the 'linux' runs, cubic's with a 25 % higher RTT, so that it
+    disagrees); the command then runs cubic once more on each backend, the
+    linux run in the kernel, and judges it on both runs a side."""
+    _root_or_skip()
+    from ccbench.backends.sim import SimBackend
+    from ccbench.executor import execute
+    from ccbench.store import Store
+
+    p = validate.plan("quick", duration="3s", reps=1)
+    out = tmp_path / "v"
+    execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
+    cubic = next(r.config_id for r in p.runs("sim") if r.params["flows.0.cca"] == "cubic")
+    with Store(out) as store:
+        store.record_study(validate.STUDY_NAME, p.text, None)
+        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id != cubic])
+        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id == cubic], rtt_scale=1.25)
+    main(["validate", "--grid", "quick", "--duration", "3s", "--reps", "1", "--out", str(out), "--recheck", "1",
+          "--retry-suspect", "2", "--format", "json"])
+    printed = capsys.readouterr()
+    assert "--recheck: 1 scenario disagrees at 1 runs a side" in printed.err
+    doc = json.loads(printed.out)
+    assert doc["invocation"]["executed"] == {"sim": 1, "linux": 1}  # only the re-check's two runs
+    assert "--recheck 1" in doc["invocation"]["command"]
+    reno, cub = doc["scenarios"]
+    assert not reno["rechecked"] and reno["runs"]["linux"]["ok"] == 1
+    assert cub["rechecked"] and cub["runs"]["sim"]["ok"] == 2
+    assert cub["runs"]["linux"]["ok"] + cub["runs"]["linux"]["suspect"] == 2, cub["runs"]
+    q = p.rechecked([cubic], 1)
+    added = [r.run_id for r in q.runs("linux") if r.repetition == 1]
+    with Store(out) as store:
+        (rec,) = store.runs(run_ids=added)
+    assert rec.backend == "linux" and rec.status in ("ok", "suspect")
 
 
 def test_sim_runs_get_the_kernels_hz_without_changing_run_ids(monkeypatch):

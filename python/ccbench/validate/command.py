@@ -1,7 +1,7 @@
 """``ccbench validate``: how far is the simulator from the real Linux kernel?
 
     ccbench validate [--grid quick|medium|full | --quick] [--cca CCA ...] [--reps N] [--duration T]
-                     [--out DIR] [--jobs N] [--retry-suspect N] [--rerun-sim] [--no-run]
+                     [--out DIR] [--jobs N] [--retry-suspect N] [--recheck N] [--rerun-sim] [--no-run]
                      [--sim-host-jitter TIME] [--sim-path-jitter TIME]
                      [--format table|csv|json|markdown]
 
@@ -9,6 +9,9 @@ Runs the grid (validate/grid.py) on both backends (validate/running.py) into
 one results store (default ``results/validate/``), compares them
 (validate/comparison.py) and writes ``validation.csv``, ``validation.json``
 and ``validation.html`` there (validate/output.py, validate/page.py).
+``--recheck N`` then runs each scenario that disagrees N more times on both
+backends and judges it again on all its runs: on a noisy machine three runs
+a side can fall apart by chance (docs/validation/README.md, "Session 25").
 Exit status: 0 every scenario agrees, 1 some scenario disagrees or has no
 usable runs on a backend, 2 usage error, 130 interrupted.
 """
@@ -25,6 +28,8 @@ from typing import Any, Optional
 from ccbench import console
 from ccbench.errors import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from ccbench.validate.grid import DEFAULT_OUT, GRIDS, plan
+
+MAX_RECHECK = 100
 from ccbench.validate.running import RunLog, execute_plan, set_aside, sim_settings_changed, unfinished
 
 
@@ -45,6 +50,9 @@ def add_command(sub: Any) -> None:
                    help="sim runs at the same time (default 1; 0 = one per CPU); linux runs are always serial")
     v.add_argument("--retry-suspect", type=int, default=1, metavar="N",
                    help="run a linux run that came back suspect again, up to N times (default 1)")
+    v.add_argument("--recheck", type=int, default=0, metavar="N",
+                   help="run each scenario that disagrees N more times on both backends and judge it again on all "
+                        "its runs (default 0: no re-check)")
     v.add_argument("--sim-host-jitter", metavar="TIME",
                    help="give the sim runs this seeded per-packet host jitter (tcp.host_jitter, e.g. 200us; "
                         "outside the run ids, so they still pair with the linux runs; finished sim runs made with "
@@ -80,6 +88,8 @@ def _command(grid: str, args: Any, out: Path) -> str:
         cmd += ["--reps", str(args.reps)]
     if args.duration:
         cmd += ["--duration", args.duration]
+    if args.recheck:
+        cmd += ["--recheck", str(args.recheck)]
     if args.sim_host_jitter:
         cmd += ["--sim-host-jitter", args.sim_host_jitter]
     if args.sim_path_jitter:
@@ -97,8 +107,13 @@ def cmd_validate(args: Any) -> int:
     grid = "quick" if args.quick else (args.grid or "medium")
     if args.retry_suspect < 0:
         raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
+    if not 0 <= args.recheck <= MAX_RECHECK:
+        raise UsageError(f"--recheck: got {args.recheck}; allowed: a number of more runs from 0 to {MAX_RECHECK}")
     jobs = worker_count(args.jobs)
     p = plan(grid, args.duration, args.reps, args.cca, args.sim_host_jitter, args.sim_path_jitter)
+    # Every sim run this command may use: a re-check's too, whichever
+    # scenarios it turns out to need.
+    widest = p.rechecked(list(dict.fromkeys(r.config_id for r in p.runs("sim"))), args.recheck) if args.recheck else p
     out = Path(args.out) if args.out else DEFAULT_OUT
     show = args.format == "table"
     con = console.stdout()
@@ -110,9 +125,9 @@ def cmd_validate(args: Any) -> int:
     if args.rerun_sim and args.no_run:
         raise UsageError("--rerun-sim runs the simulator; it cannot be combined with --no-run")
     if args.rerun_sim:
-        n = len(set_aside(out, [r.run_id for r in p.runs("sim")], "--rerun-sim", only_suspect=False))
+        n = len(set_aside(out, [r.run_id for r in widest.runs("sim")], "--rerun-sim", only_suspect=False))
         info.print(f"--rerun-sim: {n} finished sim runs will run again", soft_wrap=True)
-    changed = sim_settings_changed(out, p.runs("sim"))
+    changed = sim_settings_changed(out, widest.runs("sim"))
     if changed and args.no_run:
         raise UsageError(f"--no-run: {len(changed)} sim runs in {out} were run with other simulator settings than "
                          "this command gives (--sim-host-jitter, --sim-path-jitter); give the ones they were run "
@@ -127,8 +142,6 @@ def cmd_validate(args: Any) -> int:
                    f"sim and linux → {out}; {todo} linux runs to do, about "
                    f"{todo * (p.duration_us / 1e6 + 1.6) / 60:.0f} min", soft_wrap=True)
         execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, console=info, log=log)
-    else:
-        log.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     # The analysis stack (numpy) only here: registering the command must not load it.
     from ccbench.store import find_db
     from ccbench.validate.comparison import analyse, summary_line
@@ -136,6 +149,20 @@ def cmd_validate(args: Any) -> int:
 
     find_db(out)  # a clear message when --no-run finds nothing
     v = analyse(p, out, log)
+    again = v.disagreeing() if args.recheck and not log.interrupted else []
+    if again:
+        first = set(p.run_ids())
+        p = p.rechecked(again, args.recheck)
+        if not args.no_run:
+            new = set(p.run_ids()) - first
+            todo = len(unfinished(out, [r.run_id for r in p.runs("linux") if r.run_id in new]))
+            info.print(f"--recheck: {len(again)} scenario{'s' if len(again) != 1 else ''} disagree"
+                       f"{'s' if len(again) == 1 else ''} at {p.reps} runs a side; each runs "
+                       f"{args.recheck} more times on both backends ({todo} linux runs to do, about "
+                       f"{todo * (p.duration_us / 1e6 + 1.6) / 60:.0f} min)", soft_wrap=True)
+            execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, console=info, log=log, only=new)
+        v = analyse(p, out, log)
+    log.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     paths = write_outputs(v)
     if args.format == "csv":
         sys.stdout.write(csv_text(v))

@@ -25,7 +25,9 @@ over all flows of a run (ccbench.analysis.metrics):
   retrans_pct        100 · Σ retransmitted / Σ sent segments   ±0.5 percentage points
   jfi_steady         Jain's index of the flows' steady goodput    ±0.05 (absolute)
 
-A scenario *agrees* when both judged metrics are within tolerance. Mean RTT
+A scenario *agrees* when both judged metrics are within tolerance. With
+``--recheck N`` the scenarios that disagree at the grid's repetitions run N
+more times on each backend and are judged again on all their runs. Mean RTT
 is judged on the srtt series of the samples table on both backends, which
 every linux run ever stored has (tcpi_rtt, sampled every interval).
 """
@@ -101,6 +103,7 @@ class Scenario:
     rows: dict[str, MetricRow]
     runs: dict[str, dict]  # backend -> {ok, suspect, failed, missing, run_ids, suspect_notes}
     series: dict[str, list]  # backend -> usable RunData (for the figures)
+    rechecked: bool = False  # run more times than the grid's repetitions (--recheck)
 
     @property
     def label(self) -> str:
@@ -130,7 +133,8 @@ class Scenario:
     def as_dict(self) -> dict:
         runs = {b: {k: v for k, v in d.items()} for b, d in self.runs.items()}
         return {"scenario": self.label, "config_id": self.config_id, "params": self.params,
-                "verdict": self.verdict, "beyond_spread": self.beyond_spread, "outside_tolerance": self.outside(),
+                "verdict": self.verdict, "beyond_spread": self.beyond_spread, "rechecked": self.rechecked,
+                "outside_tolerance": self.outside(),
                 "runs": runs, "metrics": {k: r.as_dict() for k, r in self.rows.items()}}
 
 
@@ -146,6 +150,7 @@ class Validation:
     machine: dict = field(default_factory=dict)
     sim_tcp: dict = field(default_factory=dict)  # Plan.sim_tcp
     sim_path: dict = field(default_factory=dict)  # Plan.sim_path
+    recheck_reps: int = 0  # the rechecked scenarios' repetitions in all (0: no --recheck)
 
     def counts(self) -> dict[str, int]:
         out = {"agree": 0, "disagree": 0, "no data": 0}
@@ -156,6 +161,13 @@ class Validation:
     def beyond_spread(self) -> int:
         """How many scenarios disagree by more than the runs' spread."""
         return sum(s.beyond_spread for s in self.scenarios)
+
+    def disagreeing(self) -> list[str]:
+        """The config ids of the scenarios that disagree (what --recheck runs again)."""
+        return [s.config_id for s in self.scenarios if s.verdict == "disagree"]
+
+    def rechecked(self) -> list["Scenario"]:
+        return [s for s in self.scenarios if s.rechecked]
 
     def suspect_runs(self) -> list[tuple[str, str, str]]:
         """(scenario, run id, note) of every suspect run left out."""
@@ -174,6 +186,8 @@ class Validation:
                            "of the larger |median| (ccbench.analysis.compare)",
             "counts": self.counts(),
             "disagree_beyond_spread": self.beyond_spread(),
+            "recheck": {"repetitions": self.recheck_reps, "scenarios": len(self.rechecked()),
+                        "agree": sum(s.verdict == "agree" for s in self.rechecked())} if self.recheck_reps else None,
             "machine": self.machine,
             "sim_tcp": self.sim_tcp,
             "sim_path": self.sim_path,
@@ -267,9 +281,9 @@ def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> Validation:
             stats[b] = {m.name: (c.stats.get(PIPELINE[m.source].key(pool)) if c is not None and pool else None)
                         or spread([]) for m in METRICS}
         rows = {m.name: compare_spreads(m, stats["sim"][m.name], stats["linux"][m.name]) for m in METRICS}
-        scenarios.append(Scenario(cid, _scenario_params(params[cid]), rows, runs, usable))
+        scenarios.append(Scenario(cid, _scenario_params(params[cid]), rows, runs, usable, cid in p.recheck))
     return Validation(p.grid, p.duration_us, p.warmup_us, p.reps, scenarios, out, log, machine_info(), p.sim_tcp,
-                      p.sim_path)
+                      p.sim_path, max(p.recheck.values(), default=0))
 
 
 def fmt_val(m: Metric, v: Optional[float]) -> str:
@@ -285,6 +299,10 @@ def summary_line(v: Validation) -> str:
             f"after a {v.warmup_us / 1e6:g} s warm-up)")
     if c["disagree"]:
         text += f"; {c['disagree']} disagree, {v.beyond_spread()} of them by more than the runs' spread"
+    again = v.rechecked()
+    if again:
+        text += (f"; {len(again)} that disagreed at {v.reps} runs a side were judged on {v.recheck_reps} "
+                 f"(--recheck), {sum(s.verdict == 'agree' for s in again)} of them now agree")
     if c["no data"]:
         text += f"; {c['no data']} without usable runs on a backend"
     sus = len(v.suspect_runs())

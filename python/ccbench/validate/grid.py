@@ -166,9 +166,13 @@ class Plan:
     # Link settings given to the sim runs' bottleneck and return link the
     # same way (``--sim-path-jitter``: {"jitter_ns": N}).
     sim_path: dict = field(default_factory=dict)
+    # Scenarios run more than `reps` times (``--recheck``): config id -> its
+    # repetitions in all. The studies are then parsed at the largest count
+    # and every other scenario keeps its first `reps`.
+    recheck: dict = field(default_factory=dict)
 
     def runs(self, backend: str) -> list:
-        runs = self.studies[backend].runs()
+        runs = [r for r in self.studies[backend].runs() if r.repetition < self.recheck.get(r.config_id, self.reps)]
         if backend == "sim":
             for r in runs:
                 r.config["tcp"].update(self.sim_tcp)
@@ -183,6 +187,14 @@ class Plan:
 
     def run_ids(self) -> list[str]:
         return [r.run_id for b in ("sim", "linux") for r in self.runs(b)]
+
+    def rechecked(self, config_ids: Sequence[str], extra: int) -> "Plan":
+        """This plan with the scenarios ``config_ids`` run ``extra`` more
+        times on each backend. A scenario's repetition has the same run id
+        whatever the count, so the first `reps` are this plan's own runs."""
+        total = self.reps + extra
+        text, studies = _studies(self.grid, self.duration, total)
+        return replace(self, text=text, studies=studies, recheck=dict.fromkeys(config_ids, total))
 
 
 def warmup_us(duration_us: int) -> int:
@@ -224,6 +236,14 @@ def _path_jitter(value: str) -> dict:
     return {"jitter_ns": ns} if ns else {}
 
 
+def _studies(grid: Grid, duration: str, reps: int) -> tuple[str, dict]:
+    """The grid's study text and its parsed study per backend."""
+    from ccbench.spec import parse_study
+
+    text = study_text(grid, duration, reps)
+    return text, {b: parse_study(text, filename=f"<validate grid {grid.name}>", backend=b) for b in ("sim", "linux")}
+
+
 def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None,
          ccas: Optional[Sequence[str]] = None, sim_host_jitter: Optional[str] = None,
          sim_path_jitter: Optional[str] = None) -> Plan:
@@ -233,7 +253,7 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
     on the bottleneck and the return link (``jitter``) on its sim runs if
     given. Raises StudyError/UsageError on bad values."""
     from ccbench.errors import UsageError
-    from ccbench.spec import kernel, parse_study
+    from ccbench.spec import kernel
 
     if isinstance(grid, str):
         if grid not in GRIDS:
@@ -260,8 +280,7 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
         parse_time(duration)
     except UnitError as e:
         raise UsageError(f"--duration: {e.problem} (got {duration!r}; allowed: {e.allowed})") from None
-    text = study_text(grid, duration, reps)
-    studies = {b: parse_study(text, filename=f"<validate grid {grid.name}>", backend=b) for b in ("sim", "linux")}
+    text, studies = _studies(grid, duration, reps)
     first = studies["sim"].runs()[0]
     dur_us = int(first.config["duration_ns"]) // 1000
     hz = kernel.config_hz()

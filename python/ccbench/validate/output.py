@@ -15,7 +15,7 @@ from ccbench.validate.page import html_page
 CSV_COLUMNS = ("scenario", "config_id", "cca", "flows", "rate", "rtt", "buffer", "loss", "verdict", "metric", "unit",
                "judged", "tolerance", "tolerance_kind", "sim_median", "sim_min", "sim_max", "sim_n",
                "linux_median", "linux_min", "linux_max", "linux_n", "ratio", "diff", "within", "exceeds_spread",
-               "linux_suspect", "linux_failed")
+               "linux_suspect", "linux_failed", "rechecked")
 
 
 def csv_text(v: Validation) -> str:
@@ -40,7 +40,8 @@ def csv_text(v: Validation) -> str:
                 s.label, s.config_id, p["cca"], p["flows"], p["rate"], p["rtt"], p["buffer"], p["loss"], s.verdict,
                 name, m.unit, m.judged, m.tolerance, "relative" if m.kind == "rel" else "absolute",
                 r.sim.median, r.sim.min, r.sim.max, r.sim.n, r.linux.median, r.linux.min, r.linux.max, r.linux.n,
-                r.ratio, r.diff, r.within, r.exceeds_spread, s.runs["linux"]["suspect"], s.runs["linux"]["failed"])])
+                r.ratio, r.diff, r.within, r.exceeds_spread, s.runs["linux"]["suspect"], s.runs["linux"]["failed"],
+                s.rechecked)])
     return buf.getvalue()
 
 
@@ -56,7 +57,10 @@ def table(v: Validation) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=escape(f"ccbench validate, grid {v.grid.name}: sim vs linux, median over {v.reps} repetitions"),
+    title = f"ccbench validate, grid {v.grid.name}: sim vs linux, median over {v.reps} repetitions"
+    if v.recheck_reps:
+        title += f" ({v.recheck_reps} for the scenarios marked rechecked)"
+    t = Table(title=escape(title),
               title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False,
               caption=escape(
                   f"goodput = Σ over flows and RTT = mean sampled srtt, both after {v.warmup_us / 1e6:g} s of warm-up; "
@@ -96,6 +100,8 @@ def table(v: Validation) -> Any:
         also = [k for k in s.outside() if k not in JUDGED and k in ("retrans_pct", "jfi_steady")]
         if also:
             verdict += escape(" (" + ", ".join(a.replace("_steady", "").replace("_pct", "") for a in also) + ")")
+        if s.rechecked:
+            verdict += " rechecked"
         t.add_row(escape(str(p["cca"])), str(p["flows"]), escape(str(p["rate"])), escape(str(p["rtt"])),
                   escape(str(p["buffer"])), escape(str(p["loss"])),
                   pair(rows["goodput_steady"]), ratio(rows["goodput_steady"]), ratio(rows["goodput"]),
@@ -163,7 +169,9 @@ def markdown_table(v: Validation) -> str:
             str(p["cca"]), str(p["flows"]), str(p["rate"]), str(p["rtt"]), str(p["buffer"]), str(p["loss"]),
             pair(rows["goodput_steady"]), ratio(rows["goodput_steady"]), ratio(rows["goodput"]),
             pair(rows["rtt_mean_steady"]), ratio(rows["rtt_mean_steady"]), pair(rows["retrans_pct"]),
-            pair(rows["jfi_steady"]), runs, s.verdict if s.verdict != "disagree" else "**disagree**"]) + " |")
+            pair(rows["jfi_steady"]), runs,
+            (s.verdict if s.verdict != "disagree" else "**disagree**") + (" (rechecked)" if s.rechecked else "")])
+            + " |")
     return "\n".join(lines) + "\n"
 
 

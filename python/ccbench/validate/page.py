@@ -133,7 +133,9 @@ def html_page(v: Validation) -> str:
     m = v.machine
     parts.append(
         f'<p class="muted">Grid <b>{esc(v.grid.name)}</b>: {esc(v.grid.describe())}; {v.reps} repetitions of '
-        f"{v.duration_us / 1e6:g} s; warm-up {v.warmup_us / 1e6:g} s. Machine: {esc(m.get('cpus'))} CPUs "
+        f"{v.duration_us / 1e6:g} s"
+        + (f" ({v.recheck_reps} for the {len(v.rechecked())} scenarios rechecked)" if v.recheck_reps else "")
+        + f"; warm-up {v.warmup_us / 1e6:g} s. Machine: {esc(m.get('cpus'))} CPUs "
         f"({esc(m.get('cpu', '?'))}), kernel {esc(m.get('kernel'))}, load average (1, 5, 15 min) at the "
         f"analysis {esc(' '.join(str(x) for x in m.get('loadavg_at_analysis', [])))}"
         + (f", before the linux runs {esc(' '.join(str(x) for x in log['load_before_linux']))}"
@@ -171,7 +173,7 @@ def html_page(v: Validation) -> str:
         lin = s.runs["linux"]
         runs = f"{r['goodput_steady'].sim.n}/{lin['ok']}" + (f" ({lin['suspect']} suspect)" if lin["suspect"] else "")
         verdict = {"agree": "agree", "disagree": '<span class="flag">disagree</span>',
-                   "no data": '<span class="flag">no data</span>'}[s.verdict]
+                   "no data": '<span class="flag">no data</span>'}[s.verdict] + (" (rechecked)" if s.rechecked else "")
         rows.append([f'<a href="#sc-{esc(s.config_id)}">{esc(s.label)}</a>',
                      cell(r["goodput_steady"], "sim"), cell(r["goodput_steady"], "linux"),
                      cell(r["goodput_steady"], "ratio"), cell(r["goodput"], "ratio"),

@@ -93,8 +93,11 @@ def set_aside_suspect(out: Path, run_ids: Sequence[str]) -> list[str]:
 
 
 def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, console: Any = None,
-                 log: Optional[RunLog] = None) -> RunLog:
-    """Run what is not finished yet: every sim run, then every linux run (serially)."""
+                 log: Optional[RunLog] = None, only: Optional[set] = None) -> RunLog:
+    """Run what is not finished yet: every sim run, then every linux run
+    (serially); with ``only``, just the plan's runs with those ids (a
+    re-check's new runs: the earlier runs' suspect ones have had their
+    retries)."""
     from ccbench import backends
     from ccbench.executor import execute
     from ccbench.executor.progress import make_progress
@@ -104,7 +107,10 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, c
     sim, linux = backends.get("sim"), backends.get("linux")
     sim.check()
     linux.check()
-    s = execute(p.studies["sim"], p.runs("sim"), sim, out, jobs=jobs, progress=progress(), versions_apart=False)
+    def chosen(backend: str) -> list:
+        return [r for r in p.runs(backend) if only is None or r.run_id in only]
+
+    s = execute(p.studies["sim"], chosen("sim"), sim, out, jobs=jobs, progress=progress(), versions_apart=False)
     log.executed["sim"] += s.executed
     log.skipped["sim"] += s.skipped
     if s.interrupted:
@@ -115,7 +121,7 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, c
         console.print(f"note: the load average is {log.load_before_linux[0]:.2f} before the linux runs; other "
                       "work on this machine can make the emulator late (such runs come back suspect)",
                       soft_wrap=True)
-    linux_runs = p.runs("linux")
+    linux_runs = chosen("linux")
     ids = [r.run_id for r in linux_runs]
     for attempt in range(retry_suspect + 1):
         inner = progress()
