@@ -215,6 +215,26 @@ def _as_linux(store, p, runspecs, rtt_scale=1.0):
         store.write_run(study=validate.STUDY_NAME, runspec=lr, backend="linux", status="ok", result=res)
 
 
+def _cubic_disagrees(tmp_path, reps):
+    """A quick-grid store of ``reps`` runs a side: the sim's, and as the
+    linux half the same results, cubic's with its RTT 25 % higher (so that
+    cubic disagrees and reno agrees). Returns (plan, store path, cubic's
+    config id)."""
+    from ccbench.backends.sim import SimBackend
+    from ccbench.executor import execute
+    from ccbench.store import Store
+
+    p = validate.plan("quick", duration="3s", reps=reps)
+    out = tmp_path / "v"
+    execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
+    cubic = next(r.config_id for r in p.runs("sim") if r.params["flows.0.cca"] == "cubic")
+    with Store(out) as store:
+        store.record_study(validate.STUDY_NAME, p.text, None)
+        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id != cubic])
+        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id == cubic], rtt_scale=1.25)
+    return p, out, cubic
+
+
 def test_recheck_judges_a_disagreeing_scenario_again_on_all_its_runs(tmp_path, capsys):
     """The sim's results stored a second time as the 'linux' half, cubic's
     first two with a 25 % higher RTT: it disagrees at 2 runs a side. With
@@ -224,14 +244,7 @@ def test_recheck_judges_a_disagreeing_scenario_again_on_all_its_runs(tmp_path, c
     from ccbench.executor import execute
     from ccbench.store import Store
 
-    p = validate.plan("quick", duration="3s", reps=2)
-    out = tmp_path / "v"
-    execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
-    cubic = next(r.config_id for r in p.runs("sim") if r.params["flows.0.cca"] == "cubic")
-    with Store(out) as store:
-        store.record_study(validate.STUDY_NAME, p.text, None)
-        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id != cubic])
-        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id == cubic], rtt_scale=1.25)
+    p, out, cubic = _cubic_disagrees(tmp_path, reps=2)
     args = ["validate", "--grid", "quick", "--duration", "3s", "--reps", "2", "--out", str(out), "--no-run",
             "--format", "json"]
     assert main(args) == 1
@@ -306,18 +319,9 @@ def test_recheck_runs_the_disagreeing_scenario_on_both_backends(tmp_path, capsys
     disagrees); the command then runs cubic once more on each backend, the
     linux run in the kernel, and judges it on both runs a side."""
     _root_or_skip()
-    from ccbench.backends.sim import SimBackend
-    from ccbench.executor import execute
     from ccbench.store import Store
 
-    p = validate.plan("quick", duration="3s", reps=1)
-    out = tmp_path / "v"
-    execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
-    cubic = next(r.config_id for r in p.runs("sim") if r.params["flows.0.cca"] == "cubic")
-    with Store(out) as store:
-        store.record_study(validate.STUDY_NAME, p.text, None)
-        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id != cubic])
-        _as_linux(store, p, [r for r in p.runs("linux") if r.config_id == cubic], rtt_scale=1.25)
+    p, out, cubic = _cubic_disagrees(tmp_path, reps=1)
     main(["validate", "--grid", "quick", "--duration", "3s", "--reps", "1", "--out", str(out), "--recheck", "1",
           "--retry-suspect", "2", "--format", "json"])
     printed = capsys.readouterr()
