@@ -272,7 +272,7 @@ def test_recheck_judges_a_disagreeing_scenario_again_on_all_its_runs(tmp_path, c
     assert "(rechecked)" in (out / "validation.html").read_text()
     v = validate.analyse(q, out)
     assert validate.summary_line(v).endswith(
-        "1 that disagreed at 2 runs a side were judged on 5 (--recheck), 1 of them now agree")
+        "1 that disagreed at 2 runs a side were judged on 5 (--recheck), 1 of them now agrees")
 
     for bad in ("-1", "101"):
         assert main(args + ["--recheck", bad]) == 2

@@ -301,8 +301,9 @@ def summary_line(v: Validation) -> str:
         text += f"; {c['disagree']} disagree, {v.beyond_spread()} of them by more than the runs' spread"
     again = v.rechecked()
     if again:
+        k = sum(s.verdict == "agree" for s in again)
         text += (f"; {len(again)} that disagreed at {v.reps} runs a side were judged on {v.recheck_reps} "
-                 f"(--recheck), {sum(s.verdict == 'agree' for s in again)} of them now agree")
+                 f"(--recheck), {k} of them now agree{'s' if k == 1 else ''}")
     if c["no data"]:
         text += f"; {c['no data']} without usable runs on a backend"
     sus = len(v.suspect_runs())
