@@ -28,9 +28,9 @@ from typing import Any, Optional
 from ccbench import console
 from ccbench.errors import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from ccbench.validate.grid import DEFAULT_OUT, GRIDS, plan
-
-MAX_RECHECK = 100
 from ccbench.validate.running import RunLog, execute_plan, set_aside, sim_settings_changed, unfinished
+
+MAX_RECHECK = 100  # more runs a side than any noisy row has needed (ten settled them: docs/validation/)
 
 
 def add_command(sub: Any) -> None:
