@@ -250,6 +250,9 @@ def test_recheck_judges_a_disagreeing_scenario_again_on_all_its_runs(tmp_path, c
     assert main(args) == 1
     doc = json.loads(capsys.readouterr().out)
     assert [s["verdict"] for s in doc["scenarios"]] == ["agree", "disagree"] and doc["recheck"] is None
+    # --no-run before the re-check's runs exist: judged on what there is, and said so.
+    assert main(args[:-2] + ["--recheck", "3", "--format", "table"]) == 1
+    assert "(6 of their runs not run yet)" in " ".join(capsys.readouterr().out.split())
 
     # The re-check's runs, as a finished --recheck 3 would have left them.
     q = p.rechecked([cubic], 3)

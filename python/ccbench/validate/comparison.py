@@ -304,6 +304,9 @@ def summary_line(v: Validation) -> str:
         k = sum(s.verdict == "agree" for s in again)
         text += (f"; {len(again)} that disagreed at {v.reps} runs a side were judged on {v.recheck_reps} "
                  f"(--recheck), {k} of them now agree{'s' if k == 1 else ''}")
+        missing = sum(s.runs[b].get("missing", 0) for s in again for b in ("sim", "linux"))
+        if missing:
+            text += f" ({missing} of their runs not run yet)"
     if c["no data"]:
         text += f"; {c['no data']} without usable runs on a backend"
     sus = len(v.suspect_runs())
