@@ -130,6 +130,14 @@ def test_analysis_and_outputs_without_root(tmp_path, capsys):
     v = validate.analyse(p, out)
     assert [s.verdict for s in v.scenarios] == ["agree", "agree"]
     assert v.scenarios[1].runs["linux"]["missing"] == 1 and v.scenarios[1].runs["linux"]["ok"] == 1
+    # Per run: the judged numbers the medians are taken over; no emulator behind these runs.
+    for s in v.scenarios:
+        for b in ("sim", "linux"):
+            rows = s.runs[b]["per_run"]
+            assert [r["repetition"] for r in rows] == list(range(len(rows))) and len(rows) == s.runs[b]["ok"]
+            for name in validate.JUDGED:
+                assert sorted(r[name] for r in rows) == sorted(getattr(s.rows[name], b).values)
+            assert {r["lateness_p99_us"] for r in rows} == {None}
     for s, rel in zip(v.scenarios, (1e-12, 0.01)):  # the second: a median of 2 sim runs against 1 "linux" run
         for name in validate.JUDGED + ("goodput", "rtt_mean", "rtt_mean_summary"):
             assert s.rows[name].ratio == pytest.approx(1.0, rel=rel), name
@@ -150,6 +158,7 @@ def test_analysis_and_outputs_without_root(tmp_path, capsys):
     assert "| cca | cubic | 1 / 1 | 0 | 0 |" in summary  # agreement per value of the axes that vary
     html = paths["html"].read_text()
     assert html.count('<details class="run"') == 2
+    assert html.count(">lateness p99 µs</th>") == 2
 
     # --rerun-sim: every finished sim run is set aside and runs again; the linux runs stay.
     sim_ids = [r.run_id for r in p.runs("sim")]
@@ -307,6 +316,9 @@ def test_quick_validation_sim_agrees_with_the_kernel(tmp_path, capsys):
     for cca, s in by_cca.items():
         lin = s["runs"]["linux"]
         assert lin["ok"] >= 1, f"{cca}: no usable linux run ({lin})"
+        # Every kernel run carries its emulator's lateness beside its numbers.
+        assert len(lin["per_run"]) == lin["ok"] + lin["suspect"]
+        assert all(r["lateness_p99_us"] is not None and r["late_pkts"] is not None for r in lin["per_run"]), lin
         for name, tol in (("goodput_steady", 0.05), ("rtt_mean_steady", 0.10)):
             m = s["metrics"][name]
             if m["ratio"] is None or abs(m["ratio"] - 1) > tol:

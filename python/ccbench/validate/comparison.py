@@ -101,7 +101,7 @@ class Scenario:
     config_id: str
     params: dict  # cca, flows, rate, rtt, buffer, loss (as written)
     rows: dict[str, MetricRow]
-    runs: dict[str, dict]  # backend -> {ok, suspect, failed, missing, run_ids, suspect_notes}
+    runs: dict[str, dict]  # backend -> {ok, suspect, failed, missing, run_ids, suspect_notes, per_run}
     series: dict[str, list]  # backend -> usable RunData (for the figures)
     rechecked: bool = False  # run more times than the grid's repetitions (--recheck)
 
@@ -238,6 +238,18 @@ def compare_spreads(m: Metric, s: Any, l: Any) -> MetricRow:
     return MetricRow(m, s, l, ratio, diff, within, exceeds_spread(l, s))
 
 
+def _run_row(spec: Any, rec: Any, values: dict, keys: dict) -> dict:
+    """One stored run of a scenario: its judged metrics (None where the run is
+    left out) and, for a linux run, its emulator's lateness, which the
+    kernel's numbers follow on short paths (docs/validation/README.md,
+    sessions 23 and 25)."""
+    emu = (rec.stats or {}).get("emulator") or {}
+    late = emu.get("lateness_us") or {}
+    return {"run_id": rec.run_id, "repetition": spec.repetition, "status": rec.status,
+            **{m: values.get(k) for m, k in keys.items()},
+            "late_pkts": emu.get("late_pkts"), "lateness_p99_us": late.get("p99"), "lateness_max_us": late.get("max")}
+
+
 def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> Validation:
     """Compare the two backends per scenario from the store in ``out``."""
     from ccbench.analysis.metrics import ALL_FLOWS, METRICS as PIPELINE
@@ -280,6 +292,10 @@ def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> Validation:
             pool = (c.classes[0] if len(c.classes) == 1 else ALL_FLOWS) if c is not None and c.classes else None
             stats[b] = {m.name: (c.stats.get(PIPELINE[m.source].key(pool)) if c is not None and pool else None)
                         or spread([]) for m in METRICS}
+            judged = {rm.run_id: rm.values() for rm in (c.runs if c is not None else [])}
+            info["per_run"] = [_run_row(r, records[r.run_id], judged.get(r.run_id, {}),
+                                        {m: PIPELINE[METRIC[m].source].key(pool) for m in JUDGED})
+                               for r in mine if r.run_id in records]
         rows = {m.name: compare_spreads(m, stats["sim"][m.name], stats["linux"][m.name]) for m in METRICS}
         scenarios.append(Scenario(cid, _scenario_params(params[cid]), rows, runs, usable, cid in p.recheck))
     return Validation(p.grid, p.duration_us, p.warmup_us, p.reps, scenarios, out, log, machine_info(), p.sim_tcp,
