@@ -26,6 +26,7 @@ from ccbench.api import open_results
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cli import METRIC_COLUMNS, judged_group, run, time_us  # noqa: E402  (the bench's shared option and exit handling)
 
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results")

@@ -292,9 +292,9 @@ def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> Validation:
             pool = (c.classes[0] if len(c.classes) == 1 else ALL_FLOWS) if c is not None and c.classes else None
             stats[b] = {m.name: (c.stats.get(PIPELINE[m.source].key(pool)) if c is not None and pool else None)
                         or spread([]) for m in METRICS}
-            judged = {rm.run_id: rm.values() for rm in (c.runs if c is not None else [])}
-            info["per_run"] = [_run_row(r, records[r.run_id], judged.get(r.run_id, {}),
-                                        {m: PIPELINE[METRIC[m].source].key(pool) for m in JUDGED})
+            values = {rm.run_id: rm.values() for rm in (c.runs if c is not None else [])}
+            keys = {m: PIPELINE[METRIC[m].source].key(pool) for m in JUDGED}
+            info["per_run"] = [_run_row(r, records[r.run_id], values.get(r.run_id, {}), keys)
                                for r in mine if r.run_id in records]
         rows = {m.name: compare_spreads(m, stats["sim"][m.name], stats["linux"][m.name]) for m in METRICS}
         scenarios.append(Scenario(cid, _scenario_params(params[cid]), rows, runs, usable, cid in p.recheck))
