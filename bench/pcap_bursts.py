@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Are a kernel run's losses its sender's own bursts? Capture a linux run at
+both hosts, then test.
+
+    python bench/pcap_bursts.py capture STUDY.toml OUTDIR [--seconds S]
+    python bench/pcap_bursts.py analyse OUTDIR --rate 1Gbit --buffer-pkts 194
+
+`capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
+(one run: give the study one configuration and one repetition) and, as soon
+as the run's namespaces exist, starts tcpdump (headers only) in the first
+sender's (`<token>-s0`) and the receiver's (`<token>-d`) namespace for S
+seconds (default 6), writing OUTDIR/sender.pcap and OUTDIR/receiver.pcap.
+tcpdump costs CPU on the hosts' side, so a captured run is a little slower
+than one without (needs root and tcpdump: `apt-get install tcpdump`).
+
+`analyse` reads the two captures (through `tcpdump -r`) and prints:
+
+- at the receiver: the share of data segments acknowledged by ACKs that
+  each cover n new segments (a timely Linux receiver ACKs every second
+  segment; large n means segments the receiver's TCP took in one batch);
+- at the sender: the loss episodes a drop-tail queue of `--buffer-pkts`
+  packets at `--rate`, fed by the sender's own send times, would have (each
+  segment a wire packet of `--wire-bytes`), beside the sender's
+  retransmission episodes. If the two line up, the sender's bursts alone
+  explain the losses: the bottleneck did not need to be full on average.
+
+Why: a single flow through a shallow buffer loses packets whenever the ACKs
+of a stretch of time S arrive at once (a stall on the ACK path, or a
+receiver that takes many segments in one batch) and S's worth of data then
+leaves in one burst: it overflows a buffer of B packets at rate C when
+roughly S × C × (1 - C/access rate) > B, whatever the window. See
+studies/mss-sweep/README.md. Nothing here is a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SERVER_PORT = ".5201 >"  # the load generator's and iperf3's port: its packets are the ACKs
+EPISODE_GAP_S = 0.05  # events closer than this belong to one loss episode
+
+
+def parse_rate(text: str) -> float:
+    m = re.fullmatch(r"([0-9.]+)\s*([kMG]?)bit", text)
+    if not m:
+        sys.exit(f"--rate: {text!r} is not a rate such as 250Mbit or 1Gbit")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+
+
+def namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def capture(study: Path, outdir: Path, seconds: float) -> None:
+    if not shutil.which("tcpdump"):
+        sys.exit("capture needs tcpdump (apt-get install tcpdump)")
+    outdir.mkdir(parents=True, exist_ok=True)
+    before = set(namespaces())
+    run = subprocess.Popen(["ccbench", "run", str(study), "--backend", "linux", "--out", str(outdir / "results")])
+    token = None
+    deadline = time.monotonic() + 60
+    while token is None and time.monotonic() < deadline and run.poll() is None:
+        for ns in set(namespaces()) - before:
+            if ns.endswith("-s0"):
+                token = ns[: -len("-s0")]
+        time.sleep(0.02)
+    if token is None:
+        run.wait()
+        sys.exit("the run's namespaces did not appear (did it fail? see its output above)")
+    dumps = [subprocess.Popen(["timeout", str(seconds), "ip", "netns", "exec", f"{token}-{host}", "tcpdump", "-i",
+                               "any", "-s", "96", "-n", "-w", str(outdir / f"{name}.pcap"), "tcp"],
+                              stderr=subprocess.DEVNULL) for host, name in [("s0", "sender"), ("d", "receiver")]]
+    for d in dumps:
+        d.wait()
+    sys.exit(run.wait())
+
+
+def events(pcap: Path):
+    """(time, kind, value, length): kind "A" an ACK from the server (value:
+    its cumulative ACK), "D" a data segment to it (value: its sequence)."""
+    if not pcap.is_file():
+        sys.exit(f"{pcap}: no such capture (write it with `capture` first)")
+    p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
+    text = p.stdout
+    out = []
+    for line in text.splitlines():
+        if " IP " not in line:
+            continue
+        t = float(line.split()[0])
+        hdr = line.split(" IP ", 1)[1].split(":", 1)[0]
+        length = re.search(r"length (\d+)", line)
+        n = int(length.group(1)) if length else 0
+        if SERVER_PORT in hdr:
+            ack = re.search(r"ack (\d+)", line)
+            if ack:
+                out.append((t, "A", int(ack.group(1)), 0))
+        elif n > 0:
+            seq = re.search(r"seq (\d+):", line)
+            if seq:
+                out.append((t, "D", int(seq.group(1)), n))
+    return out
+
+
+def episodes(times: list[float], t0: float) -> list[float]:
+    starts, last = [], None
+    for t in times:
+        if last is None or t - last > EPISODE_GAP_S:
+            starts.append(round(t - t0, 3))
+        last = t
+    return starts
+
+
+def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: int) -> None:
+    rx = events(outdir / "receiver.pcap")
+    acks = [v for _, k, v, _ in rx if k == "A"]
+    covered = collections.Counter()
+    for a, b in zip(acks, acks[1:]):
+        n = (b - a) // mss
+        if n > 0:
+            covered[n if n < 10 else min(n, 300) // 10 * 10] += n
+    total = sum(covered.values()) or 1
+    print("receiver: share of segments acknowledged by ACKs covering n new segments")
+    print("  " + ", ".join(f"{n}{'+' if n >= 10 else ''}: {c / total:.3f}" for n, c in sorted(covered.items())))
+
+    tx = events(outdir / "sender.pcap")
+    data = [(t, v, n) for t, k, v, n in tx if k == "D"]
+    if not data:
+        sys.exit("no data segments in sender.pcap")
+    t0 = data[0][0]
+    slot = wire_bytes * 8 / rate
+    queue, last, overflows = 0.0, None, []
+    highest, resent = 0, []
+    for t, seq, n in data:
+        if last is not None:
+            queue = max(0.0, queue - (t - last) / slot)
+        last = t
+        for _ in range(max(1, n // mss)):  # a GSO packet is n // mss wire packets
+            if queue + 1 > buffer_pkts:
+                overflows.append(t)
+            else:
+                queue += 1
+        if seq + n <= highest:
+            resent.append(t)
+        highest = max(highest, seq + n)
+    print(f"sender: {len(data)} sends; a {buffer_pkts}-packet FIFO at {rate / 1e6:g} Mbit/s fed by them")
+    print("  would overflow at (s):   ", episodes(overflows, t0))
+    print("  the sender resent at (s):", episodes(resent, t0))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture")
+    c.add_argument("study", type=Path)
+    c.add_argument("outdir", type=Path)
+    c.add_argument("--seconds", type=float, default=6.0)
+    a = sub.add_parser("analyse")
+    a.add_argument("outdir", type=Path)
+    a.add_argument("--rate", required=True, help="the bottleneck's rate, e.g. 1Gbit")
+    a.add_argument("--buffer-pkts", type=int, required=True)
+    a.add_argument("--mss", type=int, default=1448)
+    a.add_argument("--wire-bytes", type=int, default=None, help="bytes per packet on the wire (default mss + 52)")
+    args = ap.parse_args()
+    if args.cmd == "capture":
+        capture(args.study, args.outdir, args.seconds)
+    else:
+        analyse(args.outdir, parse_rate(args.rate), args.buffer_pkts, args.wire_bytes or args.mss + 52, args.mss)
+
+
+if __name__ == "__main__":
+    main()
