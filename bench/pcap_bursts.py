@@ -21,8 +21,10 @@ than one without (needs root and tcpdump: `apt-get install tcpdump`).
 - at the sender: the loss episodes a drop-tail queue of `--buffer-pkts`
   packets at `--rate`, fed by the sender's own send times, would have (each
   segment a wire packet of `--wire-bytes`), beside the sender's
-  retransmission episodes. If the two line up, the sender's bursts alone
-  explain the losses: the bottleneck did not need to be full on average.
+  retransmission episodes, and for each overflow how long the queue took
+  to fill from empty. If the episodes line up, the sender's send times
+  alone explain the losses; a queue filled within a few of its drain
+  times was filled by a burst, one that took round trips by the window.
 
 Why: a single flow through a shallow buffer loses packets whenever the ACKs
 of a stretch of time S arrive at once (a stall on the ACK path, or a
@@ -140,21 +142,32 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
     slot = wire_bytes * 8 / rate
     queue, last, overflows = 0.0, None, []
     highest, resent = 0, []
+    empty_at, built = 0.0, {}  # when the queue was last empty; per overflow: how long it took to fill
     for t, seq, n in data:
         if last is not None:
-            queue = max(0.0, queue - (t - last) / slot)
+            drained = (t - last) / slot
+            if drained >= queue:
+                empty_at = last + queue * slot
+            queue = max(0.0, queue - drained)
         last = t
         for _ in range(max(1, n // mss)):  # a GSO packet is n // mss wire packets
             if queue + 1 > buffer_pkts:
                 overflows.append(t)
+                built.setdefault(t, t - empty_at)
             else:
                 queue += 1
         if seq + n <= highest:
             resent.append(t)
         highest = max(highest, seq + n)
     print(f"sender: {len(data)} sends; a {buffer_pkts}-packet FIFO at {rate / 1e6:g} Mbit/s fed by them")
-    print("  would overflow at (s):   ", episodes(overflows, t0))
+    starts = episodes(overflows, t0)
+    print("  would overflow at (s):   ", starts)
     print("  the sender resent at (s):", episodes(resent, t0))
+    # A queue that filled from empty within a few of its own drain times was
+    # filled by a burst; one that took round trips was filled by the window.
+    fill = [round(built[min(t for t in overflows if round(t - t0, 3) >= s)] * 1e3, 2) for s in starts]
+    print(f"  ms each overflow took to fill the queue from empty (draining it takes "
+          f"{buffer_pkts * slot * 1e3:.2f} ms):", fill)
 
 
 def main() -> None:
