@@ -26,6 +26,20 @@ than one without (needs root and tcpdump: `apt-get install tcpdump`).
   alone explain the losses; a queue filled within a few of its drain
   times was filled by a burst, one that took round trips by the window.
 
+- at the sender: the ACK path's stalls. Each ACK's arrival is compared with
+  the departure, from that FIFO, of the newest segment it covers; the
+  smallest difference is the path's base, and an ACK later than that by
+  more than 0.3 ms is held by a stall (of the receiver, the emulator, the
+  machine), a stall's length being its latest ACK's delay. ACKs with SACK
+  blocks and those within 50 ms of a resend are left out. It prints how
+  many stalls a second last at least 0.5, 1, 2, 3 and 5 ms, and the
+  `stalls = { every, length }` of exponential pauses with the same rates
+  of stalls of at least `--fit-from` and `--fit-to` (default 2 and 5 ms:
+  the lengths that matter for buffers of a few ms; shorter hiccups are
+  many and harmless, and no exponential fits them as well). Give that to
+  the simulator's bottleneck to run the same path with this machine's
+  stalls (docs/sim-model.md, "Network").
+
 Why: a single flow through a shallow buffer loses packets whenever the ACKs
 of a stretch of time S arrive at once (a stall on the ACK path, or a
 receiver that takes many segments in one batch) and S's worth of data then
@@ -37,7 +51,9 @@ studies/mss-sweep/README.md. Nothing here is a test: it prints figures.
 from __future__ import annotations
 
 import argparse
+import bisect
 import collections
+import math
 import re
 import shutil
 import subprocess
@@ -47,6 +63,10 @@ from pathlib import Path
 
 SERVER_PORT = ".5201 >"  # the load generator's and iperf3's port: its packets are the ACKs
 EPISODE_GAP_S = 0.05  # events closer than this belong to one loss episode
+MSS_GAP = 1448  # an ACK within this of a segment's end covers it (segments of the default MSS)
+RESEND_QUIET_S = 0.05  # ACKs this soon after a resend belong to recovery, not to a stall
+STALL_MIN_S = 0.0003  # an ACK later than the base by more than this is held by a stall
+STALL_JOIN_S = 0.002  # late ACKs closer than this belong to one stall
 
 
 def parse_rate(text: str) -> float:
@@ -122,8 +142,15 @@ def episodes(times: list[float], t0: float) -> list[float]:
     return starts
 
 
-def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: int) -> None:
-    rx = events(outdir / "receiver.pcap")
+def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: int, fit: tuple[float, float]) -> None:
+    if (outdir / "receiver.pcap").is_file():
+        receiver_batches(events(outdir / "receiver.pcap"), mss)
+    else:
+        print("receiver: no receiver.pcap, left out")
+    sender_bursts(events(outdir / "sender.pcap"), rate, buffer_pkts, wire_bytes, mss, fit)
+
+
+def receiver_batches(rx, mss: int) -> None:
     acks = [v for _, k, v, _ in rx if k == "A"]
     covered = collections.Counter()
     for a, b in zip(acks, acks[1:]):
@@ -134,7 +161,8 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
     print("receiver: share of segments acknowledged by ACKs covering n new segments")
     print("  " + ", ".join(f"{n}{'+' if n >= 10 else ''}: {c / total:.3f}" for n, c in sorted(covered.items())))
 
-    tx = events(outdir / "sender.pcap")
+
+def sender_bursts(tx, rate: float, buffer_pkts: int, wire_bytes: int, mss: int, fit: tuple[float, float]) -> None:
     data = [(t, v, n) for t, k, v, n in tx if k == "D"]
     if not data:
         sys.exit("no data segments in sender.pcap")
@@ -143,6 +171,7 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
     queue, last, overflows = 0.0, None, []
     highest, resent = 0, []
     empty_at, built = 0.0, {}  # when the queue was last empty; per overflow: how long it took to fill
+    departures, free_at = {}, 0.0  # segment end -> when it left the FIFO (its last copy)
     for t, seq, n in data:
         if last is not None:
             drained = (t - last) / slot
@@ -150,12 +179,14 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
                 empty_at = last + queue * slot
             queue = max(0.0, queue - drained)
         last = t
-        for _ in range(max(1, n // mss)):  # a GSO packet is n // mss wire packets
+        for i in range(max(1, n // mss)):  # a GSO packet is n // mss wire packets
             if queue + 1 > buffer_pkts:
                 overflows.append(t)
                 built.setdefault(t, t - empty_at)
             else:
                 queue += 1
+                free_at = max(free_at, t) + slot
+                departures[seq + (i + 1) * mss] = free_at
         if seq + n <= highest:
             resent.append(t)
         highest = max(highest, seq + n)
@@ -168,6 +199,53 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
     fill = [round(built[min(t for t in overflows if round(t - t0, 3) >= s)] * 1e3, 2) for s in starts]
     print(f"  ms each overflow took to fill the queue from empty (draining it takes "
           f"{buffer_pkts * slot * 1e3:.2f} ms):", fill)
+    ack_stalls(tx, departures, resent, fit)
+
+
+def ack_stalls(tx, departures: dict, resent: list[float], fit: tuple[float, float]) -> None:
+    """The ACK path's stalls, from each ACK's delay after the FIFO's
+    departure of the newest segment it covers (see the module's text)."""
+    ends = sorted(departures)
+    delays = []
+    for t, kind, ack, sack in tx:
+        if kind != "A" or sack:
+            continue
+        i = bisect.bisect_right(ends, ack) - 1
+        if i < 0 or ack - ends[i] >= MSS_GAP:
+            continue
+        j = bisect.bisect_right(resent, t) - 1
+        if j >= 0 and t - resent[j] < RESEND_QUIET_S:
+            continue
+        delays.append((t, t - departures[ends[i]]))
+    if len(delays) < 2:
+        print("ACK path: too few ACKs to measure")
+        return
+    base = min(d for _, d in delays)
+    stalls, cur, last_t = [], None, None
+    for t, d in delays:
+        late = d - base
+        if late > STALL_MIN_S:
+            if cur is not None and t - last_t <= STALL_JOIN_S:
+                cur = max(cur, late)
+            else:
+                if cur is not None:
+                    stalls.append(cur)
+                cur = late
+            last_t = t
+    if cur is not None:
+        stalls.append(cur)
+    span = delays[-1][0] - delays[0][0]
+    rate = {ms: sum(s >= ms / 1e3 for s in stalls) / span for ms in (0.5, 1, 2, 3, 5, *fit)}
+    print(f"ACK path over {span:.1f} s ({len(delays)} ACKs, base {base * 1e3:.2f} ms): stalls per second lasting at least")
+    print("  " + ", ".join(f"{ms:g} ms: {rate[ms]:.2f}" for ms in (0.5, 1, 2, 3, 5)))
+    lo, hi = fit
+    if rate[hi] <= 0 or rate[lo] <= rate[hi]:
+        print(f"  too few stalls of {hi:g} ms or more to fit exponential pauses")
+        return
+    mean = (hi - lo) / math.log(rate[lo] / rate[hi])  # ms: P(length >= x) = exp(-x / mean)
+    starts = rate[lo] * math.exp(lo / mean)  # pauses per second
+    print(f"  exponential pauses with the same rates at {lo:g} and {hi:g} ms: "
+          f"stalls = {{ every = \"{1e3 / starts:.0f}ms\", length = \"{mean:.2f}ms\" }}")
 
 
 def main() -> None:
@@ -183,11 +261,16 @@ def main() -> None:
     a.add_argument("--buffer-pkts", type=int, required=True)
     a.add_argument("--mss", type=int, default=1448)
     a.add_argument("--wire-bytes", type=int, default=None, help="bytes per packet on the wire (default mss + 52)")
+    a.add_argument("--fit-from", type=float, default=2.0, help="ms: the shorter stall length the fit matches")
+    a.add_argument("--fit-to", type=float, default=5.0, help="ms: the longer stall length the fit matches")
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
     else:
-        analyse(args.outdir, parse_rate(args.rate), args.buffer_pkts, args.wire_bytes or args.mss + 52, args.mss)
+        if not 0 < args.fit_from < args.fit_to:
+            sys.exit(f"--fit-from {args.fit_from:g} / --fit-to {args.fit_to:g}: need 0 < from < to (ms)")
+        analyse(args.outdir, parse_rate(args.rate), args.buffer_pkts, args.wire_bytes or args.mss + 52, args.mss,
+                (args.fit_from, args.fit_to))
 
 
 if __name__ == "__main__":

@@ -259,6 +259,12 @@ def test_preflight_refuses_before_any_run(bed, tmp_path):
     jit.write_text(study.read_text().replace('jitter = "0ms"', 'jitter = "1ms"', 1))
     err = _refused(bed, tmp_path, bed.inventory(bottleneck="tc"), jit)
     assert "topology.bottleneck.jitter = '1ms'" in err and "bottleneck = 'emu'" in err, err
+    # stalls with tc: netem cannot pause a link
+    stalls = tmp_path / "stalls.toml"
+    stalls.write_text(study.read_text().replace('jitter = "0ms"', 'jitter = "0ms"\nstalls = { every = "50ms", '
+                                                'length = "2ms" }', 1))
+    err = _refused(bed, tmp_path, bed.inventory(bottleneck="tc"), stalls)
+    assert "topology.bottleneck.stalls" in err and "bottleneck = 'emu'" in err, err
     # tc where the kernel has no netem (the quickstart's 10 ms needs it)
     if "CONFIG_NET_SCH_NETEM=" not in subprocess.run(["sh", "-c", "zcat /proc/config.gz 2>/dev/null"],
                                                      capture_output=True, text=True).stdout:

@@ -664,6 +664,37 @@ def test_rtt_statistic_is_raw_samples_once_per_round(core):
     assert n > 2 * len(srtt)
 
 
+def test_link_stalls_reach_the_emulator(core):
+    """topology stalls on linux: the emulator's links pause as the
+    simulator's do. One segment in flight, acknowledged at once: a segment
+    that reaches the bottleneck's far end during a pause (mean 10 ms, 45 ms
+    apart) waits out the rest of it, an exponential 10 ms. At random times
+    10/55 of arrivals would wait, the mean RTT gaining 1.8 ms and the 99th
+    percentile 10 ms × ln(18) = 29 ms; a lone segment arrives a round trip
+    after the last one, a little less often in a pause. The simulator on
+    this study, seeds 1 to 3: mean +1.0 to +2.2 ms, 99th percentile +21 to
+    +35 ms over the minimum. tests/test_sim_options.py checks the
+    arithmetic on the simulator, where nothing else varies."""
+    text = (BULK.format(duration="12s", loss="0%", cca="reno")
+            + "cwnd_clamp = 1\n[tcp]\ndelayed_ack = 'off'\n")
+    runs = {}
+    for name, s in (("plain", ""), ("stalls", 'stalls = { every = "45ms", length = "10ms" }')):
+        r, res = run_measured(text.replace('buffer = "1bdp"', f'buffer = "1bdp"\n{s}'))
+        assert res.status == "ok", res.note
+        late_us = max((x for x in res.queue["lateness_us"] if x is not None), default=0.0)
+        f = res.flows[0]
+        print(f"{name}: rtt min {f['rtt_min_us']} mean {f['rtt_mean_us']:.0f} p99 {f['rtt_p99_us']:.0f} us over "
+              f"{res.stats['rtt_samples']['0']} samples; emulator lateness at most {late_us:.0f} us")
+        runs[name] = (r.config, f, late_us)
+    (cp, plain, late_p), (cs, st, late_s) = runs["plain"], runs["stalls"]
+    assert "stall_ns" not in cp["bottleneck"]
+    assert (cs["bottleneck"]["stall_every_ns"], cs["bottleneck"]["stall_ns"]) == (45_000_000, 10_000_000)
+    slack = late_p + late_s  # the emulator's own timing, on top
+    assert plain["rtt_p99_us"] - plain["rtt_min_us"] < 1_000 + slack, "without stalls the samples hardly vary"
+    assert 700 < st["rtt_mean_us"] - plain["rtt_mean_us"] < 3_000 + slack
+    assert 15_000 < st["rtt_p99_us"] - plain["rtt_min_us"] < 45_000 + slack
+
+
 def test_link_jitter_reaches_the_emulator(core):
     """topology jitter on linux: the emulator's links draw it as the
     simulator's do. One segment in flight, acknowledged at once, so every

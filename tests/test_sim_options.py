@@ -205,3 +205,63 @@ start_jitter = "100ms"
         assert sum(f["retrans_segs"] for f in res["flows"]) == drops, extra
         got[extra] = res
     assert got[""]["flows"] != got["sack_compression = false"]["flows"]
+
+
+def test_link_stalls_only_when_given_and_checked():
+    from ccbench.errors import StudyError
+    from ccbench.spec.load import parse_study
+
+    plain = parse_study(study()).runs()[0].config
+    assert "stall_ns" not in plain["bottleneck"] and "stall_every_ns" not in plain["bottleneck"]  # ids stay
+    text = study().replace('buffer = "1bdp"', 'buffer = "1bdp"\nstalls = { every = "50ms", length = "2ms" }')
+    given = parse_study(text).runs()[0].config
+    # the return path mirrors the bottleneck without its stalls, as without its loss and jitter
+    assert given["bottleneck"]["stall_every_ns"] == 50_000_000 and given["bottleneck"]["stall_ns"] == 2_000_000
+    assert given["reverse"] is None
+    rev = parse_study(study().replace("[tcp]", "[topology.reverse]\nstalls = { every = '10ms', length = '1ms' }\n"
+                                               "[tcp]")).runs()[0].config
+    assert (rev["reverse"]["stall_every_ns"], rev["reverse"]["stall_ns"]) == (10_000_000, 1_000_000)
+    assert "stall_ns" not in rev["bottleneck"]
+    for bad, why in (('{ every = "50us", length = "1ms" }', r"stalls.every: out of range \(got '50us'"),
+                     ('{ every = "50ms", length = "0ms" }', r"stalls.length: out of range \(got '0ms'"),
+                     ('{ every = "50ms", length = "11s" }', r"stalls.length: out of range \(got '11s'"),
+                     ('{ every = "50ms" }', "stalls.length: required field is missing"),
+                     ('"2ms"', "topology.bottleneck.stalls: must be a table")):
+        with pytest.raises(StudyError, match=why):
+            parse_study(study().replace('buffer = "1bdp"', f'buffer = "1bdp"\nstalls = {bad}'))
+    swept = parse_study(text + '[sweep]\n"topology.bottleneck.stalls.length" = ["1ms", "3ms"]\n').runs()
+    assert [r.config["bottleneck"]["stall_ns"] for r in swept] == [1_000_000, 3_000_000]
+
+
+def test_link_stalls_hold_what_arrives_during_a_pause():
+    # One segment in flight, acknowledged at once: every RTT sample is the
+    # path's 20 ms plus, when the segment reaches the bottleneck's far end
+    # during a pause, the rest of that pause. Pauses of mean 5 ms, 45 ms apart
+    # on average: a tenth of the segments wait, each an exponential 5 ms
+    # (memoryless), so the mean gains 0.5 ms and the 99th percentile
+    # 5 ms × ln(0.1 / 0.01) = 11.5 ms.
+    text = study('cwnd_clamp = 1', 'delayed_ack = "off"', duration="60s", cca="reno")
+    ((_, plain),) = run_text(text)
+    ((_, stalled),) = run_text(text.replace('buffer = "1bdp"',
+                                            'buffer = "1bdp"\nstalls = { every = "45ms", length = "5ms" }'))
+    p, s = plain["flows"][0], stalled["flows"][0]
+    assert p["rtt_p99_us"] - p["rtt_min_us"] < 100  # nothing else varies
+    assert s["rtt_min_us"] == p["rtt_min_us"]
+    assert 350 < s["rtt_mean_us"] - p["rtt_mean_us"] < 650, (s, p)
+    assert 9_000 < s["rtt_p99_us"] - p["rtt_min_us"] < 14_000, (s, p)
+
+
+def test_link_stalls_make_a_shallow_buffer_lose_to_bursts():
+    # A pause releases what reached the far end meanwhile at once, its ACKs
+    # come back together, and the sender answers with a burst of as many
+    # segments: through a buffer of 5 ms (0.5 BDP at 10 ms) pauses of a few
+    # ms cost losses whatever the window, as the kernel's stalls do on the
+    # development VM (docs/validation/README.md, session 26).
+    text = study(rate="100Mbit").replace('delay = "10ms"', 'delay = "5ms"').replace('"1bdp"', '"0.5bdp"')
+    ((_, plain),) = run_text(text)
+    ((_, stalled),) = run_text(text.replace('buffer = "0.5bdp"',
+                                            'buffer = "0.5bdp"\nstalls = { every = "40ms", length = "2ms" }'))
+    p, s = plain["flows"][0], stalled["flows"][0]
+    assert p["goodput_bps"] > 0.95 * 100e6 * MSS / (MSS + 52)
+    assert s["goodput_bps"] < 0.85 * p["goodput_bps"]
+    assert s["retrans_segs"] > 3 * p["retrans_segs"]

@@ -156,6 +156,27 @@ def test_jitter_per_direction_and_only_where_given():
     assert "topology.links.4.back.jitter: out of range (got '1min'" in msg and "the A → B direction's" in msg
 
 
+def test_stalls_per_direction_and_only_where_given():
+    text = NET.replace('name = "primary"\nbetween = ["r1", "r2"]\nrate = "100Mbit"\ndelay = "10ms"',
+                       'name = "primary"\nbetween = ["r1", "r2"]\nrate = "100Mbit"\ndelay = "10ms"\n'
+                       'stalls = { every = "40ms", length = "2ms" }')
+    text = text.replace('between = ["a", "r1"]\nrate = "1Gbit"',
+                        'between = ["a", "r1"]\nrate = "1Gbit"\nstalls = { every = "20ms", length = "1ms" }\n'
+                        'back = { stalls = { every = "30ms", length = "3ms" } }')
+    ls = links(config(text + FLOW))
+    # both directions unless back says otherwise
+    assert (ls["primary"]["stall_every_ns"], ls["primary"]["stall_ns"]) == (40_000_000, 2_000_000)
+    assert (ls["primary/back"]["stall_every_ns"], ls["primary/back"]["stall_ns"]) == (40_000_000, 2_000_000)
+    assert (ls["a-r1"]["stall_every_ns"], ls["a-r1"]["stall_ns"]) == (20_000_000, 1_000_000)
+    assert (ls["r1-a"]["stall_every_ns"], ls["r1-a"]["stall_ns"]) == (30_000_000, 3_000_000)
+    assert all("stall_ns" not in ln for name, ln in ls.items() if name not in ("primary", "primary/back", "a-r1", "r1-a"))
+    msg = err(NET.replace('delay = "15ms"', 'delay = "15ms"\nstalls = { every = "1ms", length = "20s" }') + FLOW)
+    assert "net.toml: topology.links.4.stalls.length: out of range (got '20s'" in msg, msg
+    msg = err(NET.replace('delay = "15ms"', 'delay = "15ms"\nback = { stalls = { every = "10us", length = "1ms" } }')
+              + FLOW)
+    assert "topology.links.4.back.stalls.every: out of range (got '10us'" in msg, msg
+
+
 def test_explicit_paths_and_transfers():
     text = NET + FLOW.replace('dst = "b"', 'dst = "b"\nkind = "transfer"\nsize = "1GB"\n'
                                            'path = ["a", "r1", "r3", "r2", "b"]')

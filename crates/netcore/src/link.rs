@@ -13,6 +13,10 @@
 //! overtake the one before it: a path whose delay varies from packet to
 //! packet (host and router processing, a radio hop's retries) but that does
 //! not reorder. Zero (the default) draws nothing.
+//!
+//! Optional stalls ([`Link::with_stalls`], [`Stalls`]) pause the far end:
+//! what reaches it during a pause is delivered when the pause ends. None
+//! (the default) draws nothing.
 
 use crate::qdisc::Qdisc;
 use crate::rng::Rng;
@@ -64,6 +68,11 @@ pub struct Link<P: Pkt> {
     line: VecDeque<(Nanos, P)>,
     /// Most extra propagation delay per packet (0: none).
     jitter: Nanos,
+    /// Jitter or stalls: one test per packet for both.
+    impaired: bool,
+    /// Pauses of the far end (None: none); beside `jitter` and `line`, which
+    /// every arrival reads anyway.
+    stalls: Option<Box<Stalls>>,
     rng: Rng,
     /// Packets lost to the random loss model.
     pub random_losses: u64,
@@ -72,6 +81,53 @@ pub struct Link<P: Pkt> {
     /// The jitter's draws: a stream of its own, so that giving a link
     /// jitter leaves its loss model's sequence of draws as it was.
     jitter_rng: Rng,
+}
+
+/// A link whose far end pauses now and then: pauses of exponentially
+/// distributed length (mean `length`) separated by exponentially distributed
+/// times (mean `every`, from one pause's end to the next one's start); a
+/// packet that reaches the far end during one is delivered when it ends,
+/// with everything else that arrived meanwhile (a host or a virtual machine
+/// not scheduled for a while, a receiver that takes a batch of segments at
+/// once). Drawn lazily in arrival order from a stream of its own.
+pub struct Stalls {
+    mean_gap: f64,
+    mean_len: f64,
+    rng: Rng,
+    start: Nanos,
+    end: Nanos,
+}
+
+impl Stalls {
+    pub fn new(mean_gap: Nanos, mean_len: Nanos, rng: Rng) -> Stalls {
+        let mut s = Stalls { mean_gap: mean_gap as f64, mean_len: mean_len as f64, rng, start: 0, end: 0 };
+        s.draw_after(0);
+        s
+    }
+
+    fn exp(&mut self, mean: f64) -> Nanos {
+        // 1 - u is in (0, 1]: its log is finite.
+        (-(1.0 - self.rng.next_f64()).ln() * mean) as Nanos
+    }
+
+    fn draw_after(&mut self, t: Nanos) {
+        self.start = t + self.exp(self.mean_gap);
+        self.end = self.start + self.exp(self.mean_len);
+    }
+
+    /// When a packet reaching the far end at `at` is delivered (`at` never
+    /// decreases from one call to the next).
+    fn deliver_at(&mut self, at: Nanos) -> Nanos {
+        while self.end <= at {
+            let end = self.end;
+            self.draw_after(end);
+        }
+        if at >= self.start {
+            self.end
+        } else {
+            at
+        }
+    }
 }
 
 impl<P: Pkt> Link<P> {
@@ -96,7 +152,9 @@ impl<P: Pkt> Link<P> {
             free_at: 0,
             on_wire: None,
             jitter: 0,
+            impaired: false,
             jitter_rng: Rng::new(0),
+            stalls: None,
             // Grown on demand: a network of thousands of mostly idle pipes
             // would otherwise cycle each packet through a ring of 1024 slots
             // (a cache miss per packet, and the ring's pages resident).
@@ -112,6 +170,14 @@ impl<P: Pkt> Link<P> {
     pub fn with_jitter(mut self, jitter: Nanos, rng: Rng) -> Link<P> {
         self.jitter = jitter;
         self.jitter_rng = rng;
+        self.impaired = self.jitter != 0 || self.stalls.is_some();
+        self
+    }
+
+    /// The far end pauses now and then ([`Stalls`]); a mean gap of 0 gives none.
+    pub fn with_stalls(mut self, mean_gap: Nanos, mean_len: Nanos, rng: Rng) -> Link<P> {
+        self.stalls = (mean_gap > 0 && mean_len > 0).then(|| Box::new(Stalls::new(mean_gap, mean_len, rng)));
+        self.impaired = self.jitter != 0 || self.stalls.is_some();
         self
     }
 
@@ -119,10 +185,20 @@ impl<P: Pkt> Link<P> {
     #[inline]
     fn arrival(&mut self, done: Nanos) -> Nanos {
         let at = done + self.delay;
-        if self.jitter == 0 {
+        if !self.impaired {
             return at;
         }
-        self.jittered(at)
+        self.impaired(at)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn impaired(&mut self, at: Nanos) -> Nanos {
+        let at = if self.jitter == 0 { at } else { self.jittered(at) };
+        match self.stalls.as_mut() {
+            Some(s) => s.deliver_at(at),
+            None => at,
+        }
     }
 
     // Out of line: most links have no jitter, so the draw stays out of the
@@ -314,6 +390,57 @@ mod tests {
         }
         assert_eq!(overtaken, 0);
         assert!(times.windows(2).any(|w| w[1] - w[0] != 120_000), "the jitter changed the spacing");
+    }
+
+    /// A stalled far end delivers what reaches it during a pause when the
+    /// pause ends, in order; packets outside pauses are on time; pauses
+    /// come about every `every` and last about `length` on average.
+    #[test]
+    fn stalls_hold_deliveries_until_the_pause_ends() {
+        let (every, length) = (20_000_000u64, 2_000_000u64); // 20 ms, 2 ms
+        let mut l: Link<P> = Link::pipe(10_000_000_000, 1_000_000).with_stalls(every, length, Rng::derive(3, 11));
+        let (mut held, mut last, mut pauses, mut paused_ns) = (0u64, 0u64, 0u64, 0u64);
+        let n = 500_000u64;
+        // One small packet every 100 us over 50 s (about 2,300 pauses): each
+        // meets an idle transmitter.
+        for i in 0..n {
+            let t = i * 100_000;
+            let Offered::InLine(_) = l.offer(P(100, i), t) else { panic!("a pipe") };
+            let (at, _) = *l.line.back().unwrap();
+            let on_time = t + tx_time(100, 10_000_000_000) + 1_000_000;
+            assert!(at >= on_time && at >= last, "never early, never reordered");
+            if at > on_time {
+                held += 1;
+                if at != last {
+                    pauses += 1; // a new pause's end
+                    paused_ns += at - on_time; // at least this long
+                }
+            }
+            last = at;
+            assert_eq!(l.arrive().0, P(100, i));
+        }
+        let frac = held as f64 / n as f64;
+        let expect = length as f64 / (every + length) as f64;
+        assert!((frac / expect - 1.0).abs() < 0.1, "held {frac:.4}, expected about {expect:.4}");
+        // Pauses shorter than the packets' spacing catch none of them.
+        let rate = pauses as f64 / 50.0;
+        // (an exponential pause outlasts a uniform wait in [0, s] with probability (L/s)(1 - e^(-s/L)))
+        let (spacing, l) = (100_000.0, length as f64);
+        let caught = l / spacing * (1.0 - (-spacing / l).exp());
+        let expect_rate = 1e9 / (every + length) as f64 * caught;
+        assert!((rate / expect_rate - 1.0).abs() < 0.1, "{rate} pauses/s, expected about {expect_rate}");
+        // The first packet a pause holds waits all of it but a part of one
+        // spacing, and the pauses that catch one are longer than the spacing.
+        let mean_wait = paused_ns as f64 / pauses as f64;
+        assert!((mean_wait / length as f64 - 1.0).abs() < 0.1, "mean first wait {mean_wait} ns");
+    }
+
+    #[test]
+    fn no_stalls_when_either_mean_is_zero() {
+        for (every, length) in [(0, 2_000_000), (20_000_000, 0)] {
+            let l: Link<P> = Link::pipe(1_000_000_000, 0).with_stalls(every, length, Rng::new(1));
+            assert!(l.stalls.is_none());
+        }
     }
 
     #[test]

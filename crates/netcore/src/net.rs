@@ -41,10 +41,18 @@ pub struct LinkConfig {
     /// (`Link::with_jitter`); 0 (absent): none.
     #[serde(default)]
     pub jitter_ns: u64,
+    /// Pauses of the far end (`Link::with_stalls`): their mean interval and
+    /// mean length; 0 (absent): none.
+    #[serde(default)]
+    pub stall_every_ns: u64,
+    #[serde(default)]
+    pub stall_ns: u64,
 }
 
 /// A link's jitter draws from this stream of the link's own seed.
 const JITTER_STREAM: u64 = 0x4A17_7E55_0000_0002;
+/// Its pauses draw from this one.
+const STALL_STREAM: u64 = 0x4A17_7E55_0000_0003;
 
 /// A discipline as a table with `kind`, or a bare name meaning its defaults.
 fn qdisc_or_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<QdiscConfig, D::Error> {
@@ -67,6 +75,8 @@ impl LinkConfig {
             buffer_pkts: None,
             qdisc: QdiscConfig::default(),
             jitter_ns: 0,
+            stall_every_ns: 0,
+            stall_ns: 0,
         }
     }
 
@@ -124,14 +134,18 @@ impl LinkConfig {
     pub fn build_link<P: Pkt + 'static>(&self, loss: f64, rng: Rng) -> Link<P> {
         let seed = rng.clone().next_u64();
         let q = qdisc::build(&self.qdisc, &self.port(seed));
-        Link::new(self.rate_bps, self.delay_ns, loss, rng, q).with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
+        Link::new(self.rate_bps, self.delay_ns, loss, rng, q)
+            .with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
+            .with_stalls(self.stall_every_ns, self.stall_ns, Rng::derive(seed, STALL_STREAM))
     }
 
     /// The link of a network: a pipe, or a queueing link with its own loss.
     pub fn build<P: Pkt + 'static>(&self, rng: Rng) -> Link<P> {
         if self.is_pipe() {
             let seed = rng.clone().next_u64();
-            Link::pipe(self.rate_bps, self.delay_ns).with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
+            Link::pipe(self.rate_bps, self.delay_ns)
+                .with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
+                .with_stalls(self.stall_every_ns, self.stall_ns, Rng::derive(seed, STALL_STREAM))
         } else {
             self.build_link(self.loss, rng)
         }
@@ -141,7 +155,7 @@ impl LinkConfig {
     /// rate, delay, buffer and discipline, without its loss and jitter
     /// (impairments of one direction, as a study gives them).
     pub fn mirrored(&self) -> LinkConfig {
-        LinkConfig { loss: 0.0, jitter_ns: 0, ..self.clone() }
+        LinkConfig { loss: 0.0, jitter_ns: 0, stall_every_ns: 0, stall_ns: 0, ..self.clone() }
     }
 }
 
@@ -208,6 +222,10 @@ struct RawLink {
     qdisc: QdiscConfig,
     #[serde(default)]
     jitter_ns: u64,
+    #[serde(default)]
+    stall_every_ns: u64,
+    #[serde(default)]
+    stall_ns: u64,
 }
 
 impl From<RawLink> for NetLink {
@@ -220,6 +238,8 @@ impl From<RawLink> for NetLink {
             buffer_pkts: r.buffer_pkts,
             qdisc: r.qdisc,
             jitter_ns: r.jitter_ns,
+            stall_every_ns: r.stall_every_ns,
+            stall_ns: r.stall_ns,
         };
         NetLink { name: r.name, from: r.from, to: r.to, config }
     }
@@ -616,13 +636,20 @@ mod tests {
 
     #[test]
     fn dumbbell_expands_in_stream_order() {
-        let b = LinkConfig { loss: 0.01, buffer_pkts: Some(100), ..LinkConfig::pipe(100_000_000, 9_000_000) };
+        let b = LinkConfig {
+            loss: 0.01,
+            buffer_pkts: Some(100),
+            stall_every_ns: 50_000_000,
+            stall_ns: 2_000_000,
+            ..LinkConfig::pipe(100_000_000, 9_000_000)
+        };
         let s = vec![Access { rate_bps: 1_000_000_000, delay_ns: 1_000 }; 2];
         let n = Network::dumbbell(&s, &b, None);
         n.check().unwrap();
         let order: Vec<&str> = n.links.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(order, ["bottleneck", "reverse", "access0", "access1", "access0/back", "access1/back"]);
-        assert_eq!(n.links[1].config, LinkConfig { loss: 0.0, ..b.clone() });
+        // The return path mirrors the bottleneck without its impairments.
+        assert_eq!(n.links[1].config, LinkConfig { loss: 0.0, stall_every_ns: 0, stall_ns: 0, ..b.clone() });
         assert!(n.links[2].config.is_pipe());
         let r = Network::dumbbell_route(2, 1);
         let p = |v: &[usize]| v.iter().map(|&l| n.links[l].name.clone()).collect::<Vec<_>>();

@@ -14,6 +14,9 @@ simulated packets, sample rows, disk, memory) is estimated and limited in
 * A link's jitter: at most 10 s — a path whose delay varies by more is
   an outage, not jitter (and the sum of delay and jitter stays far inside
   the simulator's 64-bit clock).
+* A link's stalls: pauses of at most 10 s on average (longer is an outage)
+  at mean intervals of at least 100 µs (finer would make the simulator draw
+  a pause per few packets for nothing) and at most one day.
 * ``init_cwnd`` and ``cwnd_clamp``: 1 .. 2^31-1 segments, as Linux: the
   initcwnd route attribute is a u32 taken as min(initcwnd, snd_cwnd_clamp),
   the clamp defaults to ~0, and the kernel's tcp_snd_cwnd_set() warns on a
@@ -27,3 +30,6 @@ MAX_DURATION_NS = 86_400 * 10**9
 MIN_SAMPLE_INTERVAL_NS = 1_000
 MAX_CWND_SEGMENTS = 2**31 - 1
 LINK_JITTER_MAX_NS = 10 * 10**9
+STALL_LENGTH_MAX_NS = 10 * 10**9
+STALL_EVERY_MIN_NS = 100_000
+STALL_EVERY_MAX_NS = 86_400 * 10**9

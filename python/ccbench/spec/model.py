@@ -19,7 +19,8 @@ from typing_extensions import Annotated
 
 from . import units
 from .expect import Expect
-from .limits import LINK_JITTER_MAX_NS, MAX_COUNT, MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS
+from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS,
+                      MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS)
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
 # The congestion control algorithms each backend knows.  This is the one place
@@ -181,6 +182,44 @@ Jitter = Annotated[int, _link_jitter(JITTER_ALLOWED)]
 JitterBack = Annotated[int, _link_jitter(JITTER_BACK_ALLOWED)]
 
 
+def _time_within(lo: int, hi: int, allowed: str) -> PlainValidator:
+    """A time in [lo, hi], errors naming ``allowed``."""
+    def parse(value: Any) -> int:
+        try:
+            ns = units.parse_time(value)
+        except units.UnitError as e:
+            raise units.UnitError(e.problem, allowed) from None
+        if not lo <= ns <= hi:
+            raise units.UnitError("out of range", allowed)
+        return ns
+
+    return _unit(parse)
+
+
+STALL_EVERY_ALLOWED = ("a time from '100us' to '86400s', such as '50ms' (the mean time from the end of one pause "
+                       "to the start of the next)")
+STALL_LENGTH_ALLOWED = "a time from '1ns' to '10s', such as '2ms' (the mean length of a pause)"
+STALLS_ALLOWED = ("a table {every = '50ms', length = '2ms'}: the link's far end pauses for exponentially "
+                  "distributed times of mean `length`, separated by exponentially distributed times of mean "
+                  "`every`, and what arrives meanwhile is delivered when the pause ends (default: none)")
+
+
+class Stalls(Model):
+    """Pauses of a link's far end (netcore::link::Stalls): a host or a machine not scheduled for a while."""
+
+    every: Annotated[int, _time_within(STALL_EVERY_MIN_NS, STALL_EVERY_MAX_NS, STALL_EVERY_ALLOWED)] = F(
+        ..., STALL_EVERY_ALLOWED)
+    length: Annotated[int, _time_within(1, STALL_LENGTH_MAX_NS, STALL_LENGTH_ALLOWED)] = F(
+        ..., STALL_LENGTH_ALLOWED)
+
+
+def stall_fields(stalls: Optional[Stalls]) -> dict:
+    """A link's ``stall_every_ns`` and ``stall_ns`` in the run config, left
+    out without stalls so that the run ids of studies without them stay as
+    they were (as ``jitter_ns`` is)."""
+    return {} if stalls is None else {"stall_every_ns": stalls.every, "stall_ns": stalls.length}
+
+
 class Bottleneck(Model):
     rate: Rate = F(..., units.RATE_ALLOWED)
     delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
@@ -190,15 +229,17 @@ class Bottleneck(Model):
     qdisc: Annotated[Qdisc, BeforeValidator(shorthand)] = F("fifo", QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT)")
     jitter: Jitter = F("0ms", JITTER_ALLOWED)
+    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED)
 
 
 class Reverse(Model):
-    """The return path; a field left out mirrors the bottleneck (loss and jitter default to 0)."""
+    """The return path; a field left out mirrors the bottleneck (loss and jitter default to 0, stalls to none)."""
 
     rate: Optional[Rate] = F(None, units.RATE_ALLOWED)
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED)
     jitter: Jitter = F("0ms", JITTER_ALLOWED)
+    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED)
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
 
 
@@ -214,6 +255,7 @@ class LinkBack(Model):
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Optional[Percent] = F(None, units.PERCENT_ALLOWED)
     jitter: Optional[JitterBack] = F(None, JITTER_BACK_ALLOWED)
+    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED.replace("default: none", "default: the A → B direction's"))
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
@@ -229,12 +271,13 @@ class Link(Model):
     delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED + " (each direction)")
     jitter: Jitter = F("0ms", JITTER_ALLOWED + " (each direction)")
+    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED + " (each direction)")
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED + " (default: a pipe at a host, else 1bdp; with "
                                   "codel, fq_codel, fq: Linux's limit)")
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED + " (default 'fifo'; a host's link: a pipe)")
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
                                 "flows that cross the link)")
-    back: Optional[LinkBack] = F(None, "a table {rate, delay, loss, jitter, buffer, qdisc, bdp_rtt} for the B → A "
+    back: Optional[LinkBack] = F(None, "a table {rate, delay, loss, jitter, stalls, buffer, qdisc, bdp_rtt} for the B → A "
                                  "direction (a field left out is the same as A → B)")
 
     @staticmethod
@@ -258,7 +301,7 @@ class Topology(Model):
     )
     access: Optional[AccessDefault] = F(None, "a table {rate, delay}")
     bottleneck: Optional[Bottleneck] = F(None, "a table with at least rate = '...'")
-    reverse: Optional[Reverse] = F(None, "a table {rate, delay, loss, jitter, buffer}")
+    reverse: Optional[Reverse] = F(None, "a table {rate, delay, loss, jitter, stalls, buffer}")
     hosts: Optional[List[StrictStr]] = F(None, "an array of host names (a general topology), e.g. ['a', 'b']")
     routers: List[StrictStr] = F([], "an array of router names, e.g. ['r1', 'r2']")
     links: Optional[List[Link]] = F(None, "an array of tables [[topology.links]] with at least between = "

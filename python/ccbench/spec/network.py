@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import qdisc, units
-from .model import Controller, Event, Flow, StudyFile
+from .model import Controller, Event, Flow, StudyFile, stall_fields
 from .sweep import FieldError, dotted
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -64,6 +64,7 @@ class DirLink:
     qdisc: Optional[qdisc.Qdisc]
     bdp_rtt: Optional[int]
     jitter: int
+    stalls: Any
     back_fields: tuple = ()  # the settings the link's back table gives (B → A only)
 
     @property
@@ -187,8 +188,9 @@ def _directions(i: int, ln: Any) -> tuple[DirLink, DirLink]:
     a, b = ln.between
     fname = ln.name if ln.name is not None else f"{a}-{b}"
     bname = f"{ln.name}/back" if ln.name is not None else f"{b}-{a}"
-    fwd = DirLink(fname, a, b, i, False, ln.rate, ln.delay, ln.loss, ln.buffer, ln.qdisc, ln.bdp_rtt, ln.jitter)
-    keys = ("rate", "delay", "loss", "buffer", "qdisc", "bdp_rtt", "jitter")
+    fwd = DirLink(fname, a, b, i, False, ln.rate, ln.delay, ln.loss, ln.buffer, ln.qdisc, ln.bdp_rtt, ln.jitter,
+                  ln.stalls)
+    keys = ("rate", "delay", "loss", "buffer", "qdisc", "bdp_rtt", "jitter", "stalls")
     given = tuple(k for k in keys if ln.back is not None and getattr(ln.back, k) is not None)
     back = DirLink(bname, b, a, i, True, *(getattr(ln.back if k in given else ln, k) for k in keys),
                    back_fields=given)
@@ -445,7 +447,7 @@ def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict]) 
 
 def _link(d: DirLink, net: Net, every: list[Route], mss: int, buffer_of: Callable[..., dict]) -> dict:
     out: dict[str, Any] = {"name": d.name, "from": d.src, "to": d.dst, "rate_bps": d.rate, "delay_ns": d.delay,
-                           "loss": d.loss, **({"jitter_ns": d.jitter} if d.jitter else {})}
+                           "loss": d.loss, **({"jitter_ns": d.jitter} if d.jitter else {}), **stall_fields(d.stalls)}
     at_host = net.is_host(d.src) or net.is_host(d.dst)
     if at_host and d.buffer is None and d.qdisc is None:
         return {**out, "buffer_bytes": None, "buffer_pkts": None}

@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional, Union
 from . import qdisc, units
 from . import network
 from .limits import MAX_COUNT, MAX_DURATION_NS, MIN_SAMPLE_INTERVAL_NS
-from .model import CCAS, DELACK_NS, HEADER_BYTES, HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for
+from .model import CCAS, DELACK_NS, HEADER_BYTES, HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for, stall_fields
 from .sweep import FieldError, dotted
 from .tree import copy_tree
 
@@ -162,6 +162,7 @@ def _dumbbell(topo: Any, tcp: Any, senders: list[dict]) -> tuple[dict, Optional[
         "delay_ns": bn.delay,
         "loss": bn.loss,
         **_jitter(bn.jitter),
+        **stall_fields(bn.stalls),
         **_buffer(bn_buffer, bn.rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"),
                   bn_related + ("topology.bottleneck.qdisc",)),
     }
@@ -178,7 +179,8 @@ def _dumbbell(topo: Any, tcp: Any, senders: list[dict]) -> tuple[dict, Optional[
             rbuf = {k: bottleneck[k] for k in ("buffer_bytes", "buffer_pkts")}
             if bn_buffer.kind == "bdp":  # mirror the *setting*: the same multiple of the reverse BDP
                 rbuf = _buffer(bn_buffer, rev_rate, rtt, tcp.mss, ("topology", "bottleneck", "buffer"), rtt_related)
-        reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **_jitter(rev.jitter), **rbuf}
+        reverse = {"rate_bps": rev_rate, "delay_ns": rev_delay, "loss": rev.loss, **_jitter(rev.jitter),
+                   **stall_fields(rev.stalls), **rbuf}
     return bottleneck, reverse
 
 
@@ -186,6 +188,7 @@ def _jitter(jitter_ns: int) -> dict:
     """A link's ``jitter_ns``, left out when 0 so that the run ids of studies
     without jitter stay as they were."""
     return {"jitter_ns": jitter_ns} if jitter_ns else {}
+
 
 
 class Resolver:

@@ -114,6 +114,9 @@ def check_config(cfg: dict, inv: Inventory) -> None:
                 # netem's jitter reorders packets; ccbench's keeps their order (docs/topology.md).
                 raise UsageError(f"topology.{name}.jitter = '{units.format_time(link['jitter_ns'])}': bottleneck = "
                                  "'tc' has no order-keeping jitter; use bottleneck = 'emu', or leave jitter at 0")
+            if link and link.get("stall_ns"):
+                raise UsageError(f"topology.{name}.stalls: bottleneck = 'tc' (netem) cannot pause a link; use "
+                                 "bottleneck = 'emu', or leave stalls out")
 
 
 # ---------------------------------------------------------------- processes over SSH
