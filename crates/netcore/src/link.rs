@@ -89,20 +89,22 @@ pub struct Link<P: Pkt> {
 /// packet that reaches the far end during one is delivered when it ends,
 /// with everything else that arrived meanwhile (a host or a virtual machine
 /// not scheduled for a while, a receiver that takes a batch of segments at
-/// once). Drawn lazily in arrival order from a stream of its own.
+/// once). Drawn lazily in arrival order from a stream of its own, the
+/// first pause an exponential gap after the first arrival: the emulator's
+/// clock starts at the machine's uptime, not at 0, and drawing the pauses
+/// of hours before it would hold up its first packet.
 pub struct Stalls {
     mean_gap: f64,
     mean_len: f64,
     rng: Rng,
     start: Nanos,
     end: Nanos,
+    begun: bool,
 }
 
 impl Stalls {
     pub fn new(mean_gap: Nanos, mean_len: Nanos, rng: Rng) -> Stalls {
-        let mut s = Stalls { mean_gap: mean_gap as f64, mean_len: mean_len as f64, rng, start: 0, end: 0 };
-        s.draw_after(0);
-        s
+        Stalls { mean_gap: mean_gap as f64, mean_len: mean_len as f64, rng, start: 0, end: 0, begun: false }
     }
 
     fn exp(&mut self, mean: f64) -> Nanos {
@@ -118,6 +120,10 @@ impl Stalls {
     /// When a packet reaching the far end at `at` is delivered (`at` never
     /// decreases from one call to the next).
     fn deliver_at(&mut self, at: Nanos) -> Nanos {
+        if !self.begun {
+            self.begun = true;
+            self.draw_after(at);
+        }
         while self.end <= at {
             let end = self.end;
             self.draw_after(end);
@@ -433,6 +439,26 @@ mod tests {
         // spacing, and the pauses that catch one are longer than the spacing.
         let mean_wait = paused_ns as f64 / pauses as f64;
         assert!((mean_wait / length as f64 - 1.0).abs() < 0.1, "mean first wait {mean_wait} ns");
+    }
+
+    /// The pauses start from the first arrival, whatever the clock reads
+    /// then (the emulator's is the machine's uptime): the same draws, shifted.
+    #[test]
+    fn stalls_start_at_the_first_arrival() {
+        let times = |t0: Nanos| {
+            let mut l: Link<P> = Link::pipe(10_000_000_000, 0).with_stalls(5_000_000, 1_000_000, Rng::derive(7, 3));
+            (0..20_000u64)
+                .map(|i| {
+                    let _ = l.offer(P(100, i), t0 + i * 100_000);
+                    let at = l.line.back().unwrap().0 - t0;
+                    l.arrive();
+                    at
+                })
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (times(0), times(50_000 * 1_000_000_000)); // 0 and 50,000 s of uptime
+        assert_eq!(a, b);
+        assert!(a.iter().enumerate().any(|(i, &at)| at > i as u64 * 100_000 + 80), "some held");
     }
 
     #[test]
