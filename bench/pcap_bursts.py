@@ -63,7 +63,6 @@ from pathlib import Path
 
 SERVER_PORT = ".5201 >"  # the load generator's and iperf3's port: its packets are the ACKs
 EPISODE_GAP_S = 0.05  # events closer than this belong to one loss episode
-MSS_GAP = 1448  # an ACK within this of a segment's end covers it (segments of the default MSS)
 RESEND_QUIET_S = 0.05  # ACKs this soon after a resend belong to recovery, not to a stall
 STALL_MIN_S = 0.0003  # an ACK later than the base by more than this is held by a stall
 STALL_JOIN_S = 0.002  # late ACKs closer than this belong to one stall
@@ -106,8 +105,9 @@ def capture(study: Path, outdir: Path, seconds: float) -> None:
 
 
 def events(pcap: Path):
-    """(time, kind, value, length): kind "A" an ACK from the server (value:
-    its cumulative ACK), "D" a data segment to it (value: its sequence)."""
+    """(time, kind, value, x): kind "A" an ACK from the server (value: its
+    cumulative ACK; x: whether it carries SACK blocks), "D" a data segment
+    to it (value: its sequence; x: its length)."""
     if not pcap.is_file():
         sys.exit(f"{pcap}: no such capture (write it with `capture` first)")
     p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
@@ -125,7 +125,7 @@ def events(pcap: Path):
         if SERVER_PORT in hdr:
             ack = re.search(r"ack (\d+)", line)
             if ack:
-                out.append((t, "A", int(ack.group(1)), 0))
+                out.append((t, "A", int(ack.group(1)), "sack" in line))
         elif n > 0:
             seq = re.search(r"seq (\d+):", line)
             if seq:
@@ -199,10 +199,10 @@ def sender_bursts(tx, rate: float, buffer_pkts: int, wire_bytes: int, mss: int, 
     fill = [round(built[min(t for t in overflows if round(t - t0, 3) >= s)] * 1e3, 2) for s in starts]
     print(f"  ms each overflow took to fill the queue from empty (draining it takes "
           f"{buffer_pkts * slot * 1e3:.2f} ms):", fill)
-    ack_stalls(tx, departures, resent, fit)
+    ack_stalls(tx, departures, resent, mss, fit)
 
 
-def ack_stalls(tx, departures: dict, resent: list[float], fit: tuple[float, float]) -> None:
+def ack_stalls(tx, departures: dict, resent: list[float], mss: int, fit: tuple[float, float]) -> None:
     """The ACK path's stalls, from each ACK's delay after the FIFO's
     departure of the newest segment it covers (see the module's text)."""
     ends = sorted(departures)
@@ -211,7 +211,7 @@ def ack_stalls(tx, departures: dict, resent: list[float], fit: tuple[float, floa
         if kind != "A" or sack:
             continue
         i = bisect.bisect_right(ends, ack) - 1
-        if i < 0 or ack - ends[i] >= MSS_GAP:
+        if i < 0 or ack - ends[i] >= mss:
             continue
         j = bisect.bisect_right(resent, t) - 1
         if j >= 0 and t - resent[j] < RESEND_QUIET_S:
