@@ -61,6 +61,8 @@ import sys
 import time
 from pathlib import Path
 
+from ccbench.spec import units
+
 SERVER_PORT = ".5201 >"  # the load generator's and iperf3's port: its packets are the ACKs
 EPISODE_GAP_S = 0.05  # events closer than this belong to one loss episode
 RESEND_QUIET_S = 0.05  # ACKs this soon after a resend belong to recovery, not to a stall
@@ -69,10 +71,10 @@ STALL_JOIN_S = 0.002  # late ACKs closer than this belong to one stall
 
 
 def parse_rate(text: str) -> float:
-    m = re.fullmatch(r"([0-9.]+)\s*([kMG]?)bit", text)
-    if not m:
-        sys.exit(f"--rate: {text!r} is not a rate such as 250Mbit or 1Gbit")
-    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+    try:
+        return float(units.parse_rate(text))
+    except units.UnitError as e:
+        sys.exit(f"--rate: {text!r}: {e.problem} ({units.RATE_ALLOWED})")
 
 
 def namespaces() -> list[str]:
@@ -133,13 +135,18 @@ def events(pcap: Path):
     return out
 
 
-def episodes(times: list[float], t0: float) -> list[float]:
-    starts, last = [], None
+def episodes(times: list[float]) -> list[float]:
+    """The first time of each run of times closer than EPISODE_GAP_S."""
+    firsts, last = [], None
     for t in times:
         if last is None or t - last > EPISODE_GAP_S:
-            starts.append(round(t - t0, 3))
+            firsts.append(t)
         last = t
-    return starts
+    return firsts
+
+
+def since(t0: float, times: list[float]) -> list[float]:
+    return [round(t - t0, 3) for t in times]
 
 
 def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: int, fit: tuple[float, float]) -> None:
@@ -191,14 +198,13 @@ def sender_bursts(tx, rate: float, buffer_pkts: int, wire_bytes: int, mss: int, 
             resent.append(t)
         highest = max(highest, seq + n)
     print(f"sender: {len(data)} sends; a {buffer_pkts}-packet FIFO at {rate / 1e6:g} Mbit/s fed by them")
-    starts = episodes(overflows, t0)
-    print("  would overflow at (s):   ", starts)
-    print("  the sender resent at (s):", episodes(resent, t0))
+    firsts = episodes(overflows)
+    print("  would overflow at (s):   ", since(t0, firsts))
+    print("  the sender resent at (s):", since(t0, episodes(resent)))
     # A queue that filled from empty within a few of its own drain times was
     # filled by a burst; one that took round trips was filled by the window.
-    fill = [round(built[min(t for t in overflows if round(t - t0, 3) >= s)] * 1e3, 2) for s in starts]
     print(f"  ms each overflow took to fill the queue from empty (draining it takes "
-          f"{buffer_pkts * slot * 1e3:.2f} ms):", fill)
+          f"{buffer_pkts * slot * 1e3:.2f} ms):", [round(built[t] * 1e3, 2) for t in firsts])
     ack_stalls(tx, departures, resent, mss, fit)
 
 

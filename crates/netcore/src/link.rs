@@ -435,8 +435,8 @@ mod tests {
         let caught = l / spacing * (1.0 - (-spacing / l).exp());
         let expect_rate = 1e9 / (every + length) as f64 * caught;
         assert!((rate / expect_rate - 1.0).abs() < 0.1, "{rate} pauses/s, expected about {expect_rate}");
-        // The first packet a pause holds waits all of it but a part of one
-        // spacing, and the pauses that catch one are longer than the spacing.
+        // The first packet a pause holds waits the rest of it, whose mean is
+        // the whole pause's: an exponential has no memory.
         let mean_wait = paused_ns as f64 / pauses as f64;
         assert!((mean_wait / length as f64 - 1.0).abs() < 0.1, "mean first wait {mean_wait} ns");
     }

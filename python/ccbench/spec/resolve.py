@@ -190,7 +190,6 @@ def _jitter(jitter_ns: int) -> dict:
     return {"jitter_ns": jitter_ns} if jitter_ns else {}
 
 
-
 class Resolver:
     """Cross-field checks, then the resolved config without seed and jitter, of
     each configuration of one study (``resolve``), in the sweep's order.
