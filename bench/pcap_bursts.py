@@ -8,12 +8,14 @@ both hosts, then test.
 `capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
 (one run: give the study one configuration and one repetition) and, as soon
 as the run's namespaces exist, starts tcpdump (headers only) in the first
-sender's (`<token>-s0`) and the receiver's (`<token>-d`) namespace for S
-seconds (default 6), writing OUTDIR/sender.pcap and OUTDIR/receiver.pcap.
-tcpdump costs CPU on the hosts' side, so a captured run is a little slower
-than one without (needs root and tcpdump: `apt-get install tcpdump`).
+sender's (`<token>-s0`) and the receiver's (`<token>-d`) namespace, and on
+the router's TUN (`<token>-r`, the packets the kernel hands to the
+emulator, data to the receiver only) for S seconds (default 6), writing
+OUTDIR/sender.pcap, OUTDIR/receiver.pcap and OUTDIR/tun.pcap. tcpdump
+costs CPU on the hosts' side, so a captured run is slower than one without
+and has more stalls (needs root and tcpdump: `apt-get install tcpdump`).
 
-`analyse` reads the two captures (through `tcpdump -r`) and prints:
+`analyse` reads the captures (through `tcpdump -r`) and prints:
 
 - at the receiver: the share of data segments acknowledged by ACKs that
   each cover n new segments (a timely Linux receiver ACKs every second
@@ -39,6 +41,16 @@ than one without (needs root and tcpdump: `apt-get install tcpdump`).
   many and harmless, and no exponential fits them as well). Give that to
   the simulator's bottleneck to run the same path with this machine's
   stalls (docs/sim-model.md, "Network").
+- into the emulator (with tun.pcap): the drops of the FIFO above fed by
+  the segments' arrival times at the emulator, beside the drops the
+  emulator counted (if they agree, those times are what the bottleneck
+  saw); each segment's delay from the sender's interface to the TUN (the
+  hosts' forwarding), and the rate at which the hosts handed segments on
+  while that path was backlogged (more than 0.1 ms above its base for 50
+  segments or more): how fast a burst reaches the bottleneck on this
+  machine. The simulator's access links send bursts at their `rate` (10
+  Gbit/s by default); give the senders' `access` this rate to run the same
+  bursts (docs/validation/README.md, "Session 27").
 
 Why: a single flow through a shallow buffer loses packets whenever the ACKs
 of a stretch of time S arrive at once (a stall on the ACK path, or a
@@ -53,9 +65,11 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
+import json
 import math
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -68,6 +82,8 @@ EPISODE_GAP_S = 0.05  # events closer than this belong to one loss episode
 RESEND_QUIET_S = 0.05  # ACKs this soon after a resend belong to recovery, not to a stall
 STALL_MIN_S = 0.0003  # an ACK later than the base by more than this is held by a stall
 STALL_JOIN_S = 0.002  # late ACKs closer than this belong to one stall
+BACKLOG_S = 0.0001  # a segment this much later than the base from sender to emulator waited in the hosts
+BACKLOG_MIN_PKTS = 50  # a backlogged stretch this long is a burst being forwarded
 
 
 def parse_rate(text: str) -> float:
@@ -98,9 +114,14 @@ def capture(study: Path, outdir: Path, seconds: float) -> None:
     if token is None:
         run.wait()
         sys.exit("the run's namespaces did not appear (did it fail? see its output above)")
-    dumps = [subprocess.Popen(["timeout", str(seconds), "ip", "netns", "exec", f"{token}-{host}", "tcpdump", "-i",
-                               "any", "-s", "96", "-n", "-w", str(outdir / f"{name}.pcap"), "tcp"],
-                              stderr=subprocess.DEVNULL) for host, name in [("s0", "sender"), ("d", "receiver")]]
+    def tcpdump(ns: str, iface: str, name: str, *flt: str) -> subprocess.Popen:
+        return subprocess.Popen(["timeout", str(seconds), "ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-s", "96",
+                                 "-n", "-w", str(outdir / f"{name}.pcap"), *flt], stderr=subprocess.DEVNULL)
+
+    dumps = [tcpdump(f"{token}-{host}", "any", name, "tcp") for host, name in [("s0", "sender"), ("d", "receiver")]]
+    # The router's TUN, outgoing only: each data segment as the hosts' kernel hands it to the emulator.
+    dumps.append(tcpdump(f"{token}-r", f"{token}-tun", "tun", "-Q", "out", "tcp", "dst", "port",
+                         SERVER_PORT.strip(".> ")))
     for d in dumps:
         d.wait()
     sys.exit(run.wait())
@@ -154,7 +175,12 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
         receiver_batches(events(outdir / "receiver.pcap"), mss)
     else:
         print("receiver: no receiver.pcap, left out")
-    sender_bursts(events(outdir / "sender.pcap"), rate, buffer_pkts, wire_bytes, mss, fit)
+    tx = events(outdir / "sender.pcap")
+    sender_bursts(tx, rate, buffer_pkts, wire_bytes, mss, fit)
+    if (outdir / "tun.pcap").is_file():
+        bottleneck_arrivals(tx, events(outdir / "tun.pcap"), outdir / "results", rate, buffer_pkts, wire_bytes, mss)
+    else:
+        print("into the emulator: no tun.pcap, left out")
 
 
 def receiver_batches(rx, mss: int) -> None:
@@ -252,6 +278,70 @@ def ack_stalls(tx, departures: dict, resent: list[float], mss: int, fit: tuple[f
     starts = rate[lo] * math.exp(lo / mean)  # pauses per second
     print(f"  exponential pauses with the same rates at {lo:g} and {hi:g} ms: "
           f"stalls = {{ every = \"{1e3 / starts:.0f}ms\", length = \"{mean:.2f}ms\" }}")
+
+
+def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: int) -> None:
+    """The hosts' path from the sender to the emulator. `tun`: the data
+    segments as the hosts' kernel handed them to the emulator (the router's
+    TUN, where GSO packets arrive already cut to the MTU). Fed into a FIFO of
+    the bottleneck's rate and buffer they should give the emulator's drops
+    (which the run's stats count): if so, the bottleneck saw those arrival
+    times. Matched with the sender's capture, each segment's delay from the
+    sender's interface to the TUN; while that delay is above its base by more
+    than 0.1 ms the path is backlogged, and the rate of hand-offs in such a
+    stretch is how fast the hosts' CPU forwards a burst. The simulator's
+    access link sends a burst at its `rate` (10 Gbit/s by default)."""
+    times = [t for t, k, _, _ in tun if k == "D"]
+    if not times:
+        print("into the emulator: no data segments in tun.pcap")
+        return
+    slot = wire_bytes * 8 / rate
+    queue, last, overflows = 0.0, None, 0
+    for t in times:
+        if last is not None:
+            queue = max(0.0, queue - (t - last) / slot)
+        last = t
+        if queue + 1 > buffer_pkts:
+            overflows += 1
+        else:
+            queue += 1
+    drops = "an unknown number"
+    if (results / "ccbench.duckdb").is_file():
+        from ccbench.api import open_results
+
+        with open_results(results) as r:
+            drops = sum(int(json.loads(x).get("emu_bottleneck_drops") or 0) for x in r.runs["stats"] if x)
+    print(f"into the emulator: {len(times)} data segments over {times[-1] - times[0]:.1f} s; the FIFO fed by them "
+          f"drops {overflows} (the emulator dropped {drops} in the whole run)")
+    sent = {}
+    for t, kind, seq, n in tx:
+        if kind == "D":
+            for i in range(max(1, n // mss)):
+                sent.setdefault(seq + i * mss, t)
+    pairs = [(t, t - sent[seq]) for t, kind, seq, _ in tun if kind == "D" and seq in sent]
+    if len(pairs) < 2:
+        print("  too few segments in both captures to measure the hosts' path")
+        return
+    delays = sorted(d for _, d in pairs)
+    base = delays[0]
+    print(f"  sender to emulator: {len(pairs)} segments in both captures, delay above its base "
+          f"({base * 1e6:.0f} us): median {(delays[len(delays) // 2] - base) * 1e6:.0f} us, "
+          f"p99 {(delays[int(0.99 * (len(delays) - 1))] - base) * 1e6:.0f} us")
+    stretches, cur = [], []
+    for t, d in pairs:
+        if d - base > BACKLOG_S:
+            cur.append(t)
+            continue
+        if len(cur) >= BACKLOG_MIN_PKTS:
+            stretches.append(cur)
+        cur = []
+    rates = sorted((len(c) - 1) * wire_bytes * 8 / (c[-1] - c[0]) / 1e9 for c in stretches if c[-1] > c[0])
+    if len(rates) < 10:
+        print(f"  fewer than 10 backlogged stretches of {BACKLOG_MIN_PKTS} segments or more: no rate")
+        return
+    q = statistics.quantiles(rates, n=10)
+    print(f"  {len(rates)} backlogged stretches of {BACKLOG_MIN_PKTS} segments or more: hand-offs at "
+          f"{q[0]:.2f} / {statistics.median(rates):.2f} / {q[8]:.2f} Gbit/s (p10 / median / p90)")
 
 
 def main() -> None:
