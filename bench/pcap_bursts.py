@@ -313,12 +313,17 @@ def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, w
             drops = sum(int(json.loads(x).get("emu_bottleneck_drops") or 0) for x in r.runs["stats"] if x)
     print(f"into the emulator: {len(times)} data segments over {times[-1] - times[0]:.1f} s; the FIFO fed by them "
           f"drops {overflows} (the emulator dropped {drops} in the whole run)")
-    sent = {}
+    sent = collections.defaultdict(list)  # segment -> its send times (a resend appends)
     for t, kind, seq, n in tx:
         if kind == "D":
             for i in range(max(1, n // mss)):
-                sent.setdefault(seq + i * mss, t)
-    pairs = [(t, t - sent[seq]) for t, kind, seq, _ in tun if kind == "D" and seq in sent]
+                sent[seq + i * mss].append(t)
+    pairs = []
+    for t, kind, seq, _ in tun:
+        sends = sent.get(seq) if kind == "D" else None
+        i = bisect.bisect_right(sends, t) - 1 if sends else -1
+        if i >= 0:  # the latest send before this hand-off is the copy handed on
+            pairs.append((t, t - sends[i]))
     if len(pairs) < 2:
         print("  too few segments in both captures to measure the hosts' path")
         return
