@@ -27,9 +27,20 @@ and has more stalls (needs root and tcpdump: `apt-get install tcpdump`).
   to fill from empty. If the episodes line up, the sender's send times
   alone explain the losses; a queue filled within a few of its drain
   times was filled by a burst, one that took round trips by the window.
-
+- into the emulator (with tun.pcap): the drops of the FIFO above fed by
+  the segments' arrival times at the emulator, beside the drops the
+  emulator counted (if they agree, those times are what the bottleneck
+  saw); each segment's delay from the sender's interface to the TUN (the
+  hosts' forwarding), and the rate at which the hosts handed segments on
+  while that path was backlogged (more than 0.1 ms above its base for 50
+  segments or more): how fast a burst reaches the bottleneck on this
+  machine. The simulator's access links send bursts at their `rate` (10
+  Gbit/s by default); give the senders' `access` this rate to run the same
+  bursts (docs/validation/README.md, "Session 27").
 - at the sender: the ACK path's stalls. Each ACK's arrival is compared with
-  the departure, from that FIFO, of the newest segment it covers; the
+  the departure, from that FIFO, of the newest segment it covers (with
+  tun.pcap, from the FIFO fed by the arrivals at the emulator instead, so
+  that the hosts' forwarding, measured there, is not counted again); the
   smallest difference is the path's base, and an ACK later than that by
   more than 0.3 ms is held by a stall (of the receiver, the emulator, the
   machine), a stall's length being its latest ACK's delay. ACKs with SACK
@@ -41,16 +52,6 @@ and has more stalls (needs root and tcpdump: `apt-get install tcpdump`).
   many and harmless, and no exponential fits them as well). Give that to
   the simulator's bottleneck to run the same path with this machine's
   stalls (docs/sim-model.md, "Network").
-- into the emulator (with tun.pcap): the drops of the FIFO above fed by
-  the segments' arrival times at the emulator, beside the drops the
-  emulator counted (if they agree, those times are what the bottleneck
-  saw); each segment's delay from the sender's interface to the TUN (the
-  hosts' forwarding), and the rate at which the hosts handed segments on
-  while that path was backlogged (more than 0.1 ms above its base for 50
-  segments or more): how fast a burst reaches the bottleneck on this
-  machine. The simulator's access links send bursts at their `rate` (10
-  Gbit/s by default); give the senders' `access` this rate to run the same
-  bursts (docs/validation/README.md, "Session 27").
 
 Why: a single flow through a shallow buffer loses packets whenever the ACKs
 of a stretch of time S arrive at once (a stall on the ACK path, or a
@@ -176,11 +177,18 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
     else:
         print("receiver: no receiver.pcap, left out")
     tx = events(outdir / "sender.pcap")
-    sender_bursts(tx, rate, buffer_pkts, wire_bytes, mss, fit)
+    fifo, resent = sender_bursts(tx, rate, buffer_pkts, wire_bytes, mss)
+    at_emulator = None
     if (outdir / "tun.pcap").is_file():
-        bottleneck_arrivals(tx, events(outdir / "tun.pcap"), outdir / "results", rate, buffer_pkts, wire_bytes, mss)
+        at_emulator = bottleneck_arrivals(tx, events(outdir / "tun.pcap"), outdir / "results", rate, buffer_pkts,
+                                          wire_bytes, mss)
     else:
         print("into the emulator: no tun.pcap, left out")
+    # With the emulator's own arrivals, an ACK's delay is counted from when its
+    # segment left the real bottleneck, so the hosts' forwarding (measured
+    # above, the access rate) is not counted again as ACK-path stalls.
+    ack_stalls(tx, (at_emulator or fifo).departures, resent, mss, fit,
+               "the emulator's arrivals" if at_emulator else "the sender's sends")
 
 
 def receiver_batches(rx, mss: int) -> None:
@@ -195,46 +203,59 @@ def receiver_batches(rx, mss: int) -> None:
     print("  " + ", ".join(f"{n}{'+' if n >= 10 else ''}: {c / total:.3f}" for n, c in sorted(covered.items())))
 
 
-def sender_bursts(tx, rate: float, buffer_pkts: int, wire_bytes: int, mss: int, fit: tuple[float, float]) -> None:
+class Fifo:
+    """A drop-tail queue of `buffer_pkts` packets served at `rate`, fed by
+    (time, sequence, length) segments (a GSO packet is length // mss wire
+    packets). `overflows`: when a packet found it full; `built`: per such
+    time, how long the queue had taken to fill from empty; `departures`:
+    per segment end that got in, when it left (its last copy's)."""
+
+    def __init__(self, segments, rate: float, buffer_pkts: int, wire_bytes: int, mss: int):
+        self.slot = wire_bytes * 8 / rate
+        self.overflows, self.built, self.departures = [], {}, {}
+        queue, last, empty_at, free_at = 0.0, None, 0.0, 0.0
+        for t, seq, n in segments:
+            if last is not None:
+                drained = (t - last) / self.slot
+                if drained >= queue:
+                    empty_at = last + queue * self.slot
+                queue = max(0.0, queue - drained)
+            last = t
+            for i in range(max(1, n // mss)):
+                if queue + 1 > buffer_pkts:
+                    self.overflows.append(t)
+                    self.built.setdefault(t, t - empty_at)
+                else:
+                    queue += 1
+                    free_at = max(free_at, t) + self.slot
+                    self.departures[seq + (i + 1) * mss] = free_at
+
+
+def sender_bursts(tx, rate: float, buffer_pkts: int, wire_bytes: int, mss: int) -> tuple[Fifo, list[float]]:
+    """The sender's sends through the bottleneck's FIFO, beside its resends;
+    returns that FIFO and the resend times."""
     data = [(t, v, n) for t, k, v, n in tx if k == "D"]
     if not data:
         sys.exit("no data segments in sender.pcap")
     t0 = data[0][0]
-    slot = wire_bytes * 8 / rate
-    queue, last, overflows = 0.0, None, []
+    fifo = Fifo(data, rate, buffer_pkts, wire_bytes, mss)
     highest, resent = 0, []
-    empty_at, built = 0.0, {}  # when the queue was last empty; per overflow: how long it took to fill
-    departures, free_at = {}, 0.0  # segment end -> when it left the FIFO (its last copy)
     for t, seq, n in data:
-        if last is not None:
-            drained = (t - last) / slot
-            if drained >= queue:
-                empty_at = last + queue * slot
-            queue = max(0.0, queue - drained)
-        last = t
-        for i in range(max(1, n // mss)):  # a GSO packet is n // mss wire packets
-            if queue + 1 > buffer_pkts:
-                overflows.append(t)
-                built.setdefault(t, t - empty_at)
-            else:
-                queue += 1
-                free_at = max(free_at, t) + slot
-                departures[seq + (i + 1) * mss] = free_at
         if seq + n <= highest:
             resent.append(t)
         highest = max(highest, seq + n)
     print(f"sender: {len(data)} sends; a {buffer_pkts}-packet FIFO at {rate / 1e6:g} Mbit/s fed by them")
-    firsts = episodes(overflows)
+    firsts = episodes(fifo.overflows)
     print("  would overflow at (s):   ", since(t0, firsts))
     print("  the sender resent at (s):", since(t0, episodes(resent)))
     # A queue that filled from empty within a few of its own drain times was
     # filled by a burst; one that took round trips was filled by the window.
     print(f"  ms each overflow took to fill the queue from empty (draining it takes "
-          f"{buffer_pkts * slot * 1e3:.2f} ms):", [round(built[t] * 1e3, 2) for t in firsts])
-    ack_stalls(tx, departures, resent, mss, fit)
+          f"{buffer_pkts * fifo.slot * 1e3:.2f} ms):", [round(fifo.built[t] * 1e3, 2) for t in firsts])
+    return fifo, resent
 
 
-def ack_stalls(tx, departures: dict, resent: list[float], mss: int, fit: tuple[float, float]) -> None:
+def ack_stalls(tx, departures: dict, resent: list[float], mss: int, fit: tuple[float, float], fed_by: str) -> None:
     """The ACK path's stalls, from each ACK's delay after the FIFO's
     departure of the newest segment it covers (see the module's text)."""
     ends = sorted(departures)
@@ -268,7 +289,8 @@ def ack_stalls(tx, departures: dict, resent: list[float], mss: int, fit: tuple[f
         stalls.append(cur)
     span = delays[-1][0] - delays[0][0]
     rate = {ms: sum(s >= ms / 1e3 for s in stalls) / span for ms in (0.5, 1, 2, 3, 5, *fit)}
-    print(f"ACK path over {span:.1f} s ({len(delays)} ACKs, base {base * 1e3:.2f} ms): stalls per second lasting at least")
+    print(f"ACK path over {span:.1f} s ({len(delays)} ACKs, base {base * 1e3:.2f} ms, departures of a FIFO fed by "
+          f"{fed_by}): stalls per second lasting at least")
     print("  " + ", ".join(f"{ms:g} ms: {rate[ms]:.2f}" for ms in (0.5, 1, 2, 3, 5)))
     lo, hi = fit
     if rate[hi] <= 0 or rate[lo] <= rate[hi]:
@@ -280,7 +302,8 @@ def ack_stalls(tx, departures: dict, resent: list[float], mss: int, fit: tuple[f
           f"stalls = {{ every = \"{1e3 / starts:.0f}ms\", length = \"{mean:.2f}ms\" }}")
 
 
-def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: int) -> None:
+def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, wire_bytes: int,
+                        mss: int) -> Fifo | None:
     """The hosts' path from the sender to the emulator. `tun`: the data
     segments as the hosts' kernel handed them to the emulator (the router's
     TUN, where GSO packets arrive already cut to the MTU). Fed into a FIFO of
@@ -290,29 +313,21 @@ def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, w
     sender's interface to the TUN; while that delay is above its base by more
     than 0.1 ms the path is backlogged, and the rate of hand-offs in such a
     stretch is how fast the hosts' CPU forwards a burst. The simulator's
-    access link sends a burst at its `rate` (10 Gbit/s by default)."""
-    times = [t for t, k, _, _ in tun if k == "D"]
-    if not times:
+    access link sends a burst at its `rate` (10 Gbit/s by default).
+    Returns the FIFO fed by the arrivals at the emulator."""
+    data = [(t, v, n) for t, k, v, n in tun if k == "D"]
+    if not data:
         print("into the emulator: no data segments in tun.pcap")
-        return
-    slot = wire_bytes * 8 / rate
-    queue, last, overflows = 0.0, None, 0
-    for t in times:
-        if last is not None:
-            queue = max(0.0, queue - (t - last) / slot)
-        last = t
-        if queue + 1 > buffer_pkts:
-            overflows += 1
-        else:
-            queue += 1
+        return None
+    fifo = Fifo(data, rate, buffer_pkts, wire_bytes, mss)
     drops = "an unknown number"
     if (results / "ccbench.duckdb").is_file():
         from ccbench.api import open_results
 
         with open_results(results) as r:
             drops = sum(int(json.loads(x).get("emu_bottleneck_drops") or 0) for x in r.runs["stats"] if x)
-    print(f"into the emulator: {len(times)} data segments over {times[-1] - times[0]:.1f} s; the FIFO fed by them "
-          f"drops {overflows} (the emulator dropped {drops} in the whole run)")
+    print(f"into the emulator: {len(data)} data segments over {data[-1][0] - data[0][0]:.1f} s; the FIFO fed by "
+          f"them drops {len(fifo.overflows)} (the emulator dropped {drops} in the whole run)")
     sent = collections.defaultdict(list)  # segment -> its send times (a resend appends)
     for t, kind, seq, n in tx:
         if kind == "D":
@@ -326,7 +341,7 @@ def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, w
             pairs.append((t, t - sends[i]))
     if len(pairs) < 2:
         print("  too few segments in both captures to measure the hosts' path")
-        return
+        return fifo
     delays = sorted(d for _, d in pairs)
     base = delays[0]
     print(f"  sender to emulator: {len(pairs)} segments in both captures, delay above its base "
@@ -343,10 +358,11 @@ def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, w
     rates = sorted((len(c) - 1) * wire_bytes * 8 / (c[-1] - c[0]) / 1e9 for c in stretches if c[-1] > c[0])
     if len(rates) < 10:
         print(f"  fewer than 10 backlogged stretches of {BACKLOG_MIN_PKTS} segments or more: no rate")
-        return
+        return fifo
     q = statistics.quantiles(rates, n=10)
     print(f"  {len(rates)} backlogged stretches of {BACKLOG_MIN_PKTS} segments or more: hand-offs at "
           f"{q[0]:.2f} / {statistics.median(rates):.2f} / {q[8]:.2f} Gbit/s (p10 / median / p90)")
+    return fifo
 
 
 def main() -> None:
