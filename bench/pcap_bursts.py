@@ -362,6 +362,7 @@ def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, w
     q = statistics.quantiles(rates, n=10)
     print(f"  {len(rates)} backlogged stretches of {BACKLOG_MIN_PKTS} segments or more: hand-offs at "
           f"{q[0]:.2f} / {statistics.median(rates):.2f} / {q[8]:.2f} Gbit/s (p10 / median / p90)")
+    print(f"  the senders' access links at the median: access = {{ rate = \"{statistics.median(rates):.2f}Gbit\" }}")
     return fifo
 
 
