@@ -4,6 +4,7 @@ both hosts, then test.
 
     python bench/pcap_bursts.py capture STUDY.toml OUTDIR [--seconds S]
     python bench/pcap_bursts.py analyse OUTDIR --rate 1Gbit --buffer-pkts 194
+    python bench/pcap_bursts.py rates OUTDIR --capacity 96.533Mbit
 
 `capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
 (one run: give the study one configuration and one repetition) and, as soon
@@ -53,6 +54,13 @@ and has more stalls (needs root and tcpdump: `apt-get install tcpdump`).
   the simulator's bottleneck to run the same path with this machine's
   stalls (docs/sim-model.md, "Network").
 
+`rates` rebuilds from the sender's capture the delivery-rate samples its
+TCP took (Linux's tcp_rate.c; see `rate_samples`) and prints them against
+`--capacity`, the bottleneck's payload rate: what a BBR flow's bandwidth
+estimate is the maximum of, and, for the samples above 1.01 of it, how
+often they start from an ACK that came after a gap in the ACK stream
+(docs/validation/README.md, "Session 27").
+
 Why: a single flow through a shallow buffer loses packets whenever the ACKs
 of a stretch of time S arrive at once (a stall on the ACK path, or a
 receiver that takes many segments in one batch) and S's worth of data then
@@ -87,11 +95,11 @@ BACKLOG_S = 0.0001  # a segment this much later than the base from sender to emu
 BACKLOG_MIN_PKTS = 50  # a backlogged stretch this long is a burst being forwarded
 
 
-def parse_rate(text: str) -> float:
+def parse_rate(text: str, option: str) -> float:
     try:
         return float(units.parse_rate(text))
     except units.UnitError as e:
-        sys.exit(f"--rate: {text!r}: {e.problem} ({units.RATE_ALLOWED})")
+        sys.exit(f"{option}: {text!r}: {e.problem} ({units.RATE_ALLOWED})")
 
 
 def namespaces() -> list[str]:
@@ -130,8 +138,8 @@ def capture(study: Path, outdir: Path, seconds: float) -> None:
 
 def events(pcap: Path):
     """(time, kind, value, x): kind "A" an ACK from the server (value: its
-    cumulative ACK; x: whether it carries SACK blocks), "D" a data segment
-    to it (value: its sequence; x: its length)."""
+    cumulative ACK; x: its SACK blocks, (start, end) pairs, empty if none),
+    "D" a data segment to it (value: its sequence; x: its length)."""
     if not pcap.is_file():
         sys.exit(f"{pcap}: no such capture (write it with `capture` first)")
     p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
@@ -149,7 +157,8 @@ def events(pcap: Path):
         if SERVER_PORT in hdr:
             ack = re.search(r"ack (\d+)", line)
             if ack:
-                out.append((t, "A", int(ack.group(1)), "sack" in line))
+                blocks = tuple((int(a), int(b)) for a, b in re.findall(r"\{(\d+):(\d+)\}", line))
+                out.append((t, "A", int(ack.group(1)), blocks))
         elif n > 0:
             seq = re.search(r"seq (\d+):", line)
             if seq:
@@ -366,6 +375,85 @@ def bottleneck_arrivals(tx, tun, results: Path, rate: float, buffer_pkts: int, w
     return fifo
 
 
+def rate_samples(tx, capacity: float, mss: int) -> None:
+    """The delivery-rate samples the sender's TCP took, rebuilt from its
+    capture as Linux's tcp_rate.c takes them: per ACK that delivers
+    segments (cumulatively or by SACK), the segments delivered since the
+    newest of them was sent, over the longer of its send interval (from the
+    sending of the segment delivered last before it was sent, to its own)
+    and its ACK interval (from the last delivery before it was sent, to
+    this ACK); a sample shorter than the lowest RTT seen is dropped. Approximate: GSO packets are taken apart into
+    segments, nothing is marked application-limited. Prints the samples
+    against `capacity` (the bottleneck's payload rate) and, for those above
+    1.01 of it (what lifts BBR's max-filtered estimate over the capacity),
+    how often the ACK they start from came after a gap of 0.5 ms or more in
+    the ACK stream, and how fast their segments had been sent."""
+    sent = {}  # segment start -> [sent at, delivered then, delivered_at then, first_tx then, delivered?]
+    order = collections.deque()  # segment starts in the order first sent
+    delivered, delivered_at, first_tx, in_flight = 0, 0.0, 0.0, 0
+    min_rtt, samples, ack_times = math.inf, [], []
+    for t, kind, value, x in tx:
+        if kind == "D":
+            if in_flight == 0:
+                first_tx = delivered_at = t
+            for i in range(max(1, x // mss)):
+                seg = value + i * mss
+                if seg not in sent:
+                    order.append(seg)
+                elif not sent[seg][4]:
+                    in_flight -= 1  # a resend replaces the copy in flight
+                if seg not in sent or not sent[seg][4]:
+                    sent[seg] = [t, delivered, delivered_at, first_tx, False]
+                    in_flight += 1
+            continue
+        ack_times.append(t)
+        newly = []
+        while order and order[0] + mss <= value:
+            rec = sent.pop(order.popleft())
+            if not rec[4]:
+                newly.append(rec)
+        for start, end in x:
+            seg = start
+            while seg + mss <= end:
+                rec = sent.get(seg)
+                if rec is not None and not rec[4]:
+                    rec[4] = True
+                    newly.append(rec)
+                seg += mss
+        if not newly:
+            continue
+        in_flight -= len(newly)
+        ref = max(newly, key=lambda r: r[0])
+        delivered += len(newly)
+        delivered_at, first_tx = t, ref[0]
+        min_rtt = min(min_rtt, t - ref[0])
+        snd, ack = ref[0] - ref[3], t - ref[2]
+        if max(snd, ack) >= min_rtt:
+            samples.append((t - ack, (delivered - ref[1]) * mss * 8 / max(snd, ack) / capacity,
+                            (delivered - ref[1]) * mss * 8 / snd / capacity if snd > 0 else math.inf))
+    if len(samples) < 10:
+        print("delivery-rate samples: too few")
+        return
+
+    def gap_before(at: float) -> float:
+        i = bisect.bisect_left(ack_times, at)
+        return ack_times[i] - ack_times[i - 1] if 0 < i < len(ack_times) else 0.0
+
+    rates = sorted(r for _, r, _ in samples)
+    high = [x for x in samples if x[1] > 1.01]
+    print(f"delivery-rate samples: {len(samples)}; over the capacity {capacity / 1e6:g} Mbit/s: median "
+          f"{rates[len(rates) // 2]:.4f}, p99 {rates[int(0.99 * (len(rates) - 1))]:.4f}, max {rates[-1]:.4f}")
+    for label, xs in (("all", samples), ("above 1.01", high)):
+        if len(xs) < 10:
+            print(f"  {label}: {len(xs)} samples, too few to describe")
+            continue
+        late = sum(gap_before(start) >= 0.0005 for start, _, _ in xs) / len(xs)
+        q = statistics.quantiles([s for _, _, s in xs], n=10)
+        print(f"  {label}: {len(xs)} ({len(xs) / len(samples) * 100:.1f} %); starting at an ACK after a gap of 0.5 ms "
+              f"or more: {late * 100:.1f} %; their segments sent at {q[0]:.3f} / {statistics.median(s for _, _, s in xs):.3f} "
+              f"/ {q[8]:.3f} of the capacity (p10 / median / p90)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -381,13 +469,19 @@ def main() -> None:
     a.add_argument("--wire-bytes", type=int, default=None, help="bytes per packet on the wire (default mss + 52)")
     a.add_argument("--fit-from", type=float, default=2.0, help="ms: the shorter stall length the fit matches")
     a.add_argument("--fit-to", type=float, default=5.0, help="ms: the longer stall length the fit matches")
+    r = sub.add_parser("rates")
+    r.add_argument("outdir", type=Path)
+    r.add_argument("--capacity", required=True, help="the bottleneck's payload rate, e.g. 96.533Mbit")
+    r.add_argument("--mss", type=int, default=1448)
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
+    elif args.cmd == "rates":
+        rate_samples(events(args.outdir / "sender.pcap"), parse_rate(args.capacity, "--capacity"), args.mss)
     else:
         if not 0 < args.fit_from < args.fit_to:
             sys.exit(f"--fit-from {args.fit_from:g} / --fit-to {args.fit_to:g}: need 0 < from < to (ms)")
-        analyse(args.outdir, parse_rate(args.rate), args.buffer_pkts, args.wire_bytes or args.mss + 52, args.mss,
+        analyse(args.outdir, parse_rate(args.rate, "--rate"), args.buffer_pkts, args.wire_bytes or args.mss + 52, args.mss,
                 (args.fit_from, args.fit_to))
 
 
