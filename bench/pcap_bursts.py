@@ -123,6 +123,7 @@ def capture(study: Path, outdir: Path, seconds: float) -> None:
     if token is None:
         run.wait()
         sys.exit("the run's namespaces did not appear (did it fail? see its output above)")
+
     def tcpdump(ns: str, iface: str, name: str, *flt: str) -> subprocess.Popen:
         return subprocess.Popen(["timeout", str(seconds), "ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-s", "96",
                                  "-n", "-w", str(outdir / f"{name}.pcap"), *flt], stderr=subprocess.DEVNULL)
