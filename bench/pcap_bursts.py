@@ -430,8 +430,8 @@ def rate_samples(tx, capacity: float, mss: int) -> None:
         min_rtt = min(min_rtt, t - ref[0])
         snd, ack = ref[0] - ref[3], t - ref[2]
         if max(snd, ack) >= min_rtt:
-            samples.append((t - ack, (delivered - ref[1]) * mss * 8 / max(snd, ack) / capacity,
-                            (delivered - ref[1]) * mss * 8 / snd / capacity if snd > 0 else math.inf))
+            bits = (delivered - ref[1]) * mss * 8
+            samples.append((t - ack, bits / max(snd, ack) / capacity, bits / snd / capacity if snd > 0 else math.inf))
     if len(samples) < 10:
         print("delivery-rate samples: too few")
         return

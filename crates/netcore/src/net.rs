@@ -134,18 +134,24 @@ impl LinkConfig {
     pub fn build_link<P: Pkt + 'static>(&self, loss: f64, rng: Rng) -> Link<P> {
         let seed = rng.clone().next_u64();
         let q = qdisc::build(&self.qdisc, &self.port(seed));
-        Link::new(self.rate_bps, self.delay_ns, loss, rng, q)
-            .with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
-            .with_stalls(self.stall_every_ns, self.stall_ns, Rng::derive(seed, STALL_STREAM))
+        self.impair(Link::new(self.rate_bps, self.delay_ns, loss, rng, q), seed)
+    }
+
+    /// `link` with this link's jitter and stalls, each drawn from its own
+    /// stream of `seed`.
+    fn impair<P: Pkt + 'static>(&self, link: Link<P>, seed: u64) -> Link<P> {
+        link.with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM)).with_stalls(
+            self.stall_every_ns,
+            self.stall_ns,
+            Rng::derive(seed, STALL_STREAM),
+        )
     }
 
     /// The link of a network: a pipe, or a queueing link with its own loss.
     pub fn build<P: Pkt + 'static>(&self, rng: Rng) -> Link<P> {
         if self.is_pipe() {
             let seed = rng.clone().next_u64();
-            Link::pipe(self.rate_bps, self.delay_ns)
-                .with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
-                .with_stalls(self.stall_every_ns, self.stall_ns, Rng::derive(seed, STALL_STREAM))
+            self.impair(Link::pipe(self.rate_bps, self.delay_ns), seed)
         } else {
             self.build_link(self.loss, rng)
         }

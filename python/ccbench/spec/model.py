@@ -164,24 +164,6 @@ JITTER_ALLOWED = ("a time from '0ms' to '10s', such as '2ms' (each packet's one-
 JITTER_BACK_ALLOWED = JITTER_ALLOWED.replace("default 0", "default: the A → B direction's")
 
 
-def _link_jitter(allowed: str) -> PlainValidator:
-    """A link's jitter: a time up to LINK_JITTER_MAX_NS, errors naming ``allowed``."""
-    def parse(value: Any) -> int:
-        try:
-            ns = units.parse_time(value)
-        except units.UnitError as e:
-            raise units.UnitError(e.problem, allowed) from None
-        if ns > LINK_JITTER_MAX_NS:
-            raise units.UnitError("out of range", allowed)
-        return ns
-
-    return _unit(parse)
-
-
-Jitter = Annotated[int, _link_jitter(JITTER_ALLOWED)]
-JitterBack = Annotated[int, _link_jitter(JITTER_BACK_ALLOWED)]
-
-
 def _time_within(lo: int, hi: int, allowed: str) -> PlainValidator:
     """A time in [lo, hi], errors naming ``allowed``."""
     def parse(value: Any) -> int:
@@ -194,6 +176,11 @@ def _time_within(lo: int, hi: int, allowed: str) -> PlainValidator:
         return ns
 
     return _unit(parse)
+
+
+# A link's jitter: a time up to LINK_JITTER_MAX_NS.
+Jitter = Annotated[int, _time_within(0, LINK_JITTER_MAX_NS, JITTER_ALLOWED)]
+JitterBack = Annotated[int, _time_within(0, LINK_JITTER_MAX_NS, JITTER_BACK_ALLOWED)]
 
 
 STALL_EVERY_ALLOWED = ("a time from '100us' to '86400s', such as '50ms' (the mean time from the end of one pause "
