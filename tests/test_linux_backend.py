@@ -701,12 +701,17 @@ def test_link_jitter_reaches_the_emulator(core):
     packet is alone on its link and each RTT sample is the path's own RTT
     plus one uniform draw in [0, J] per direction: with J = 4 ms both ways,
     the mean is about J above the same path's without jitter and the 99th
-    percentile about (2 - 0.14) J above its minimum."""
+    percentile about (2 - 0.14) J above its minimum.
+
+    The hosts of this 2-CPU VM stall now and then for milliseconds where
+    the emulator cannot see it (docs/validation/README.md, sessions 26 and
+    27), which spreads the plain run's samples too: the pair is measured
+    again, after a pause, while the plain run just before is that noisy."""
     jitter_us = 4000
     text = (BULK.format(duration="8s", loss="0%", cca="reno")
             + "cwnd_clamp = 1\n{reverse}\n[tcp]\ndelayed_ack = 'off'\n")
-    runs = {}
-    for name, j in (("plain", ""), ("jitter", f"jitter = '{jitter_us}us'")):
+
+    def measure(name: str, j: str):
         t = text.format(reverse=f"[topology.reverse]\n{j}").replace('buffer = "1bdp"', f'buffer = "1bdp"\n{j}')
         r, res = run_measured(t)
         assert res.status == "ok", res.note
@@ -715,8 +720,15 @@ def test_link_jitter_reaches_the_emulator(core):
         print(f"{name}: rtt min {f['rtt_min_us']} mean {f['rtt_mean_us']:.0f} p99 {f['rtt_p99_us']:.0f} us over "
               f"{res.stats['rtt_samples']['0']} samples; emulator lateness at most {late_us:.0f} us")
         assert res.stats["rtt_samples"]["0"] > 150
-        runs[name] = (r.config, f, late_us)
-    (cp, plain, late_p), (cj, jit, late_j) = runs["plain"], runs["jitter"]
+        return r.config, f, late_us
+
+    for attempt in range(3):
+        cp, plain, late_p = measure("plain", "")
+        if plain["rtt_p99_us"] - plain["rtt_min_us"] < 0.1 * jitter_us + late_p or attempt == 2:
+            break
+        print(f"attempt {attempt + 1}: the plain run's samples spread by the hosts' own stalls; measuring again")
+        time.sleep(5.0)
+    cj, jit, late_j = measure("jitter", f"jitter = '{jitter_us}us'")
     assert "jitter_ns" not in cp["bottleneck"]
     assert cj["bottleneck"]["jitter_ns"] == cj["reverse"]["jitter_ns"] == jitter_us * 1000
     slack = 0.1 * jitter_us + late_p + late_j  # the emulator's own timing, on top
