@@ -3,6 +3,7 @@
 both hosts, then test.
 
     python bench/pcap_bursts.py capture STUDY.toml OUTDIR [--seconds S]
+    python bench/pcap_bursts.py simulate STUDY.toml OUTDIR [--run N] [--seed N] [--flow ID]
     python bench/pcap_bursts.py analyse OUTDIR --rate 1Gbit --buffer-pkts 194
     python bench/pcap_bursts.py rates OUTDIR --capacity 96.533Mbit
 
@@ -15,6 +16,14 @@ emulator, data to the receiver only) for S seconds (default 6), writing
 OUTDIR/sender.pcap, OUTDIR/receiver.pcap and OUTDIR/tun.pcap. tcpdump
 costs CPU on the hosts' side, so a captured run is slower than one without
 and has more stalls (needs root and tcpdump: `apt-get install tcpdump`).
+
+`simulate` runs run N (default 0) of STUDY.toml on the simulator with its
+`pcap` trace on its first flow or flow `--flow` (crates/sim/src/trace.rs), writing
+OUTDIR/sender.pcap and OUTDIR/receiver.pcap as `capture` does (there is no
+TUN in the simulator: `analyse` leaves that part out) and the run's
+result as OUTDIR/result.json, so that `analyse` and `rates` read a
+simulated run and a captured kernel run the same way. `--seed` replaces
+the run's seed (another draw of the same configuration).
 
 `analyse` reads the captures (through `tcpdump -r`) and prints:
 
@@ -137,12 +146,39 @@ def capture(study: Path, outdir: Path, seconds: float) -> None:
     sys.exit(run.wait())
 
 
+def simulate(study: Path, outdir: Path, run: int, seed: int | None, flow: int | None) -> None:
+    from ccbench import _core
+    from ccbench.backends.sim import core_config
+    from ccbench.errors import StudyError
+    from ccbench.spec.load import load_study
+
+    try:
+        runs = load_study(study, backend="sim").runs()
+    except StudyError as e:
+        sys.exit(str(e))
+    if not 0 <= run < len(runs):
+        sys.exit(f"--run {run}: {study} has runs 0 to {len(runs) - 1}")
+    cfg = core_config(runs[run].config)
+    if seed is not None:
+        cfg["seed"] = seed
+    outdir.mkdir(parents=True, exist_ok=True)
+    cfg["pcap"] = {"flow": cfg["flows"][0]["id"] if flow is None else flow, "dir": str(outdir.resolve())}
+    try:
+        out = _core.simulate(json.dumps(cfg))
+    except ValueError as e:
+        sys.exit(f"{study}: run {run}: {e}")
+    (outdir / "result.json").write_text(out)
+    f = next(f for f in json.loads(out)["flows"] if f["flow_id"] == cfg["pcap"]["flow"])
+    print(f"{runs[run].label()}, seed {cfg['seed']}: flow {f['flow_id']} {f['goodput_bps'] / 1e6:.1f} Mbit/s, "
+          f"{f['retrans_segs']} of {f['sent_segs']} segments resent; traced into {outdir}")
+
+
 def events(pcap: Path):
     """(time, kind, value, x): kind "A" an ACK from the server (value: its
     cumulative ACK; x: its SACK blocks, (start, end) pairs, empty if none),
     "D" a data segment to it (value: its sequence; x: its length)."""
     if not pcap.is_file():
-        sys.exit(f"{pcap}: no such capture (write it with `capture` first)")
+        sys.exit(f"{pcap}: no such capture (write it with `capture` or `simulate` first)")
     p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
@@ -462,6 +498,12 @@ def main() -> None:
     c.add_argument("study", type=Path)
     c.add_argument("outdir", type=Path)
     c.add_argument("--seconds", type=float, default=6.0)
+    m = sub.add_parser("simulate")
+    m.add_argument("study", type=Path)
+    m.add_argument("outdir", type=Path)
+    m.add_argument("--run", type=int, default=0, help="which of the study's runs (default 0)")
+    m.add_argument("--seed", type=int, default=None, help="replace the run's seed")
+    m.add_argument("--flow", type=int, default=None, help="the flow id to trace (default: the first flow)")
     a = sub.add_parser("analyse")
     a.add_argument("outdir", type=Path)
     a.add_argument("--rate", required=True, help="the bottleneck's rate, e.g. 1Gbit")
@@ -477,6 +519,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
+    elif args.cmd == "simulate":
+        simulate(args.study, args.outdir, args.run, args.seed, args.flow)
     elif args.cmd == "rates":
         rate_samples(events(args.outdir / "sender.pcap"), parse_rate(args.capacity, "--capacity"), args.mss)
     else:

@@ -29,6 +29,18 @@ pub struct RunConfig {
     pub events: Vec<RouteEvent>,
     #[serde(default)]
     pub controller: Option<ControllerConfig>,
+    /// Write a packet trace of one flow (`trace.rs`). Not a study setting:
+    /// for tools that compare a simulated run with a captured kernel run.
+    #[serde(default)]
+    pub pcap: Option<PcapConfig>,
+}
+
+/// Trace flow `flow` (its id) into `dir`/sender.pcap and `dir`/receiver.pcap.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PcapConfig {
+    pub flow: u32,
+    pub dir: String,
 }
 
 /// Moves flows to a new path at a given time (the connections survive).

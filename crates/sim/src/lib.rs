@@ -15,7 +15,8 @@
 //! - `world`: the event loop, links, connections, applications, samplers;
 //! - `tcp`: the endpoints; `cc`: one file per congestion control algorithm;
 //! - `packet`: the packet descriptor (a route id and hop index for its path);
-//! - `jitter`: hosts' per-packet processing jitter (`[tcp] host_jitter`).
+//! - `jitter`: hosts' per-packet processing jitter (`[tcp] host_jitter`);
+//! - `trace`: a pcap of one flow at its two hosts (the config's `pcap`).
 
 pub mod cc;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod packet;
 pub mod stats;
 pub mod tcp;
 pub mod timer;
+pub mod trace;
 pub mod world;
 
 pub use config::RunConfig;

@@ -15,6 +15,7 @@ use crate::jitter::HostJitter;
 use crate::events::EventQueue;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
+use crate::trace::{PcapTrace, Point};
 use netcore::link::{Link, Offered};
 use netcore::net::{Network, Routes};
 use netcore::noted::{self, Candidate};
@@ -190,6 +191,12 @@ struct World {
     out: Out,
     jitter: HostJitter,
     sample_interval: Nanos,
+    /// The config's `pcap`: one connection's packets as its hosts see
+    /// them; `traced` is that connection (u32::MAX: none): a compare where
+    /// a packet leaves or reaches a host (0.4-0.5 % more instructions in
+    /// bench/sim_regression.py --instructions --quick).
+    pcap: Option<PcapTrace>,
+    traced: u32,
     res: SimResult,
 }
 
@@ -198,7 +205,12 @@ pub fn simulate(cfg: &RunConfig) -> Result<SimResult, String> {
     cfg.check()?;
     let mut w = World::build(cfg)?;
     w.run();
-    Ok(w.finish(cfg))
+    let pcap = w.pcap.take();
+    let res = w.finish(cfg);
+    if let Some(t) = pcap {
+        t.finish()?;
+    }
+    Ok(res)
 }
 
 impl World {
@@ -240,6 +252,8 @@ impl World {
             out: Out::default(),
             jitter: HostJitter::new(cfg.tcp.host_jitter_ns, cfg.seed),
             sample_interval: cfg.sample_interval_ns,
+            pcap: None,
+            traced: u32::MAX,
             res: SimResult::default(),
         };
         let tcp = std::sync::Arc::new(cfg.tcp.clone());
@@ -309,6 +323,16 @@ impl World {
                 w.schedule(stop, Ev::FlowStop(fi as u32));
             }
         }
+        if let Some(pc) = &cfg.pcap {
+            let Some(fi) = w.flow_ids.iter().position(|&id| id == pc.flow) else {
+                return Err(format!("pcap: no flow has id {} (ids: {:?})", pc.flow, w.flow_ids));
+            };
+            if w.flows[fi].kind == FlowKind::Rpc {
+                return Err(format!("pcap: flow {} is an RPC flow; only bulk and transfer flows can be traced", pc.flow));
+            }
+            w.traced = w.flows[fi].main as u32;
+            w.pcap = Some(PcapTrace::create(std::path::Path::new(&pc.dir), pc.flow)?);
+        }
         w.schedule(cfg.sample_interval_ns.min(cfg.duration_ns), Ev::Sample);
         for (i, (at, ..)) in topo.events.iter().enumerate() {
             w.schedule(*at, Ev::Route(i as u32));
@@ -377,8 +401,19 @@ impl World {
 
     /// Put a packet on the link of its current hop.
     fn offer(&mut self, p: Packet) {
+        if p.conn == self.traced {
+            self.trace(&p, Point::Leaves);
+        }
         let l = self.routes.link(p.route, p.hop).expect("a packet is offered within its route");
         self.offer_to(l, p);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn trace(&mut self, p: &Packet, point: Point) {
+        if let Some(t) = &mut self.pcap {
+            t.record(self.now, p, point);
+        }
     }
 
     fn offer_to(&mut self, l: usize, p: Packet) {
@@ -414,6 +449,9 @@ impl World {
     fn deliver(&mut self, p: Packet) {
         let ci = p.conn as usize;
         let now = self.now;
+        if p.conn == self.traced {
+            self.trace(&p, Point::Arrives);
+        }
         if p.to_receiver {
             let conn = &mut self.conns[ci];
             if p.syn {
