@@ -219,7 +219,9 @@ def since(t0: float, times: list[float]) -> list[float]:
 
 def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: int, fit: tuple[float, float]) -> None:
     if (outdir / "receiver.pcap").is_file():
-        receiver_batches(events(outdir / "receiver.pcap"), mss)
+        rx = events(outdir / "receiver.pcap")
+        receiver_batches(rx, mss)
+        arrival_bunching(rx, wire_bytes * 8 / rate)
     else:
         print("receiver: no receiver.pcap, left out")
     tx = events(outdir / "sender.pcap")
@@ -247,6 +249,70 @@ def receiver_batches(rx, mss: int) -> None:
     total = sum(covered.values()) or 1
     print("receiver: share of segments acknowledged by ACKs covering n new segments")
     print("  " + ", ".join(f"{n}{'+' if n >= 10 else ''}: {c / total:.3f}" for n, c in sorted(covered.items())))
+    read_latency(rx, mss)
+
+
+def arrival_bunching(rx, spacing: float) -> None:
+    """How the data reaches the receiver while the bottleneck is busy:
+    one segment every `spacing` (its wire size at the bottleneck's rate)
+    from a regular path. A path that now and then holds what arrives and
+    then hands it on at once (a late emulator or router, a host not
+    scheduled) leaves gaps under 20 us (the held segments) and gaps longer
+    than the spacing by 80 us or more (the holds): as pauses of the link's
+    far end, `stalls` with one pause per long gap, of the mean length that
+    holds the segments of the short gaps. Only the scale of the path's
+    noise, not its shape, and a first-order one: pauses too short to leave
+    a long gap are not counted, so `every` reads long (a simulated run
+    with stalls of every 1.1 ms and 0.35 ms reads 1.77 and 0.39 ms); run
+    the simulator with candidates and compare these two shares to match
+    a capture (docs/validation/README.md, "Session 28")."""
+    t = [x[0] for x in rx if x[1] == "D"]
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    if len(gaps) < 1000:
+        print("  arrivals: too few segments to describe")
+        return
+    held = sum(g < 20e-6 for g in gaps) / len(gaps)
+    holds = sum(g >= spacing + 80e-6 for g in gaps) / len(gaps)
+    print(f"  data arrivals, gaps over {len(gaps)}: under 20 us {held * 100:.1f} %, at least {(spacing + 80e-6) * 1e6:.0f} "
+          f"us {holds * 100:.1f} % (a regular path: every {spacing * 1e6:.0f} us)")
+    if holds > 0 and held > 0:
+        length = held / holds * spacing
+        every = (t[-1] - t[0]) / (holds * len(gaps)) - length
+        print(f'  as pauses of the path (the bottleneck\'s far end): stalls = {{ every = "{every * 1e3:.2f}ms", '
+              f'length = "{length * 1e3:.2f}ms" }}')
+
+
+def read_latency(rx, mss: int) -> None:
+    """How long after the segment that made an ACK due (the second full
+    segment since the last ACK) the receiver sent it: Linux sends that ACK
+    from the application's read (docs/sim-model.md, "Read latency"), so
+    this is the reader's latency, kernel work included. ACKs near loss
+    recovery (with SACK blocks, or after one) and segments that arrived
+    out of order are left out."""
+    first_arrival = {}
+    for t, kind, value, _ in rx:
+        if kind == "D":
+            first_arrival.setdefault(value, t)
+    lat, prev, recovering = [], None, False
+    for t, kind, value, blocks in rx:
+        if kind != "A":
+            continue
+        if prev is not None and value >= prev + 2 * mss and not blocks and not recovering:
+            due, before = first_arrival.get(prev + mss), first_arrival.get(prev)
+            if due is not None and before is not None and before <= due <= t:
+                lat.append(t - due)
+        recovering = bool(blocks)
+        prev = value if prev is None else max(prev, value)
+    if len(lat) < 100:
+        print("  read latency: too few ACKs to measure")
+        return
+    lat.sort()
+    med, p90 = lat[len(lat) // 2], lat[int(0.9 * (len(lat) - 1))]
+    p99 = lat[int(0.99 * (len(lat) - 1))]
+    print(f"  each ACK after the segment that made it due ({len(lat)} ACKs): median {med * 1e6:.0f} us, p90 "
+          f"{p90 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us, above 120 us {sum(x > 120e-6 for x in lat) / len(lat) * 100:.1f} %")
+    print(f'  the simulator\'s reader with the same median and p90: read_latency = {{ median = "{med * 1e6:.0f}us", '
+          f'p90 = "{max(p90, med) * 1e6:.0f}us" }}')
 
 
 class Fifo:

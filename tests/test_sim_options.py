@@ -4,7 +4,14 @@
 
 from __future__ import annotations
 
+import json
+import struct
+from pathlib import Path
+
 import pytest
+
+from ccbench import _core
+from ccbench.spec.load import parse_study
 
 from simrun import MSS, run_text, series
 
@@ -265,3 +272,58 @@ def test_link_stalls_make_a_shallow_buffer_lose_to_bursts():
     assert p["goodput_bps"] > 0.95 * 100e6 * MSS / (MSS + 52)
     assert s["goodput_bps"] < 0.85 * p["goodput_bps"]
     assert s["retrans_segs"] > 3 * p["retrans_segs"]
+
+
+def test_read_latency_only_when_given_and_checked():
+    from ccbench.errors import StudyError
+    from ccbench.spec.load import parse_study
+
+    assert "read_latency_median_ns" not in parse_study(study()).runs()[0].config["tcp"]  # ids stay
+    given = parse_study(study(tcp_extra='read_latency = { median = "12us", p90 = "60us" }')).runs()[0].config["tcp"]
+    assert (given["read_latency_median_ns"], given["read_latency_p90_ns"]) == (12_000, 60_000)
+    for bad, field in (('{ median = "12us", p90 = "6us" }', "tcp.read_latency.p90: below the median"),
+                       ('{ median = "12us" }', "tcp.read_latency.p90: required"),
+                       ('{ median = "0us", p90 = "6us" }', "tcp.read_latency.median: out of range"),
+                       ('"12us"', "tcp.read_latency: must be a table")):
+        with pytest.raises(StudyError, match=field):
+            parse_study(study(tcp_extra=f"read_latency = {bad}"))
+    linux = study(tcp_extra='read_latency = { median = "12us", p90 = "60us" }').replace(
+        'name = "opts"', 'name = "opts"\nbackend = "linux"')
+    with pytest.raises(StudyError, match="tcp.read_latency: a simulator model"):
+        parse_study(linux)
+
+
+def _acks_at_receiver(pcap: Path) -> list[int]:
+    """The cumulative ACK of each ACK the receiver sent, read from the
+    simulator's trace (pcap, nanosecond times, raw IPv4: crates/sim/src/trace.rs)."""
+    data = pcap.read_bytes()
+    assert struct.unpack_from("<I", data, 0)[0] == 0xA1B23C4D
+    acks, i = [], 24
+    while i < len(data):
+        caplen = struct.unpack_from("<I", data, i + 8)[0]
+        ip = data[i + 16:i + 16 + caplen]
+        sport, _, _, ack = struct.unpack_from(">HHII", ip, 20)
+        if sport == 5201 and not ip[33] & 0x02:  # from the receiver, not its SYN-ACK
+            acks.append(ack)
+        i += 16 + caplen
+    return acks
+
+
+def test_a_late_reader_acknowledges_what_arrived_meanwhile(tmp_path):
+    # Linux sends the one-per-two-segments ACK from the application's read
+    # while the window sits at its clamp: a reader late by more than a
+    # segment's spacing (120 us at 100 Mbit/s) covers three or more.
+    shares, goodputs = {}, {}
+    for extra in ("", 'read_latency = { median = "12us", p90 = "60us" }'):
+        (r,) = parse_study(study(tcp_extra=extra, duration="5s")).runs()
+        out = tmp_path / ("late" if extra else "prompt")
+        out.mkdir()
+        res = json.loads(_core.simulate(json.dumps({**r.config, "pcap": {"flow": 0, "dir": str(out)}})))
+        acks = _acks_at_receiver(out / "receiver.pcap")
+        covered = [(b - a) // MSS for a, b in zip(acks, acks[1:]) if b > a]
+        shares[bool(extra)] = sum(n for n in covered if 3 <= n < 10) / sum(covered)
+        goodputs[bool(extra)] = res["flows"][0]["goodput_bps"]
+    # Log-normal, median 12 us, p90 60 us: 3.7 % of reads later than 120 us.
+    assert shares[False] < 0.002, shares
+    assert 0.02 < shares[True] < 0.2, shares
+    assert goodputs[True] > 0.95 * goodputs[False]

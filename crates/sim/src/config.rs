@@ -88,6 +88,12 @@ pub struct TcpConfig {
     /// false = Linux with `tcp_comp_sack_nr` = 0.
     #[serde(default = "yes")]
     pub sack_compression: bool,
+    /// The receiving application's read latency (`jitter::ReadLatency`):
+    /// its median and 90th percentile; 0 = reads at once (the default).
+    #[serde(default)]
+    pub read_latency_median_ns: u64,
+    #[serde(default)]
+    pub read_latency_p90_ns: u64,
 }
 
 fn yes() -> bool {
@@ -198,6 +204,10 @@ impl RunConfig {
         }
         if self.tcp.mss == 0 || self.tcp.init_cwnd == 0 {
             return Err("tcp.mss and tcp.init_cwnd must be positive".into());
+        }
+        let (med, p90) = (self.tcp.read_latency_median_ns, self.tcp.read_latency_p90_ns);
+        if (med == 0) != (p90 == 0) || p90 < med {
+            return Err(format!("tcp.read_latency: median {med} ns and p90 {p90} ns: both 0, or 0 < median <= p90"));
         }
         if self.tcp.rmem_bytes > i32::MAX as u64 {
             // Linux's tcp_rmem is an int; SACK blocks travel as 32-bit

@@ -1,4 +1,6 @@
-//! Host processing jitter (`[tcp] host_jitter`, `tcp.host_jitter_ns`).
+//! Host noise: processing jitter (`[tcp] host_jitter`, `tcp.host_jitter_ns`)
+//! and the receiving application's read latency (`[tcp] read_latency`,
+//! [`ReadLatency`]).
 //!
 //! A simulated host hands every packet to the wire at the instant its TCP
 //! endpoint produced it, so a run is perfectly regular: an ACK-clocked
@@ -59,9 +61,69 @@ impl HostJitter {
     }
 }
 
+/// The run seed's stream for read latency, one sub-stream per connection.
+const READ_STREAM: u64 = 0x4A17_7E55_0000_0002;
+
+/// How long a receiving application takes to read data that has arrived
+/// (`[tcp] read_latency`): log-normal, given by its median and 90th
+/// percentile, one seeded stream per connection. Linux acknowledges most
+/// data from the read (`tcp_cleanup_rbuf`) rather than on arrival while
+/// the receive window sits at its clamp (`tcp/receiver.rs`), so a reader
+/// that is late by more than a segment's spacing makes one ACK cover
+/// three segments or more. A heavy tail is what hosts have: most reads
+/// within tens of µs, a few late by hundreds (docs/sim-model.md).
+pub struct ReadLatency {
+    /// ln(median in ns) and the spread of the log: ln(p90 / median) / z(0.9).
+    mu: f64,
+    sigma: f64,
+    rng: Rng,
+}
+
+/// The 90th percentile of the standard normal.
+const Z90: f64 = 1.281_551_565_5;
+
+impl ReadLatency {
+    pub fn new(median_ns: u64, p90_ns: u64, seed: u64, conn: u32) -> ReadLatency {
+        debug_assert!(median_ns > 0 && p90_ns >= median_ns);
+        ReadLatency {
+            mu: (median_ns as f64).ln(),
+            sigma: (p90_ns as f64 / median_ns as f64).ln() / Z90,
+            rng: Rng::derive(seed ^ READ_STREAM, conn as u64),
+        }
+    }
+
+    /// One read's latency (Box-Muller: a standard normal from two uniforms).
+    pub fn draw(&mut self) -> Nanos {
+        let u1 = 1.0 - self.rng.next_f64(); // (0, 1]: ln is finite
+        let u2 = self.rng.next_f64();
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        (self.mu + self.sigma * z).exp() as Nanos
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_latency_has_its_median_and_p90() {
+        let mut r = ReadLatency::new(12_000, 60_000, 9, 4);
+        let mut d: Vec<Nanos> = (0..100_000).map(|_| r.draw()).collect();
+        d.sort_unstable();
+        let (med, p90) = (d[50_000] as f64, d[90_000] as f64);
+        assert!((med / 12_000.0 - 1.0).abs() < 0.03, "median {med}");
+        assert!((p90 / 60_000.0 - 1.0).abs() < 0.03, "p90 {p90}");
+        // The log-normal's tail: P(> 10 x median) = P(z > ln 10 / sigma), 3.7 % here.
+        let over = d.iter().filter(|&&x| x > 120_000).count() as f64 / d.len() as f64;
+        assert!((0.030..0.045).contains(&over), "{over}");
+        // Seeded: one stream per connection.
+        let seq = |conn| {
+            let mut r = ReadLatency::new(12_000, 60_000, 9, conn);
+            (0..4).map(|_| r.draw()).collect::<Vec<_>>()
+        };
+        assert_eq!(seq(4), seq(4));
+        assert_ne!(seq(4), seq(5));
+    }
 
     fn pkt(conn: u32, seq: u64) -> Packet {
         Packet { conn, to_receiver: true, seq, ..Packet::default() }

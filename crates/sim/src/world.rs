@@ -11,7 +11,7 @@
 
 use crate::cc::{self, CcaReport};
 use crate::config::{Controller, FlowKind, RunConfig};
-use crate::jitter::HostJitter;
+use crate::jitter::{HostJitter, ReadLatency};
 use crate::events::EventQueue;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
@@ -323,6 +323,12 @@ impl World {
                 w.schedule(stop, Ev::FlowStop(fi as u32));
             }
         }
+        let read = (cfg.tcp.read_latency_median_ns, cfg.tcp.read_latency_p90_ns);
+        if read.0 > 0 {
+            for (i, c) in w.conns.iter_mut().enumerate() {
+                c.receiver.set_read_latency(ReadLatency::new(read.0, read.1, cfg.seed, i as u32));
+            }
+        }
         if let Some(pc) = &cfg.pcap {
             let Some(fi) = w.flow_ids.iter().position(|&id| id == pc.flow) else {
                 return Err(format!("pcap: no flow has id {} (ids: {:?})", pc.flow, w.flow_ids));
@@ -497,6 +503,7 @@ impl World {
         match kind {
             TimerKind::DelAck => conn.receiver.on_delack_timer(now, &mut self.out),
             TimerKind::CompAck => conn.receiver.on_comp_ack_timer(now, &mut self.out),
+            TimerKind::Read => conn.receiver.on_read(&mut self.out),
             _ => conn.sender.on_timer(kind, now, &mut self.out),
         }
         self.flush();

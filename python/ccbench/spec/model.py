@@ -19,7 +19,7 @@ from typing_extensions import Annotated
 
 from . import units
 from .expect import Expect
-from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS,
+from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, READ_LATENCY_MAX_NS, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS,
                       MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS)
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
@@ -297,6 +297,18 @@ class Topology(Model):
 
 HOST_JITTER_MAX_NS = 10_000_000
 HOST_JITTER_ALLOWED = "a time from '0us' to '10ms', such as '50us' (simulator only)"
+READ_MEDIAN_ALLOWED = "a time from '1ns' to '100ms', such as '12us' (the median read latency)"
+READ_P90_ALLOWED = "a time from '1ns' to '100ms', at least the median, such as '60us' (its 90th percentile)"
+READ_LATENCY_ALLOWED = ("a table {median = '12us', p90 = '60us'} (simulator only): the receiving application "
+                        "reads after a log-normal latency with this median and 90th percentile, and the ACK "
+                        "Linux sends from the read waits for it (default: it reads at once)")
+
+
+class ReadLatency(Model):
+    """The receiving application's read latency (crates/sim/src/jitter.rs, ReadLatency)."""
+
+    median: Annotated[int, _time_within(1, READ_LATENCY_MAX_NS, READ_MEDIAN_ALLOWED)] = F(..., READ_MEDIAN_ALLOWED)
+    p90: Annotated[int, _time_within(1, READ_LATENCY_MAX_NS, READ_P90_ALLOWED)] = F(..., READ_P90_ALLOWED)
 
 
 class Tcp(Model):
@@ -315,6 +327,8 @@ class Tcp(Model):
     kernel_hz: Optional[Literal[100, 250, 300, 1000]] = F(None, KERNEL_HZ_ALLOWED)
     # Simulator only: hosts' per-packet processing jitter, uniform in [0, this] (docs/sim-model.md).
     host_jitter: Time = F("0s", HOST_JITTER_ALLOWED)
+    # Simulator only: the receiving application's read latency (docs/sim-model.md).
+    read_latency: Optional[ReadLatency] = F(None, READ_LATENCY_ALLOWED)
     # Linux's SACK compression at the receiver (tcp_comp_sack_nr; on by default in Linux and here).
     sack_compression: StrictBool = F(True, "true or false")
 

@@ -60,6 +60,8 @@ pub enum TimerKind {
     DelAck,
     /// The receiver's compressed-SACK timer (Linux `compressed_ack_timer`).
     CompAck,
+    /// The receiving application reads (`jitter::ReadLatency`).
+    Read,
 }
 
 /// What an endpoint asks the world to do: packets to put on the wire and
@@ -96,5 +98,7 @@ pub(crate) fn test_cfg() -> crate::config::TcpConfig {
         kernel_hz: None,
         host_jitter_ns: 0,
         sack_compression: true,
+        read_latency_median_ns: 0,
+        read_latency_p90_ns: 0,
     }
 }

@@ -2,9 +2,19 @@
 //! SACK blocks (most recently changed first, as Linux orders them), delayed
 //! ACKs like Linux (quick ACKs at the start, one ACK per two full segments,
 //! a timer for the rest), timestamp echo per RFC 7323, and ECN echo.
+//!
+//! The ACKs Linux sends from the application's read: a bulk receiver's
+//! window sits at its clamp, so while the segment that just arrived is
+//! unread the right edge would not advance, and `__tcp_ack_snd_check`
+//! holds the one-per-two-segments ACK; the read (`tcp_cleanup_rbuf`)
+//! sends it, and the ACK of a pushed segment too. By default the
+//! application reads at once, which is the same as acknowledging on
+//! arrival; with `[tcp] read_latency` (`jitter::ReadLatency`) it reads
+//! later, and what arrived meanwhile is acknowledged together.
 
 use super::{ConnOpts, Out, TimerKind};
 use crate::config::{DelayedAck, TcpConfig};
+use crate::jitter::ReadLatency;
 use crate::packet::{Packet, MAX_SACK};
 use crate::timer::Timer;
 use netcore::Nanos;
@@ -125,6 +135,11 @@ pub struct Receiver {
     /// as the receiver's estimate includes queueing).
     synack_ns: Option<Nanos>,
     handshake_rtt_ns: Nanos,
+    /// The application's read latency (None: it reads at once), whether a
+    /// read is due, and whether that read owes the ACK of a pushed segment.
+    read: Option<Box<ReadLatency>>,
+    read_due: bool,
+    read_pushed: bool,
 }
 
 impl Receiver {
@@ -152,7 +167,15 @@ impl Receiver {
             comp_timer: Timer::default(),
             synack_ns: None,
             handshake_rtt_ns: 0,
+            read: None,
+            read_due: false,
+            read_pushed: false,
         }
+    }
+
+    /// The application reads with this latency instead of at once.
+    pub fn set_read_latency(&mut self, r: ReadLatency) {
+        self.read = Some(Box::new(r));
     }
 
     /// Send ACKs over this route from now on.
@@ -254,14 +277,25 @@ impl Receiver {
         // unless the connection is in ping-pong mode (RPC).
         // Applications here read in-order data as soon as it arrives, and
         // nothing is left unread once no out-of-order data is held.
-        if p.psh && !self.opts.pingpong && self.rcv_nxt > before && self.ooo.is_empty() {
-            immediate = true;
-        }
+        let pushed = p.psh && !self.opts.pingpong && self.rcv_nxt > before && self.ooo.is_empty();
         let unacked = self.rcv_nxt - self.rcv_wup;
         // Linux `tcp_in_quickack_mode`: quick ACKs only outside ping-pong mode.
         let quick = self.quickacks > 0 && !self.opts.pingpong;
-        if ce_changed || self.cfg.delayed_ack == DelayedAck::Off || quick || unacked > self.cfg.mss as u64 {
+        if ce_changed || self.cfg.delayed_ack == DelayedAck::Off || quick {
             immediate = true;
+        }
+        // What the read acknowledges: at once, or when a late reader reads.
+        if !immediate && (pushed || unacked > self.cfg.mss as u64) {
+            match self.read.as_mut() {
+                None => immediate = true,
+                Some(r) => {
+                    self.read_pushed |= pushed;
+                    if !self.read_due {
+                        self.read_due = true;
+                        out.timers.push((now + r.draw(), self.conn_id, TimerKind::Read));
+                    }
+                }
+            }
         }
         if immediate {
             self.send_ack(out);
@@ -426,6 +460,17 @@ impl Receiver {
         a
     }
 
+    /// The late reader reads everything in order: the ACK Linux's
+    /// `tcp_cleanup_rbuf` then owes, if no other ACK has covered it since.
+    pub fn on_read(&mut self, out: &mut Out) {
+        self.read_due = false;
+        let pushed = std::mem::take(&mut self.read_pushed);
+        let unacked = self.rcv_nxt - self.rcv_wup;
+        if unacked > self.cfg.mss as u64 || (pushed && unacked > 0 && self.ooo.is_empty()) {
+            self.send_ack(out);
+        }
+    }
+
     pub fn on_delack_timer(&mut self, now: Nanos, out: &mut Out) {
         let (expired, again) = self.delack_timer.fire(now);
         if let Some(t) = again {
@@ -504,6 +549,20 @@ mod tests {
         Packet { to_receiver: true, seq, len: 1448, psh, ..Packet::default() }
     }
 
+    /// Feed full segments until one is not acknowledged at once (window
+    /// growth, then 16 quick ACKs): the next segment's sequence number.
+    fn leave_quickack_mode(r: &mut Receiver, out: &mut Out) -> u64 {
+        let mut seq = 0;
+        loop {
+            out.clear();
+            r.on_data(&seg(seq, false), 0, out);
+            seq += 1448;
+            if out.pkts.is_empty() {
+                return seq;
+            }
+        }
+    }
+
     /// After quick-ACK mode, a lone full-sized segment waits for the
     /// delayed-ACK timer, but one with PSH is acknowledged at once (Linux
     /// 6.x: ICSK_ACK_PUSHED, then `tcp_cleanup_rbuf` once the reader has
@@ -512,16 +571,7 @@ mod tests {
     fn pushed_segment_is_acked_at_once() {
         let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
         let mut out = Out::default();
-        let mut seq = 0;
-        // Leave quick-ACK mode (window growth, then 16 quick ACKs).
-        loop {
-            out.clear();
-            r.on_data(&seg(seq, false), 0, &mut out);
-            seq += 1448;
-            if out.pkts.is_empty() {
-                break;
-            }
-        }
+        let mut seq = leave_quickack_mode(&mut r, &mut out);
         // The segment without PSH waits for the timer or a second one.
         assert_eq!(out.timers.len(), 1);
         out.clear();
@@ -533,6 +583,40 @@ mod tests {
         assert_eq!(out.pkts.len(), 1, "a lone PSH segment is ACKed at once");
         assert_eq!(out.pkts[0].ack, seq + 1448);
         assert!(!r.delack_timer.is_armed());
+    }
+
+    /// A late reader: the ACK of two segments waits for the read, which
+    /// acknowledges everything that arrived meanwhile in one ACK, and a
+    /// pushed segment's ACK too; quick ACKs still go on arrival.
+    #[test]
+    fn a_late_reader_acknowledges_what_it_reads() {
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
+        r.set_read_latency(ReadLatency::new(50_000, 200_000, 1, 0));
+        let mut out = Out::default();
+        let seq = leave_quickack_mode(&mut r, &mut out);
+        assert!(seq > 16 * 1448, "quick-ACK mode acknowledges on arrival, late reader or not");
+        // Out of quick-ACK mode: the second segment schedules a read and
+        // sends nothing; a third finds the read already due.
+        out.clear();
+        r.on_data(&seg(seq, false), 1_000, &mut out);
+        assert!(out.pkts.is_empty());
+        let reads: Vec<Nanos> = out.timers.iter().filter(|t| t.2 == TimerKind::Read).map(|t| t.0).collect();
+        assert_eq!(reads.len(), 1);
+        assert!(reads[0] > 1_000);
+        out.clear();
+        r.on_data(&seg(seq + 1448, false), 2_000, &mut out);
+        assert!(out.pkts.is_empty() && !out.timers.iter().any(|t| t.2 == TimerKind::Read), "one read at a time");
+        r.on_read(&mut out);
+        assert_eq!(out.pkts.len(), 1);
+        assert_eq!(out.pkts[0].ack, seq + 2 * 1448, "one ACK covers the three segments read");
+        // A read with nothing owed sends nothing; a pushed segment is owed.
+        out.clear();
+        r.on_read(&mut out);
+        assert!(out.pkts.is_empty());
+        r.on_data(&seg(seq + 2 * 1448, true), 3_000, &mut out);
+        assert!(out.pkts.is_empty());
+        r.on_read(&mut out);
+        assert_eq!(out.pkts.len(), 1, "the read acknowledges a pushed segment");
     }
 
     /// In ping-pong mode (RPC) neither quick-ACK mode nor PSH makes a

@@ -15,7 +15,7 @@ impl Sender {
             TimerKind::Rto => &mut self.rto_timer,
             TimerKind::Pace => &mut self.pace_timer,
             TimerKind::Reorder => &mut self.reo_timer,
-            TimerKind::DelAck | TimerKind::CompAck => unreachable!("ACK timers belong to the receiver"),
+            TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => unreachable!("ACK timers belong to the receiver"),
         };
         let (expired, again) = timer.fire(now);
         if let Some(t) = again {
@@ -41,7 +41,7 @@ impl Sender {
                     self.send(now, out);
                 }
             }
-            TimerKind::DelAck | TimerKind::CompAck => {}
+            TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => {}
         }
     }
 
