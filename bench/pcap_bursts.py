@@ -30,6 +30,11 @@ the run's seed (another draw of the same configuration).
 - at the receiver: the share of data segments acknowledged by ACKs that
   each cover n new segments (a timely Linux receiver ACKs every second
   segment; large n means segments the receiver's TCP took in one batch);
+  how long each ACK left after the segment that made it due (Linux sends
+  it from the application's read), with a ready `read_latency` line for
+  the simulator; and how bunched the data arrived (gaps under 20 us and
+  gaps of a spacing plus 80 us or more), with a first-order `stalls`
+  for them (docs/validation/README.md, "Session 28");
 - at the sender: the loss episodes a drop-tail queue of `--buffer-pkts`
   packets at `--rate`, fed by the sender's own send times, would have (each
   segment a wire packet of `--wire-bytes`), beside the sender's
