@@ -275,8 +275,9 @@ impl Receiver {
         // ICSK_ACK_PUSHED (`tcp_measure_rcv_mss`); when the application has
         // read everything queued, `tcp_cleanup_rbuf` sends the ACK at once,
         // unless the connection is in ping-pong mode (RPC).
-        // Applications here read in-order data as soon as it arrives, and
-        // nothing is left unread once no out-of-order data is held.
+        // Applications here read in-order data as soon as it arrives (or
+        // after their read latency, below), and nothing is left unread
+        // once no out-of-order data is held.
         let pushed = p.psh && !self.opts.pingpong && self.rcv_nxt > before && self.ooo.is_empty();
         let unacked = self.rcv_nxt - self.rcv_wup;
         // Linux `tcp_in_quickack_mode`: quick ACKs only outside ping-pong mode.
