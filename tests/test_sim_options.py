@@ -238,6 +238,17 @@ def test_link_stalls_only_when_given_and_checked():
             parse_study(study().replace('buffer = "1bdp"', f'buffer = "1bdp"\nstalls = {bad}'))
     swept = parse_study(text + '[sweep]\n"topology.bottleneck.stalls.length" = ["1ms", "3ms"]\n').runs()
     assert [r.config["bottleneck"]["stall_ns"] for r in swept] == [1_000_000, 3_000_000]
+    # Several pause processes, overlaid: the first as before, the others beside it.
+    two = parse_study(study().replace('buffer = "1bdp"', 'buffer = "1bdp"\nstalls = [{ every = "1ms", length = "0.3ms" }, '
+                                      '{ every = "20ms", length = "2ms" }]')).runs()[0].config["bottleneck"]
+    assert (two["stall_every_ns"], two["stall_ns"], two["stall_more_ns"]) == (1_000_000, 300_000, [[20_000_000, 2_000_000]])
+    one = parse_study(study().replace('buffer = "1bdp"', 'buffer = "1bdp"\nstalls = [{ every = "50ms", length = "2ms" }]'))
+    assert one.runs()[0].config == given  # an array of one is the table
+    for bad, why in (("[]", "stalls: must not be empty"),
+                     ('[{ every = "1ms", length = "0.3ms" }, { every = "20ms" }]', "stalls.1.length: required"),
+                     ("[" + ", ".join(['{ every = "1ms", length = "1ms" }'] * 5) + "]", "at most 4 tables")):
+        with pytest.raises(StudyError, match=why):
+            parse_study(study().replace('buffer = "1bdp"', f'buffer = "1bdp"\nstalls = {bad}'))
 
 
 def test_link_stalls_hold_what_arrives_during_a_pause():
@@ -256,6 +267,12 @@ def test_link_stalls_hold_what_arrives_during_a_pause():
     assert s["rtt_min_us"] == p["rtt_min_us"]
     assert 350 < s["rtt_mean_us"] - p["rtt_mean_us"] < 650, (s, p)
     assert 9_000 < s["rtt_p99_us"] - p["rtt_min_us"] < 14_000, (s, p)
+    # A second, independent process of the same pauses: about twice the
+    # segments wait (1 - 0.9^2 = 0.19), each an exponential 5 ms.
+    ((_, twice),) = run_text(text.replace('buffer = "1bdp"', 'buffer = "1bdp"\nstalls = [{ every = "45ms", length = "5ms" }, '
+                                          '{ every = "45ms", length = "5ms" }]'))
+    t = twice["flows"][0]
+    assert 750 < t["rtt_mean_us"] - p["rtt_mean_us"] < 1_250, (t, p)
 
 
 def test_link_stalls_make_a_shallow_buffer_lose_to_bursts():

@@ -16,7 +16,9 @@
 //!
 //! Optional stalls ([`Link::with_stalls`], [`Stalls`]) pause the far end:
 //! what reaches it during a pause is delivered when the pause ends. None
-//! (the default) draws nothing.
+//! (the default) draws nothing. Several independent pause processes may
+//! overlay ([`Link::with_more_stalls`]): a packet is held while any pauses.
+
 
 use crate::qdisc::Qdisc;
 use crate::rng::Rng;
@@ -100,11 +102,14 @@ pub struct Stalls {
     start: Nanos,
     end: Nanos,
     begun: bool,
+    /// Another, independent pause process of the same far end, applied
+    /// first (`Link::with_more_stalls`).
+    also: Option<Box<Stalls>>,
 }
 
 impl Stalls {
     pub fn new(mean_gap: Nanos, mean_len: Nanos, rng: Rng) -> Stalls {
-        Stalls { mean_gap: mean_gap as f64, mean_len: mean_len as f64, rng, start: 0, end: 0, begun: false }
+        Stalls { mean_gap: mean_gap as f64, mean_len: mean_len as f64, rng, start: 0, end: 0, begun: false, also: None }
     }
 
     fn exp(&mut self, mean: f64) -> Nanos {
@@ -120,6 +125,12 @@ impl Stalls {
     /// When a packet reaching the far end at `at` is delivered (`at` never
     /// decreases from one call to the next).
     fn deliver_at(&mut self, at: Nanos) -> Nanos {
+        // Held by the other processes first, then by this one: a packet
+        // leaves when none pauses. What comes out keeps its order.
+        let at = match self.also.as_mut() {
+            Some(s) => s.deliver_at(at),
+            None => at,
+        };
         if !self.begun {
             self.begun = true;
             self.draw_after(at);
@@ -183,6 +194,23 @@ impl<P: Pkt> Link<P> {
     /// The far end pauses now and then ([`Stalls`]); a mean gap of 0 gives none.
     pub fn with_stalls(mut self, mean_gap: Nanos, mean_len: Nanos, rng: Rng) -> Link<P> {
         self.stalls = (mean_gap > 0 && mean_len > 0).then(|| Box::new(Stalls::new(mean_gap, mean_len, rng)));
+        self.impaired = self.jitter != 0 || self.stalls.is_some();
+        self
+    }
+
+    /// More pause processes of the far end, each `(mean gap, mean length)`
+    /// drawn from `rngs`' streams, independent of the first and of each
+    /// other: pauses of two scales (a busy host's short and long ones)
+    /// overlay. Without a first process (`with_stalls`) they start one.
+    pub fn with_more_stalls(mut self, more: &[(Nanos, Nanos)], mut rngs: impl FnMut(usize) -> Rng) -> Link<P> {
+        for (k, &(gap, len)) in more.iter().enumerate() {
+            if gap == 0 || len == 0 {
+                continue;
+            }
+            let mut s = Box::new(Stalls::new(gap, len, rngs(k)));
+            s.also = self.stalls.take();
+            self.stalls = Some(s);
+        }
         self.impaired = self.jitter != 0 || self.stalls.is_some();
         self
     }
@@ -396,6 +424,43 @@ mod tests {
         }
         assert_eq!(overtaken, 0);
         assert!(times.windows(2).any(|w| w[1] - w[0] != 120_000), "the jitter changed the spacing");
+    }
+
+    /// Two overlaid pause processes (short and frequent, long and rare)
+    /// hold a packet while either pauses: the share held is about
+    /// 1 - (1 - p1)(1 - p2), each p the share of time its process pauses;
+    /// never early, never reordered; and the first process alone is as
+    /// `with_stalls` alone.
+    #[test]
+    fn overlaid_stalls_hold_while_either_pauses() {
+        let short = (1_000_000u64, 300_000u64); // every 1 ms, 0.3 ms
+        let long = (20_000_000u64, 2_000_000u64); // every 20 ms, 2 ms
+        let build = |more: &[(Nanos, Nanos)]| {
+            Link::<P>::pipe(10_000_000_000, 0)
+                .with_stalls(short.0, short.1, Rng::derive(5, 1))
+                .with_more_stalls(more, |k| Rng::derive(5, 2 + k as u64))
+        };
+        let held_share = |mut l: Link<P>| {
+            let (n, mut held, mut last) = (300_000u64, 0u64, 0u64);
+            for i in 0..n {
+                let t = i * 100_000; // one packet every 100 us, 30 s
+                l.offer(P(100, i), t);
+                let (at, _) = *l.line.back().unwrap();
+                let on_time = t + tx_time(100, 10_000_000_000);
+                assert!(at >= on_time && at >= last, "never early, never reordered");
+                held += (at > on_time) as u64;
+                last = at;
+                assert_eq!(l.arrive().0, P(100, i));
+            }
+            held as f64 / n as f64
+        };
+        let p = |(e, len): (u64, u64)| len as f64 / (e + len) as f64;
+        let alone = held_share(build(&[]));
+        assert!((alone / p(short) - 1.0).abs() < 0.1, "short alone {alone}");
+        let both = held_share(build(&[long]));
+        let expect = 1.0 - (1.0 - p(short)) * (1.0 - p(long));
+        assert!((both / expect - 1.0).abs() < 0.1, "both {both}, expected about {expect}");
+        assert!(both > alone + 0.05);
     }
 
     /// A stalled far end delivers what reaches it during a pause when the

@@ -47,6 +47,10 @@ pub struct LinkConfig {
     pub stall_every_ns: u64,
     #[serde(default)]
     pub stall_ns: u64,
+    /// More pause processes of the far end, overlaid
+    /// (`Link::with_more_stalls`): `[mean interval, mean length]` each.
+    #[serde(default)]
+    pub stall_more_ns: Vec<(u64, u64)>,
 }
 
 /// A link's jitter draws from this stream of the link's own seed.
@@ -77,6 +81,7 @@ impl LinkConfig {
             jitter_ns: 0,
             stall_every_ns: 0,
             stall_ns: 0,
+            stall_more_ns: Vec::new(),
         }
     }
 
@@ -140,11 +145,9 @@ impl LinkConfig {
     /// `link` with this link's jitter and stalls, each drawn from its own
     /// stream of `seed`.
     fn impair<P: Pkt + 'static>(&self, link: Link<P>, seed: u64) -> Link<P> {
-        link.with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM)).with_stalls(
-            self.stall_every_ns,
-            self.stall_ns,
-            Rng::derive(seed, STALL_STREAM),
-        )
+        link.with_jitter(self.jitter_ns, Rng::derive(seed, JITTER_STREAM))
+            .with_stalls(self.stall_every_ns, self.stall_ns, Rng::derive(seed, STALL_STREAM))
+            .with_more_stalls(&self.stall_more_ns, |k| Rng::derive(seed, STALL_STREAM + 1 + k as u64))
     }
 
     /// The link of a network: a pipe, or a queueing link with its own loss.
@@ -161,7 +164,7 @@ impl LinkConfig {
     /// rate, delay, buffer and discipline, without its loss and jitter
     /// (impairments of one direction, as a study gives them).
     pub fn mirrored(&self) -> LinkConfig {
-        LinkConfig { loss: 0.0, jitter_ns: 0, stall_every_ns: 0, stall_ns: 0, ..self.clone() }
+        LinkConfig { loss: 0.0, jitter_ns: 0, stall_every_ns: 0, stall_ns: 0, stall_more_ns: Vec::new(), ..self.clone() }
     }
 }
 
@@ -232,6 +235,8 @@ struct RawLink {
     stall_every_ns: u64,
     #[serde(default)]
     stall_ns: u64,
+    #[serde(default)]
+    stall_more_ns: Vec<(u64, u64)>,
 }
 
 impl From<RawLink> for NetLink {
@@ -246,6 +251,7 @@ impl From<RawLink> for NetLink {
             jitter_ns: r.jitter_ns,
             stall_every_ns: r.stall_every_ns,
             stall_ns: r.stall_ns,
+            stall_more_ns: r.stall_more_ns,
         };
         NetLink { name: r.name, from: r.from, to: r.to, config }
     }
@@ -655,7 +661,7 @@ mod tests {
         let order: Vec<&str> = n.links.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(order, ["bottleneck", "reverse", "access0", "access1", "access0/back", "access1/back"]);
         // The return path mirrors the bottleneck without its impairments.
-        assert_eq!(n.links[1].config, LinkConfig { loss: 0.0, stall_every_ns: 0, stall_ns: 0, ..b.clone() });
+        assert_eq!(n.links[1].config, LinkConfig { loss: 0.0, stall_every_ns: 0, stall_ns: 0, stall_more_ns: vec![], ..b.clone() });
         assert!(n.links[2].config.is_pipe());
         let r = Network::dumbbell_route(2, 1);
         let p = |v: &[usize]| v.iter().map(|&l| n.links[l].name.clone()).collect::<Vec<_>>();

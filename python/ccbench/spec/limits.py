@@ -35,3 +35,5 @@ STALL_LENGTH_MAX_NS = 10 * 10**9
 READ_LATENCY_MAX_NS = 100 * 10**6
 STALL_EVERY_MIN_NS = 100_000
 STALL_EVERY_MAX_NS = 86_400 * 10**9
+# Pause processes overlaid on one link (`stalls` as an array of tables).
+MAX_STALL_PROCESSES = 4

@@ -465,4 +465,22 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Wh
         problem = _PROBLEMS.get(typ) or err.get("msg", "invalid value")
     if typ == "literal_error" and ctx.get("expected"):
         allowed = ctx["expected"].replace(" or ", ", ")
-    return _attribute(filename, loc, problem, got, allowed, (), where)
+    return _attribute(filename, _as_written(doc, loc), problem, got, allowed, (), where)
+
+
+def _as_written(doc: Any, loc: tuple) -> tuple:
+    """`loc` as the file has it: where a field takes a table or an array of
+    them (a link's `stalls`) and the file gave one table, the model's index
+    into its one-element array is not the file's."""
+    out, node = [], doc
+    for p in loc:
+        if isinstance(p, int) and isinstance(node, dict):
+            continue
+        out.append(p)
+        if isinstance(node, dict):
+            node = node.get(p)
+        elif isinstance(node, list) and isinstance(p, int) and 0 <= p < len(node):
+            node = node[p]
+        else:
+            node = None
+    return tuple(out)

@@ -11,7 +11,7 @@ backend, sender index in range, stop after start...) live in
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, List, Literal, Optional, Union
+from typing import Any, Callable, List, Literal, Optional, Sequence, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, StrictStr
 from pydantic_core import PydanticCustomError
@@ -19,7 +19,7 @@ from typing_extensions import Annotated
 
 from . import units
 from .expect import Expect
-from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, READ_LATENCY_MAX_NS, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS,
+from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, MAX_STALL_PROCESSES, READ_LATENCY_MAX_NS, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS,
                       MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS)
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
@@ -188,7 +188,8 @@ STALL_EVERY_ALLOWED = ("a time from '100us' to '86400s', such as '50ms' (the mea
 STALL_LENGTH_ALLOWED = "a time from '1ns' to '10s', such as '2ms' (the mean length of a pause)"
 STALLS_ALLOWED = ("a table {every = '50ms', length = '2ms'}: the link's far end pauses for exponentially "
                   "distributed times of mean `length`, separated by exponentially distributed times of mean "
-                  "`every`, and what arrives meanwhile is delivered when the pause ends (default: none)")
+                  "`every`, and what arrives meanwhile is delivered when the pause ends; or an array of up to "
+                  f"{MAX_STALL_PROCESSES} such tables, independent pauses overlaid (default: none)")
 
 
 class Stalls(Model):
@@ -200,11 +201,37 @@ class Stalls(Model):
         ..., STALL_LENGTH_ALLOWED)
 
 
-def stall_fields(stalls: Optional[Stalls]) -> dict:
-    """A link's ``stall_every_ns`` and ``stall_ns`` in the run config, left
-    out without stalls so that the run ids of studies without them stay as
-    they were (as ``jitter_ns`` is)."""
-    return {} if stalls is None else {"stall_every_ns": stalls.every, "stall_ns": stalls.length}
+def _stall_list(value: Any) -> Any:
+    """`stalls` is one table (one pause process) or an array of them (overlaid)."""
+    if not isinstance(value, (dict, list)):
+        raise PydanticCustomError("ccbench_unit", "{problem}", {
+            "problem": "must be a table or an array of tables", "allowed": STALLS_ALLOWED})
+    if isinstance(value, list) and not 1 <= len(value) <= MAX_STALL_PROCESSES:
+        raise PydanticCustomError("ccbench_unit", "{problem}", {
+            "problem": "must not be empty" if not value else f"must have at most {MAX_STALL_PROCESSES} tables",
+            "allowed": STALLS_ALLOWED})
+    return [value] if isinstance(value, dict) else value
+
+
+# One pause process or several, overlaid; always a list once parsed.
+StallsT = Annotated[List[Stalls], BeforeValidator(_stall_list)]
+# Fields that take one table or an array of tables (the sweep's paths into
+# one table name its fields directly: "topology.bottleneck.stalls.length").
+TABLE_OR_ARRAY = ("stalls",)
+
+
+def stall_fields(stalls: Optional[Sequence[Stalls]]) -> dict:
+    """A link's ``stall_every_ns`` and ``stall_ns`` (its first pause
+    process) and ``stall_more_ns`` (any others) in the run config, left out
+    when absent so that the run ids of studies without them stay as they
+    were (as ``jitter_ns`` is)."""
+    if not stalls:
+        return {}
+    first, *more = stalls
+    out = {"stall_every_ns": first.every, "stall_ns": first.length}
+    if more:
+        out["stall_more_ns"] = [[s.every, s.length] for s in more]
+    return out
 
 
 class Bottleneck(Model):
@@ -216,7 +243,7 @@ class Bottleneck(Model):
     qdisc: Annotated[Qdisc, BeforeValidator(shorthand)] = F("fifo", QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT)")
     jitter: Jitter = F("0ms", JITTER_ALLOWED)
-    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED)
+    stalls: Optional[StallsT] = F(None, STALLS_ALLOWED)
 
 
 class Reverse(Model):
@@ -226,7 +253,7 @@ class Reverse(Model):
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED)
     jitter: Jitter = F("0ms", JITTER_ALLOWED)
-    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED)
+    stalls: Optional[StallsT] = F(None, STALLS_ALLOWED)
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
 
 
@@ -242,7 +269,7 @@ class LinkBack(Model):
     delay: Optional[Time] = F(None, units.TIME_ALLOWED + " (one-way)")
     loss: Optional[Percent] = F(None, units.PERCENT_ALLOWED)
     jitter: Optional[JitterBack] = F(None, JITTER_BACK_ALLOWED)
-    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED.replace("default: none", "default: the A → B direction's"))
+    stalls: Optional[StallsT] = F(None, STALLS_ALLOWED.replace("default: none", "default: the A → B direction's"))
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED)
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED)
     bdp_rtt: Optional[Time] = F(None, "a positive time such as '40ms' (default: the largest base RTT of the "
@@ -258,7 +285,7 @@ class Link(Model):
     delay: Time = F("0ms", units.TIME_ALLOWED + " (one-way)")
     loss: Percent = F("0%", units.PERCENT_ALLOWED + " (each direction)")
     jitter: Jitter = F("0ms", JITTER_ALLOWED + " (each direction)")
-    stalls: Optional[Stalls] = F(None, STALLS_ALLOWED + " (each direction)")
+    stalls: Optional[StallsT] = F(None, STALLS_ALLOWED + " (each direction)")
     buffer: Optional[BufferT] = F(None, units.BUFFER_ALLOWED + " (default: a pipe at a host, else 1bdp; with "
                                   "codel, fq_codel, fq: Linux's limit)")
     qdisc: Optional[QdiscT] = F(None, QDISC_ALLOWED + " (default 'fifo'; a host's link: a pipe)")

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import qdisc, units
-from .model import Controller, Event, Flow, Stalls, StudyFile, stall_fields
+from .model import Controller, Event, Flow, StudyFile, stall_fields
 from .sweep import FieldError, dotted
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -64,7 +64,7 @@ class DirLink:
     qdisc: Optional[qdisc.Qdisc]
     bdp_rtt: Optional[int]
     jitter: int
-    stalls: Optional[Stalls]
+    stalls: Optional[list]  # model.Stalls, one per overlaid pause process
     back_fields: tuple = ()  # the settings the link's back table gives (B → A only)
 
     @property

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 
 from pydantic import BaseModel
 
-from .model import StudyFile
+from .model import TABLE_OR_ARRAY, StudyFile
 from .tree import copy_tree
 
 # study.* fields that may vary between runs of one study (the others define the study).
@@ -139,6 +139,8 @@ def check_path(key: str, doc: dict) -> tuple:
     path: list = []
     for part in parts:
         where = dotted(tuple(path)) or "the study"
+        if is_list(ann) and path and path[-1] in TABLE_OR_ARRAY and not part.isdigit():
+            ann = unwrap(typing.get_args(ann)[0])  # one table, where an array of them may be
         if is_model(ann):
             if isinstance(node, str) and path:
                 raise FieldError((), f"{where} is written as a name ('{node}'); to sweep one of its parameters, "
