@@ -33,8 +33,8 @@ the run's seed (another draw of the same configuration).
   how long each ACK left after the segment that made it due (Linux sends
   it from the application's read), with a ready `read_latency` line for
   the simulator; and how bunched the data arrived (gaps under 20 us and
-  gaps of a spacing plus 80 us or more), with a first-order `stalls`
-  for them (docs/validation/README.md, "Session 28");
+  gaps of a spacing plus 80 us or more), with the `stalls` that give
+  the same two shares (docs/validation/README.md, "Session 28");
 - at the sender: the loss episodes a drop-tail queue of `--buffer-pkts`
   packets at `--rate`, fed by the sender's own send times, would have (each
   segment a wire packet of `--wire-bytes`), beside the sender's
@@ -257,20 +257,40 @@ def receiver_batches(rx, mss: int) -> None:
     read_latency(rx, mss)
 
 
+def bunching_shares(every: float, length: float, spacing: float, n: int = 200_000, seed: int = 1) -> tuple:
+    """The two shares `arrival_bunching` counts, for a regular stream (one
+    packet every `spacing` s) through a far end that pauses as a link's
+    `stalls` does (exponential gaps of mean `every`, pauses of mean
+    `length`; netcore::link::Stalls): gaps under 20 us, gaps of the
+    spacing plus 80 us or more."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    horizon = n * spacing
+    k = int(horizon / (every + length) * 1.5) + 100
+    lengths = rng.exponential(length, k)
+    # Pause i runs from starts[i] to starts[i] + lengths[i]; the next gap starts there.
+    starts = np.cumsum(np.concatenate(([rng.exponential(every)], (lengths + rng.exponential(every, k))[:-1])))
+    ends = starts + lengths
+    at = np.arange(n) * spacing
+    i = np.searchsorted(starts, at, side="right") - 1  # the last pause begun by each arrival
+    inside = (i >= 0) & (at < ends[np.maximum(i, 0)])
+    out = np.where(inside, ends[np.maximum(i, 0)], at)
+    gaps = np.diff(out)
+    return float(np.mean(gaps < 20e-6)), float(np.mean(gaps >= spacing + 80e-6))
+
+
 def arrival_bunching(rx, spacing: float) -> None:
     """How the data reaches the receiver while the bottleneck is busy:
     one segment every `spacing` (its wire size at the bottleneck's rate)
     from a regular path. A path that now and then holds what arrives and
     then hands it on at once (a late emulator or router, a host not
     scheduled) leaves gaps under 20 us (the held segments) and gaps longer
-    than the spacing by 80 us or more (the holds): as pauses of the link's
-    far end, `stalls` with one pause per long gap, of the mean length that
-    holds the segments of the short gaps. Only the scale of the path's
-    noise, not its shape, and a first-order one: pauses too short to leave
-    a long gap are not counted, so `every` reads long (a simulated run
-    with stalls of every 1.1 ms and 0.35 ms reads 1.77 and 0.39 ms); run
-    the simulator with candidates and compare these two shares to match
-    a capture (docs/validation/README.md, "Session 28")."""
+    than the spacing by 80 us or more (the holds). Prints both shares and
+    the `stalls` whose pauses give the same two shares on a regular stream
+    (`bunching_shares`, fitted by bisection): the scale of the path's
+    noise as pauses of the bottleneck's far end, not its shape
+    (docs/validation/README.md, "Session 28")."""
     t = [x[0] for x in rx if x[1] == "D"]
     gaps = [b - a for a, b in zip(t, t[1:])]
     if len(gaps) < 1000:
@@ -280,11 +300,27 @@ def arrival_bunching(rx, spacing: float) -> None:
     holds = sum(g >= spacing + 80e-6 for g in gaps) / len(gaps)
     print(f"  data arrivals, gaps over {len(gaps)}: under 20 us {held * 100:.1f} %, at least {(spacing + 80e-6) * 1e6:.0f} "
           f"us {holds * 100:.1f} % (a regular path: every {spacing * 1e6:.0f} us)")
-    if holds > 0 and held > 0:
-        length = held / holds * spacing
-        every = (t[-1] - t[0]) / (holds * len(gaps)) - length
-        print(f'  as pauses of the path (the bottleneck\'s far end): stalls = {{ every = "{every * 1e3:.2f}ms", '
-              f'length = "{length * 1e3:.2f}ms" }}')
+    if not (0 < holds < held < 0.9):
+        return
+
+    def every_for(length: float) -> float:
+        # More frequent pauses hold more: bisect `every` (log scale) on the held share.
+        lo, hi = math.log(1e-5), math.log(10.0)
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if bunching_shares(math.exp(mid), length, spacing)[0] > held else (lo, mid)
+        return math.exp((lo + hi) / 2)
+
+    # At a fixed held share, longer pauses are fewer: bisect the length on the long-gap share.
+    lo, hi = math.log(spacing / 10), math.log(1.0)
+    for _ in range(20):
+        mid = (lo + hi) / 2
+        seen = bunching_shares(every_for(math.exp(mid)), math.exp(mid), spacing)[1]
+        lo, hi = (lo, mid) if seen < holds else (mid, hi)
+    length = math.exp((lo + hi) / 2)
+    every = every_for(length)
+    print(f'  as pauses of the path (the bottleneck\'s far end), the same two shares: stalls = {{ every = '
+          f'"{every * 1e3:.2f}ms", length = "{length * 1e3:.2f}ms" }}')
 
 
 def read_latency(rx, mss: int) -> None:
