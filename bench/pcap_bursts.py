@@ -96,6 +96,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ccbench.spec import units
@@ -226,6 +227,7 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
     if (outdir / "receiver.pcap").is_file():
         rx = events(outdir / "receiver.pcap")
         receiver_batches(rx, mss)
+        read_latency(rx, mss)
         arrival_bunching(rx, wire_bytes * 8 / rate)
     else:
         print("receiver: no receiver.pcap, left out")
@@ -254,7 +256,6 @@ def receiver_batches(rx, mss: int) -> None:
     total = sum(covered.values()) or 1
     print("receiver: share of segments acknowledged by ACKs covering n new segments")
     print("  " + ", ".join(f"{n}{'+' if n >= 10 else ''}: {c / total:.3f}" for n, c in sorted(covered.items())))
-    read_latency(rx, mss)
 
 
 def bunching_shares(every: float, length: float, spacing: float, n: int = 200_000, seed: int = 1) -> tuple:
@@ -278,6 +279,16 @@ def bunching_shares(every: float, length: float, spacing: float, n: int = 200_00
     out = np.where(inside, ends[np.maximum(i, 0)], at)
     gaps = np.diff(out)
     return float(np.mean(gaps < 20e-6)), float(np.mean(gaps >= spacing + 80e-6))
+
+
+def _bisect_log(lo: float, hi: float, steps: int, above: Callable[[float], bool]) -> float:
+    """The x in [lo, hi] where `above(x)` (the answer is above x) turns
+    false, bisected on a log scale."""
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(steps):
+        mid = (a + b) / 2
+        a, b = (mid, b) if above(math.exp(mid)) else (a, mid)
+    return math.exp((a + b) / 2)
 
 
 def arrival_bunching(rx, spacing: float) -> None:
@@ -304,20 +315,12 @@ def arrival_bunching(rx, spacing: float) -> None:
         return
 
     def every_for(length: float) -> float:
-        # More frequent pauses hold more: bisect `every` (log scale) on the held share.
-        lo, hi = math.log(1e-5), math.log(10.0)
-        for _ in range(30):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if bunching_shares(math.exp(mid), length, spacing)[0] > held else (lo, mid)
-        return math.exp((lo + hi) / 2)
+        # More frequent pauses hold more: `every` is above any that holds too many.
+        return _bisect_log(1e-5, 10.0, 30, lambda e: bunching_shares(e, length, spacing)[0] > held)
 
-    # At a fixed held share, longer pauses are fewer: bisect the length on the long-gap share.
-    lo, hi = math.log(spacing / 10), math.log(1.0)
-    for _ in range(20):
-        mid = (lo + hi) / 2
-        seen = bunching_shares(every_for(math.exp(mid)), math.exp(mid), spacing)[1]
-        lo, hi = (lo, mid) if seen < holds else (mid, hi)
-    length = math.exp((lo + hi) / 2)
+    # At a fixed held share, longer pauses are fewer: the length is below any that leaves too few long gaps.
+    length = _bisect_log(spacing / 10, 1.0, 20,
+                         lambda ln: bunching_shares(every_for(ln), ln, spacing)[1] >= holds)
     every = every_for(length)
     print(f'  as pauses of the path (the bottleneck\'s far end), the same two shares: stalls = {{ every = '
           f'"{every * 1e3:.2f}ms", length = "{length * 1e3:.2f}ms" }}')
@@ -352,8 +355,9 @@ def read_latency(rx, mss: int) -> None:
     p99 = lat[int(0.99 * (len(lat) - 1))]
     print(f"  each ACK after the segment that made it due ({len(lat)} ACKs): median {med * 1e6:.0f} us, p90 "
           f"{p90 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us, above 120 us {sum(x > 120e-6 for x in lat) / len(lat) * 100:.1f} %")
-    print(f'  the simulator\'s reader with the same median and p90: read_latency = {{ median = "{med * 1e6:.0f}us", '
-          f'p90 = "{max(p90, med) * 1e6:.0f}us" }}')
+    if med > 0:  # a reader that always reads at once is the simulator's default
+        print(f'  the simulator\'s reader with the same median and p90: read_latency = {{ median = "{med * 1e6:.0f}us", '
+              f'p90 = "{p90 * 1e6:.0f}us" }}')
 
 
 class Fifo:

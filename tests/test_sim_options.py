@@ -293,7 +293,6 @@ def test_link_stalls_make_a_shallow_buffer_lose_to_bursts():
 
 def test_read_latency_only_when_given_and_checked():
     from ccbench.errors import StudyError
-    from ccbench.spec.load import parse_study
 
     assert "read_latency_median_ns" not in parse_study(study()).runs()[0].config["tcp"]  # ids stay
     given = parse_study(study(tcp_extra='read_latency = { median = "12us", p90 = "60us" }')).runs()[0].config["tcp"]

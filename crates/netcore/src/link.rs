@@ -19,7 +19,6 @@
 //! (the default) draws nothing. Several independent pause processes may
 //! overlay ([`Link::with_more_stalls`]): a packet is held while any pauses.
 
-
 use crate::qdisc::Qdisc;
 use crate::rng::Rng;
 use crate::{tx_time, Nanos, Pkt};

@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
 const LINKTYPE_RAW: u32 = 101;
 const SNAPLEN: u32 = 128;
-pub const SENDER_ADDR: [u8; 4] = [10, 0, 0, 1];
-pub const RECEIVER_ADDR: [u8; 4] = [10, 0, 1, 1];
-pub const RECEIVER_PORT: u16 = 5201;
+const SENDER_ADDR: [u8; 4] = [10, 0, 0, 1];
+const RECEIVER_ADDR: [u8; 4] = [10, 0, 1, 1];
+const RECEIVER_PORT: u16 = 5201;
 
 /// Where on the path a packet is seen.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -143,7 +143,7 @@ impl PcapTrace {
 
 /// Write `p`'s IPv4 and TCP headers into `buf`: their length, and the
 /// whole packet's (headers and payload).
-pub fn headers(p: &Packet, sport: u16, buf: &mut [u8; 80]) -> (usize, u32) {
+fn headers(p: &Packet, sport: u16, buf: &mut [u8; 80]) -> (usize, u32) {
     // TCP options: NOP NOP timestamps, then NOP NOP SACK.
     let mut opt = [0u8; 40];
     opt[0] = 1;
@@ -203,11 +203,8 @@ pub fn headers(p: &Packet, sport: u16, buf: &mut [u8; 80]) -> (usize, u32) {
             if p.syn { 1 } else { wire_seq(p.ack) },
         )
     };
-    let handshake_syn = p.syn && p.to_receiver;
-    let mut flags = if handshake_syn { 0x02 } else { 0x10 }; // SYN alone, or ACK
-    if p.syn && !p.to_receiver {
-        flags |= 0x02;
-    }
+    // SYN, ACK: the opening SYN alone carries no ACK.
+    let mut flags = (if p.syn { 0x02 } else { 0 }) | (if p.syn && p.to_receiver { 0 } else { 0x10 });
     if p.psh {
         flags |= 0x08;
     }

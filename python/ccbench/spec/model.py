@@ -19,8 +19,9 @@ from typing_extensions import Annotated
 
 from . import units
 from .expect import Expect
-from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, MAX_STALL_PROCESSES, READ_LATENCY_MAX_NS, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS,
-                      MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS)
+from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS,
+                     MAX_STALL_PROCESSES, READ_LATENCY_MAX_NS, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS,
+                     STALL_LENGTH_MAX_NS)
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
 # The congestion control algorithms each backend knows.  This is the one place
