@@ -88,12 +88,18 @@ pub struct TcpConfig {
     /// false = Linux with `tcp_comp_sack_nr` = 0.
     #[serde(default = "yes")]
     pub sack_compression: bool,
-    /// The receiving application's read latency (`jitter::ReadLatency`):
+    /// The receiving application's read latency (`jitter::Latency::read`):
     /// its median and 90th percentile; 0 = reads at once (the default).
     #[serde(default)]
     pub read_latency_median_ns: u64,
     #[serde(default)]
     pub read_latency_p90_ns: u64,
+    /// How late the sender's pacing timer fires (`jitter::Latency::pacing`):
+    /// its median and 90th percentile; 0 = on time (the default).
+    #[serde(default)]
+    pub pacing_latency_median_ns: u64,
+    #[serde(default)]
+    pub pacing_latency_p90_ns: u64,
 }
 
 fn yes() -> bool {
@@ -205,9 +211,13 @@ impl RunConfig {
         if self.tcp.mss == 0 || self.tcp.init_cwnd == 0 {
             return Err("tcp.mss and tcp.init_cwnd must be positive".into());
         }
-        let (med, p90) = (self.tcp.read_latency_median_ns, self.tcp.read_latency_p90_ns);
-        if (med == 0) != (p90 == 0) || p90 < med {
-            return Err(format!("tcp.read_latency: median {med} ns and p90 {p90} ns: both 0, or 0 < median <= p90"));
+        for (what, med, p90) in [
+            ("read_latency", self.tcp.read_latency_median_ns, self.tcp.read_latency_p90_ns),
+            ("pacing_latency", self.tcp.pacing_latency_median_ns, self.tcp.pacing_latency_p90_ns),
+        ] {
+            if (med == 0) != (p90 == 0) || p90 < med {
+                return Err(format!("tcp.{what}: median {med} ns and p90 {p90} ns: both 0, or 0 < median <= p90"));
+            }
         }
         if self.tcp.rmem_bytes > i32::MAX as u64 {
             // Linux's tcp_rmem is an int; SACK blocks travel as 32-bit

@@ -1,6 +1,7 @@
-//! Host noise: processing jitter (`[tcp] host_jitter`, `tcp.host_jitter_ns`)
-//! and the receiving application's read latency (`[tcp] read_latency`,
-//! [`ReadLatency`]).
+//! Host noise: processing jitter (`[tcp] host_jitter`, `tcp.host_jitter_ns`),
+//! the receiving application's read latency (`[tcp] read_latency`) and the
+//! sender's pacing timer's lateness (`[tcp] pacing_latency`), the last two
+//! drawn by [`Latency`].
 //!
 //! A simulated host hands every packet to the wire at the instant its TCP
 //! endpoint produced it, so a run is perfectly regular: an ACK-clocked
@@ -61,18 +62,27 @@ impl HostJitter {
     }
 }
 
-/// The run seed's stream for read latency, one sub-stream per connection.
+/// The run seed's streams for read latency and pacing latency, one
+/// sub-stream per connection.
 const READ_STREAM: u64 = 0x4A17_7E55_0000_0002;
+const PACE_STREAM: u64 = 0x4A17_7E55_0000_0003;
 
-/// How long a receiving application takes to read data that has arrived
-/// (`[tcp] read_latency`): log-normal, given by its median and 90th
-/// percentile, one seeded stream per connection. Linux acknowledges most
-/// data from the read (`tcp_cleanup_rbuf`) rather than on arrival while
-/// the receive window sits at its clamp (`tcp/receiver.rs`), so a reader
-/// that is late by more than a segment's spacing makes one ACK cover
-/// three segments or more. A heavy tail is what hosts have: most reads
-/// within tens of µs, a few late by hundreds (docs/sim-model.md).
-pub struct ReadLatency {
+/// How late a host does something it was due to do: log-normal, given by
+/// its median and 90th percentile, one seeded stream per connection and
+/// use. A heavy tail is what hosts have: most within tens of µs, a few late
+/// by hundreds (docs/sim-model.md). Two uses:
+///
+/// - [`Latency::read`], the receiving application's read (`[tcp]
+///   read_latency`): Linux acknowledges most data from the read
+///   (`tcp_cleanup_rbuf`) rather than on arrival while the receive window
+///   sits at its clamp (`tcp/receiver.rs`), so a reader late by more than a
+///   segment's spacing makes one ACK cover three segments or more;
+/// - [`Latency::pacing`], the sender's pacing timer (`[tcp]
+///   pacing_latency`): Linux's internal pacing is a soft hrtimer, run from
+///   softirq context, which fires late by as much as the host is busy; the
+///   burst then leaves late, and `tcp_update_skb_after_send`'s credit
+///   shortens the next gap by up to half to catch up (`tcp/sender`).
+pub struct Latency {
     /// ln(median in ns) and the spread of the log: ln(p90 / median) / z(0.9).
     mu: f64,
     sigma: f64,
@@ -82,17 +92,27 @@ pub struct ReadLatency {
 /// The 90th percentile of the standard normal.
 const Z90: f64 = 1.281_551_565_5;
 
-impl ReadLatency {
-    pub fn new(median_ns: u64, p90_ns: u64, seed: u64, conn: u32) -> ReadLatency {
+impl Latency {
+    fn new(median_ns: u64, p90_ns: u64, rng: Rng) -> Latency {
         debug_assert!(median_ns > 0 && p90_ns >= median_ns);
-        ReadLatency {
+        Latency {
             mu: (median_ns as f64).ln(),
             sigma: (p90_ns as f64 / median_ns as f64).ln() / Z90,
-            rng: Rng::derive(seed ^ READ_STREAM, conn as u64),
+            rng,
         }
     }
 
-    /// One read's latency (Box-Muller: a standard normal from two uniforms).
+    /// Connection `conn`'s receiving application's reads.
+    pub fn read(median_ns: u64, p90_ns: u64, seed: u64, conn: u32) -> Latency {
+        Latency::new(median_ns, p90_ns, Rng::derive(seed ^ READ_STREAM, conn as u64))
+    }
+
+    /// Connection `conn`'s sender's pacing timer.
+    pub fn pacing(median_ns: u64, p90_ns: u64, seed: u64, conn: u32) -> Latency {
+        Latency::new(median_ns, p90_ns, Rng::derive(seed ^ PACE_STREAM, conn as u64))
+    }
+
+    /// One latency (Box-Muller: a standard normal from two uniforms).
     pub fn draw(&mut self) -> Nanos {
         let u1 = 1.0 - self.rng.next_f64(); // (0, 1]: ln is finite
         let u2 = self.rng.next_f64();
@@ -106,8 +126,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn read_latency_has_its_median_and_p90() {
-        let mut r = ReadLatency::new(12_000, 60_000, 9, 4);
+    fn latency_has_its_median_and_p90() {
+        let mut r = Latency::read(12_000, 60_000, 9, 4);
         let mut d: Vec<Nanos> = (0..100_000).map(|_| r.draw()).collect();
         d.sort_unstable();
         let (med, p90) = (d[50_000] as f64, d[90_000] as f64);
@@ -116,13 +136,14 @@ mod tests {
         // The log-normal's tail: P(> 10 x median) = P(z > ln 10 / sigma), 3.7 % here.
         let over = d.iter().filter(|&&x| x > 120_000).count() as f64 / d.len() as f64;
         assert!((0.030..0.045).contains(&over), "{over}");
-        // Seeded: one stream per connection.
-        let seq = |conn| {
-            let mut r = ReadLatency::new(12_000, 60_000, 9, conn);
+        // Seeded: one stream per connection and use.
+        let seq = |conn, pacing| {
+            let mut r = if pacing { Latency::pacing(12_000, 60_000, 9, conn) } else { Latency::read(12_000, 60_000, 9, conn) };
             (0..4).map(|_| r.draw()).collect::<Vec<_>>()
         };
-        assert_eq!(seq(4), seq(4));
-        assert_ne!(seq(4), seq(5));
+        assert_eq!(seq(4, false), seq(4, false));
+        assert_ne!(seq(4, false), seq(5, false));
+        assert_ne!(seq(4, false), seq(4, true));
     }
 
     fn pkt(conn: u32, seq: u64) -> Packet {

@@ -11,7 +11,7 @@
 
 use crate::cc::{self, CcaReport};
 use crate::config::{Controller, FlowKind, RunConfig};
-use crate::jitter::{HostJitter, ReadLatency};
+use crate::jitter::{HostJitter, Latency};
 use crate::events::EventQueue;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
@@ -326,7 +326,13 @@ impl World {
         let read = (cfg.tcp.read_latency_median_ns, cfg.tcp.read_latency_p90_ns);
         if read.0 > 0 {
             for (i, c) in w.conns.iter_mut().enumerate() {
-                c.receiver.set_read_latency(ReadLatency::new(read.0, read.1, cfg.seed, i as u32));
+                c.receiver.set_read_latency(Latency::read(read.0, read.1, cfg.seed, i as u32));
+            }
+        }
+        let pace = (cfg.tcp.pacing_latency_median_ns, cfg.tcp.pacing_latency_p90_ns);
+        if pace.0 > 0 {
+            for (i, c) in w.conns.iter_mut().enumerate() {
+                c.sender.set_pacing_latency(Latency::pacing(pace.0, pace.1, cfg.seed, i as u32));
             }
         }
         if let Some(pc) = &cfg.pcap {

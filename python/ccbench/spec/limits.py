@@ -31,8 +31,8 @@ MIN_SAMPLE_INTERVAL_NS = 1_000
 MAX_CWND_SEGMENTS = 2**31 - 1
 LINK_JITTER_MAX_NS = 10 * 10**9
 STALL_LENGTH_MAX_NS = 10 * 10**9
-# A receiving application's read latency, median and 90th percentile ([tcp] read_latency).
-READ_LATENCY_MAX_NS = 100 * 10**6
+# A host's latency, median and 90th percentile ([tcp] read_latency and pacing_latency).
+HOST_LATENCY_MAX_NS = 100 * 10**6
 STALL_EVERY_MIN_NS = 100_000
 STALL_EVERY_MAX_NS = 86_400 * 10**9
 # Pause processes overlaid on one link (`stalls` as an array of tables).

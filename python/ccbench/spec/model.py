@@ -20,7 +20,7 @@ from typing_extensions import Annotated
 from . import units
 from .expect import Expect
 from .limits import (LINK_JITTER_MAX_NS, MAX_COUNT, MAX_CWND_SEGMENTS, MAX_REPETITIONS, MAX_SENDERS,
-                     MAX_STALL_PROCESSES, READ_LATENCY_MAX_NS, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS,
+                     MAX_STALL_PROCESSES, HOST_LATENCY_MAX_NS, STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS,
                      STALL_LENGTH_MAX_NS)
 from .qdisc import QDISC_ALLOWED, QDISCS, Qdisc, shorthand
 
@@ -325,18 +325,23 @@ class Topology(Model):
 
 HOST_JITTER_MAX_NS = 10_000_000
 HOST_JITTER_ALLOWED = "a time from '0us' to '10ms', such as '50us' (simulator only)"
-READ_MEDIAN_ALLOWED = "a time from '1ns' to '100ms', such as '12us' (the median read latency)"
-READ_P90_ALLOWED = "a time from '1ns' to '100ms', at least the median, such as '60us' (its 90th percentile)"
+LATENCY_MEDIAN_ALLOWED = "a time from '1ns' to '100ms', such as '12us' (the median latency)"
+LATENCY_P90_ALLOWED = "a time from '1ns' to '100ms', at least the median, such as '60us' (its 90th percentile)"
 READ_LATENCY_ALLOWED = ("a table {median = '12us', p90 = '60us'} (simulator only): the receiving application "
                         "reads after a log-normal latency with this median and 90th percentile, and the ACK "
                         "Linux sends from the read waits for it (default: it reads at once)")
+PACING_LATENCY_ALLOWED = ("a table {median = '30us', p90 = '120us'} (simulator only): the sender's pacing timer "
+                          "fires late by a log-normal latency with this median and 90th percentile, and Linux's "
+                          "pacing credit catches up after it (default: on time)")
 
 
-class ReadLatency(Model):
-    """The receiving application's read latency (crates/sim/src/jitter.rs, ReadLatency)."""
+class Latency(Model):
+    """A host's latency, log-normal by its median and 90th percentile
+    (crates/sim/src/jitter.rs, Latency): `[tcp] read_latency` and
+    `[tcp] pacing_latency`."""
 
-    median: Annotated[int, _time_within(1, READ_LATENCY_MAX_NS, READ_MEDIAN_ALLOWED)] = F(..., READ_MEDIAN_ALLOWED)
-    p90: Annotated[int, _time_within(1, READ_LATENCY_MAX_NS, READ_P90_ALLOWED)] = F(..., READ_P90_ALLOWED)
+    median: Annotated[int, _time_within(1, HOST_LATENCY_MAX_NS, LATENCY_MEDIAN_ALLOWED)] = F(..., LATENCY_MEDIAN_ALLOWED)
+    p90: Annotated[int, _time_within(1, HOST_LATENCY_MAX_NS, LATENCY_P90_ALLOWED)] = F(..., LATENCY_P90_ALLOWED)
 
 
 class Tcp(Model):
@@ -355,8 +360,10 @@ class Tcp(Model):
     kernel_hz: Optional[Literal[100, 250, 300, 1000]] = F(None, KERNEL_HZ_ALLOWED)
     # Simulator only: hosts' per-packet processing jitter, uniform in [0, this] (docs/sim-model.md).
     host_jitter: Time = F("0s", HOST_JITTER_ALLOWED)
-    # Simulator only: the receiving application's read latency (docs/sim-model.md).
-    read_latency: Optional[ReadLatency] = F(None, READ_LATENCY_ALLOWED)
+    # Simulator only: the receiving application's read latency and the
+    # sender's pacing timer's lateness (docs/sim-model.md, "Host noise").
+    read_latency: Optional[Latency] = F(None, READ_LATENCY_ALLOWED)
+    pacing_latency: Optional[Latency] = F(None, PACING_LATENCY_ALLOWED)
     # Linux's SACK compression at the receiver (tcp_comp_sack_nr; on by default in Linux and here).
     sack_compression: StrictBool = F(True, "true or false")
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional, Union
 from . import qdisc, units
 from . import network
 from .limits import MAX_COUNT, MAX_DURATION_NS, MIN_SAMPLE_INTERVAL_NS
-from .model import CCAS, DELACK_NS, HEADER_BYTES, HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS, READ_P90_ALLOWED, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for, stall_fields
+from .model import CCAS, DELACK_NS, HEADER_BYTES, HOST_JITTER_ALLOWED, HOST_JITTER_MAX_NS, LATENCY_P90_ALLOWED, SELF_PACED, Access, AccessDefault, StudyFile, ccas_for, stall_fields
 from .sweep import FieldError, dotted
 from .tree import copy_tree
 
@@ -293,15 +293,17 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
     if backend in ("linux", "hosts") and tcp.host_jitter:
         raise FieldError(("tcp", "host_jitter"), "a simulator model: real hosts have their own processing jitter",
                          units.format_time(tcp.host_jitter), "leave it out for backend '" + backend + "'")
-    if tcp.read_latency is not None:
-        rl = tcp.read_latency
-        if rl.p90 < rl.median:
-            raise FieldError(("tcp", "read_latency", "p90"), f"below the median ({units.format_time(rl.median)})",
-                             units.format_time(rl.p90), READ_P90_ALLOWED)
+    for name, why in (("read_latency", "real receivers read when their host schedules them"),
+                      ("pacing_latency", "real senders' pacing timers fire when their host gets to them")):
+        lat = getattr(tcp, name)
+        if lat is None:
+            continue
+        if lat.p90 < lat.median:
+            raise FieldError(("tcp", name, "p90"), f"below the median ({units.format_time(lat.median)})",
+                             units.format_time(lat.p90), LATENCY_P90_ALLOWED)
         if backend in ("linux", "hosts"):
-            raise FieldError(("tcp", "read_latency"), "a simulator model: real receivers read when their host "
-                             "schedules them", f"median {units.format_time(rl.median)}, p90 "
-                             f"{units.format_time(rl.p90)}", "leave it out for backend '" + backend + "'")
+            raise FieldError(("tcp", name), "a simulator model: " + why, f"median {units.format_time(lat.median)}, "
+                             f"p90 {units.format_time(lat.p90)}", "leave it out for backend '" + backend + "'")
     if backend in ("linux", "hosts") and tcp.hz != "exact":
         raise FieldError(("tcp", "hz"), "not supported by the linux backend: real hosts run the kernel's own "
                          "timers (its CONFIG_HZ, and high-resolution timers for pacing)", tcp.hz,
@@ -334,6 +336,8 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
             **({"host_jitter_ns": tcp.host_jitter} if tcp.host_jitter else {}),
             **({"read_latency_median_ns": tcp.read_latency.median, "read_latency_p90_ns": tcp.read_latency.p90}
                if tcp.read_latency is not None else {}),
+            **({"pacing_latency_median_ns": tcp.pacing_latency.median,
+                "pacing_latency_p90_ns": tcp.pacing_latency.p90} if tcp.pacing_latency is not None else {}),
             **({} if tcp.sack_compression else {"sack_compression": False}),
         },
     }

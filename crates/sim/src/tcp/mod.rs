@@ -60,7 +60,7 @@ pub enum TimerKind {
     DelAck,
     /// The receiver's compressed-SACK timer (Linux `compressed_ack_timer`).
     CompAck,
-    /// The receiving application reads (`jitter::ReadLatency`).
+    /// The receiving application reads (`jitter::Latency::read`).
     Read,
 }
 
@@ -100,5 +100,7 @@ pub(crate) fn test_cfg() -> crate::config::TcpConfig {
         sack_compression: true,
         read_latency_median_ns: 0,
         read_latency_p90_ns: 0,
+        pacing_latency_median_ns: 0,
+        pacing_latency_p90_ns: 0,
     }
 }

@@ -9,12 +9,12 @@
 //! holds the one-per-two-segments ACK; the read (`tcp_cleanup_rbuf`)
 //! sends it, and the ACK of a pushed segment too. By default the
 //! application reads at once, which is the same as acknowledging on
-//! arrival; with `[tcp] read_latency` (`jitter::ReadLatency`) it reads
+//! arrival; with `[tcp] read_latency` (`jitter::Latency`) it reads
 //! later, and what arrived meanwhile is acknowledged together.
 
 use super::{ConnOpts, Out, TimerKind};
 use crate::config::{DelayedAck, TcpConfig};
-use crate::jitter::ReadLatency;
+use crate::jitter::Latency;
 use crate::packet::{Packet, MAX_SACK};
 use crate::timer::Timer;
 use netcore::Nanos;
@@ -137,7 +137,7 @@ pub struct Receiver {
     handshake_rtt_ns: Nanos,
     /// The application's read latency (None: it reads at once), whether a
     /// read is due, and whether that read owes the ACK of a pushed segment.
-    read: Option<Box<ReadLatency>>,
+    read: Option<Box<Latency>>,
     read_due: bool,
     read_pushed: bool,
 }
@@ -174,7 +174,7 @@ impl Receiver {
     }
 
     /// The application reads with this latency instead of at once.
-    pub fn set_read_latency(&mut self, r: ReadLatency) {
+    pub fn set_read_latency(&mut self, r: Latency) {
         self.read = Some(Box::new(r));
     }
 
@@ -592,7 +592,7 @@ mod tests {
     #[test]
     fn a_late_reader_acknowledges_what_it_reads() {
         let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
-        r.set_read_latency(ReadLatency::new(50_000, 200_000, 1, 0));
+        r.set_read_latency(Latency::read(50_000, 200_000, 1, 0));
         let mut out = Out::default();
         let seq = leave_quickack_mode(&mut r, &mut out);
         assert!(seq > 16 * 1448, "quick-ACK mode acknowledges on arrival, late reader or not");

@@ -28,6 +28,7 @@ use crate::cc::{
     AckSample, CaEvent, CaState, CongestionControl, Conn, RateSample, ACK_ECE, ACK_SLOWPATH, ACK_WIN_UPDATE, INFINITE_SSTHRESH,
 };
 use crate::config::{Pacing, TcpConfig};
+use crate::jitter::Latency;
 use crate::packet::Packet;
 use crate::stats::RttStats;
 use crate::timer::Timer;
@@ -157,6 +158,8 @@ pub struct Sender {
     pub reo_timer: Timer,
     /// Earliest departure of the next burst (Linux's `tcp_wstamp_ns`).
     pace_next_ns: Nanos,
+    /// How late the pacing timer fires (`[tcp] pacing_latency`); None: on time.
+    pace_latency: Option<Box<Latency>>,
     /// The burst being sent: segments and payload bytes so far, and its goal.
     burst_segs: u32,
     burst_bytes: u64,
@@ -287,6 +290,7 @@ impl Sender {
             pace_timer: Timer::default(),
             reo_timer: Timer::default(),
             pace_next_ns: 0,
+            pace_latency: None,
             burst_segs: 0,
             burst_bytes: 0,
             burst_goal: 1,
@@ -517,6 +521,11 @@ impl Sender {
 
     /// Send from now on over this route (a route change; segments already
     /// sent finish their old route).
+    /// The pacing timer fires late by draws of `l` (`[tcp] pacing_latency`).
+    pub fn set_pacing_latency(&mut self, l: Latency) {
+        self.pace_latency = Some(Box::new(l));
+    }
+
     pub fn set_route(&mut self, route: u32) {
         self.route = route;
     }

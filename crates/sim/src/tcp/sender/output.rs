@@ -31,7 +31,14 @@ impl Sender {
         loop {
             if self.pacing && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
                 if self.pace_next_ns > now {
-                    if let Some(t) = self.pace_timer.arm(self.opts.timer_at(self.pace_next_ns)) {
+                    let at = self.opts.timer_at(self.pace_next_ns);
+                    let at = match self.pace_latency.as_deref_mut() {
+                        None => Some(at),
+                        // Linux leaves a queued pacing hrtimer as it is
+                        // (`tcp_pacing_check`); a new one fires late.
+                        Some(l) => (!self.pace_timer.is_armed()).then(|| at + l.draw()),
+                    };
+                    if let Some(t) = at.and_then(|at| self.pace_timer.arm(at)) {
                         out.timers.push((t, self.conn_id, TimerKind::Pace));
                     }
                     break;

@@ -617,6 +617,39 @@ fn delayed_originals_undo_recovery_before_any_retransmission() {
     assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (8, CaState::Disorder, 0));
 }
 
+/// `[tcp] pacing_latency`: the pacing timer fires late by a draw, and the
+/// burst leaves then; Linux's credit (`tcp_update_skb_after_send`) brings
+/// the next slot closer by that lateness, at most half a burst's time. A
+/// sender that looks again before the timer fires leaves it as it is
+/// (`tcp_pacing_check` does not restart a queued hrtimer).
+#[test]
+fn a_late_pacing_timer_sends_late_and_the_credit_catches_up() {
+    let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
+    // A window that never fills: every slot sends.
+    let cfg = TcpConfig { init_cwnd: 100, ..tcp_cfg() };
+    let mut s = Sender::new(0, 0, cfg.into(), crate::cc::by_name("cubic").unwrap(), opts);
+    s.set_pacing_latency(Latency::pacing(2_000_000, 4_000_000, 1, 0));
+    let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    let mut latenesses = Vec::new();
+    for _ in 0..3 {
+        let slot = s.pace_next_ns;
+        let fire = s.pace_timer.deadline().expect("a paced sender waits for its slot");
+        assert!(fire > slot, "the timer fires late: at {fire} for the slot at {slot}");
+        s.send(slot - 1, &mut out);
+        assert_eq!(s.pace_timer.deadline(), Some(fire), "a queued timer is left as it is");
+        let before = s.snd_nxt;
+        s.on_timer(TimerKind::Pace, fire, &mut out);
+        let len = (s.snd_nxt - before) * NS_PER_SEC / s.c.pacing_rate;
+        assert!(len > 0, "the late timer sent a burst");
+        assert_eq!(s.pace_next_ns, fire + len - (len / 2).min(fire - slot));
+        latenesses.push(fire - slot);
+    }
+    assert!(latenesses.windows(2).any(|w| w[0] != w[1]), "one draw per firing: {latenesses:?}");
+}
+
 /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
 /// the original transmission's timestamp, so the window cut is undone
 /// and the connection is Open with its old cwnd and ssthresh.
