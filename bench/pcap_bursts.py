@@ -35,6 +35,10 @@ the run's seed (another draw of the same configuration).
   the simulator; and how bunched the data arrived (gaps under 20 us and
   gaps of a spacing plus 80 us or more), with the `stalls` that give
   the same two shares (docs/validation/README.md, "Session 28");
+- at the sender: how regularly its bursts of new data leave, the gap to
+  the next over the burst's bytes at the bottleneck's payload rate (a
+  pacing timer that fires late spreads them; `[tcp] pacing_latency`,
+  docs/validation/README.md, "Session 29");
 - at the sender: the loss episodes a drop-tail queue of `--buffer-pkts`
   packets at `--rate`, fed by the sender's own send times, would have (each
   segment a wire packet of `--wire-bytes`), beside the sender's
@@ -232,6 +236,7 @@ def analyse(outdir: Path, rate: float, buffer_pkts: int, wire_bytes: int, mss: i
     else:
         print("receiver: no receiver.pcap, left out")
     tx = events(outdir / "sender.pcap")
+    pacing_gaps(tx, rate * mss / wire_bytes)
     fifo, resent = sender_bursts(tx, rate, buffer_pkts, wire_bytes, mss)
     at_emulator = None
     if (outdir / "tun.pcap").is_file():
@@ -324,6 +329,52 @@ def arrival_bunching(rx, spacing: float) -> None:
     every = every_for(length)
     print(f'  as pauses of the path (the bottleneck\'s far end), the same two shares: stalls = {{ every = '
           f'"{every * 1e3:.2f}ms", length = "{length * 1e3:.2f}ms" }}')
+
+
+def paced_bursts(tx) -> list[tuple[float, int]]:
+    """(time, bytes) of each burst of new data in a sender's capture: the
+    segments that leave at one instant in sequence (one GSO packet in a
+    kernel's capture, a burst's segments in the simulator's). A resend is
+    not a burst of its own, nor are the new data that leave with it."""
+    bursts, top = [], 0
+    for t, kind, seq, n in tx:
+        if kind != "D" or seq < top:
+            continue
+        if bursts and t - bursts[-1][0] < 2e-7 and seq == top:
+            bursts[-1] = (bursts[-1][0], bursts[-1][1] + n)
+        else:
+            bursts.append((t, n))
+        top = seq + n
+    return bursts
+
+
+def pacing_gaps(tx, rate: float) -> None:
+    """How regularly a paced sender's bursts leave: the gap from each burst
+    of new data to the next over the burst's bytes at `rate` (a flow paced
+    at the bottleneck's rate sends one burst per such time), after the
+    first 3 s. A pacer whose timer fires on time leaves on its grid (the
+    simulator by default: quartiles within about 1 % of each other; BBR's
+    gain phases move the tails, hardly the quartiles). A timer that fires
+    late, with Linux's credit catching up after it, spreads them (the
+    simulator's `[tcp] pacing_latency`). No fitted line: the quartiles
+    follow the latency through the flow's own dynamics (a bare pacer with
+    the same latency spreads them half as much), so the setting is matched
+    by running the simulator with candidates (docs/validation/README.md,
+    "Session 29")."""
+    bursts = paced_bursts(tx)
+    if not bursts:
+        return
+    t0 = bursts[0][0]
+    bursts = [b for b in bursts if b[0] - t0 >= 3.0]
+    gaps = [(b[0] - a[0]) * rate / (a[1] * 8) for a, b in zip(bursts, bursts[1:])]
+    if len(gaps) < 1000:
+        print("sender: too few bursts of new data to describe their pacing")
+        return
+    q1, med, q3 = statistics.quantiles(gaps, n=4)
+    size = statistics.median(n for _, n in bursts)
+    print(f"sender: {len(bursts)} bursts of new data (median {size:.0f} B); gap to the next over the burst at "
+          f"{rate / 1e6:g} Mbit/s: quartiles {q1:.3f} / {med:.3f} / {q3:.3f} (interquartile range "
+          f"{(q3 - q1) / med:.3f} of the median; about 0.01 on time)")
 
 
 def read_latency(rx, mss: int) -> None:

@@ -351,7 +351,7 @@ def test_a_late_pacing_timer_spreads_the_bursts(tmp_path):
     # burst its bytes at the pacing rate; a timer that fires late sends
     # late, and Linux's credit shortens the next gap to catch up: the gaps
     # (over each burst's bytes at the bottleneck's rate) spread around the
-    # grid. Development VM's kernel captures: interquartile range 0.09-0.17
+    # grid. Development VM's kernel captures: interquartile range 0.09-0.19
     # of a gap (docs/validation/README.md, session 29).
     spread = {}
     for extra in ("", 'pacing_latency = { median = "60us", p90 = "250us" }'):
