@@ -374,7 +374,7 @@ def pacing_gaps(tx, rate: float) -> None:
     size = statistics.median(n for _, n in bursts)
     print(f"sender: {len(bursts)} bursts of new data (median {size:.0f} B); gap to the next over the burst at "
           f"{rate / 1e6:g} Mbit/s: quartiles {q1:.3f} / {med:.3f} / {q3:.3f} (interquartile range "
-          f"{(q3 - q1) / med:.3f} of the median; about 0.01 on time)")
+          f"{(q3 - q1) / med:.3f} of the median; a paced flow whose timer fires on time: about 0.01)")
 
 
 def read_latency(rx, mss: int) -> None:
