@@ -275,6 +275,41 @@ def test_link_stalls_hold_what_arrives_during_a_pause():
     assert 750 < t["rtt_mean_us"] - p["rtt_mean_us"] < 1_250, (t, p)
 
 
+def test_sender_pauses_hold_the_acks_that_reach_a_paused_host():
+    # The same arithmetic as the link's stalls above, at the sender: an ACK
+    # that reaches its host during a pause is taken when the pause ends, so
+    # a tenth of the RTT samples gain an exponential 5 ms; the segment it
+    # releases leaves then too (the path's minimum is unchanged).
+    text = study('cwnd_clamp = 1', 'delayed_ack = "off"', duration="60s", cca="reno")
+    ((_, plain),) = run_text(text)
+    ((r, paused),) = run_text(text.replace('delayed_ack = "off"', 'delayed_ack = "off"\n'
+                                           'sender_pauses = { every = "45ms", length = "5ms" }'))
+    assert (r.config["tcp"]["sender_pause_every_ns"], r.config["tcp"]["sender_pause_ns"]) == (45_000_000, 5_000_000)
+    p, s = plain["flows"][0], paused["flows"][0]
+    assert s["rtt_min_us"] == p["rtt_min_us"]
+    assert 350 < s["rtt_mean_us"] - p["rtt_mean_us"] < 650, (s, p)
+    assert 9_000 < s["rtt_p99_us"] - p["rtt_min_us"] < 14_000, (s, p)
+    assert s["sent_segs"] < p["sent_segs"], "one segment a round trip, and some round trips longer"
+
+
+def test_sender_pauses_only_when_given_and_checked():
+    from ccbench.errors import StudyError
+
+    assert "sender_pause_ns" not in parse_study(study()).runs()[0].config["tcp"]  # ids stay
+    given = 'sender_pauses = { every = "11ms", length = "1ms" }'
+    for bad, field in (('{ every = "11ms" }', "tcp.sender_pauses.length: required"),
+                       ('{ every = "11ms", length = "0ms" }', "tcp.sender_pauses.length: out of range"),
+                       ('"1ms"', "tcp.sender_pauses: must be a table")):
+        with pytest.raises(StudyError, match=field):
+            parse_study(study(tcp_extra=f"sender_pauses = {bad}"))
+    linux = study(tcp_extra=given).replace('name = "opts"', 'name = "opts"\nbackend = "linux"')
+    with pytest.raises(StudyError, match="tcp.sender_pauses: a simulator model"):
+        parse_study(linux)
+    rpc = study('kind = "rpc"\nrequest = "1KB"\nresponse = "10KB"', tcp_extra=given)
+    with pytest.raises(StudyError, match="tcp.sender_pauses: not modelled with kind = 'rpc' flows"):
+        parse_study(rpc)
+
+
 def test_link_stalls_make_a_shallow_buffer_lose_to_bursts():
     # A pause releases what reached the far end meanwhile at once, its ACKs
     # come back together, and the sender answers with a burst of as many

@@ -122,8 +122,9 @@ impl Stalls {
     }
 
     /// When a packet reaching the far end at `at` is delivered (`at` never
-    /// decreases from one call to the next).
-    fn deliver_at(&mut self, at: Nanos) -> Nanos {
+    /// decreases from one call to the next); the simulator's paused sender
+    /// hosts ask it when something due at `at` runs.
+    pub fn deliver_at(&mut self, at: Nanos) -> Nanos {
         // Held by the other processes first, then by this one: a packet
         // leaves when none pauses. What comes out keeps its order.
         let at = match self.also.as_mut() {

@@ -100,6 +100,13 @@ pub struct TcpConfig {
     pub pacing_latency_median_ns: u64,
     #[serde(default)]
     pub pacing_latency_p90_ns: u64,
+    /// Pauses of each sending host (`[tcp] sender_pauses`): exponential
+    /// gaps of this mean between exponential pauses of this mean length;
+    /// 0 = none (the default). See `World::sender_paused_until`.
+    #[serde(default)]
+    pub sender_pause_every_ns: u64,
+    #[serde(default)]
+    pub sender_pause_ns: u64,
 }
 
 fn yes() -> bool {
@@ -218,6 +225,12 @@ impl RunConfig {
             if (med == 0) != (p90 == 0) || p90 < med {
                 return Err(format!("tcp.{what}: median {med} ns and p90 {p90} ns: both 0, or 0 < median <= p90"));
             }
+        }
+        if (self.tcp.sender_pause_every_ns == 0) != (self.tcp.sender_pause_ns == 0) {
+            return Err(format!(
+                "tcp.sender_pauses: every {} ns and length {} ns: both 0 or both positive",
+                self.tcp.sender_pause_every_ns, self.tcp.sender_pause_ns
+            ));
         }
         if self.tcp.rmem_bytes > i32::MAX as u64 {
             // Linux's tcp_rmem is an int; SACK blocks travel as 32-bit

@@ -16,11 +16,16 @@ use crate::events::EventQueue;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
 use crate::trace::{PcapTrace, Point};
-use netcore::link::{Link, Offered};
+use netcore::link::{Link, Offered, Stalls};
 use netcore::net::{Network, Routes};
 use netcore::noted::{self, Candidate};
+use netcore::rng::Rng;
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use serde::Serialize;
+use std::collections::VecDeque;
+
+/// The run seed's stream for the sending hosts' pauses, one sub-stream per node.
+const PAUSE_STREAM: u64 = 0x4A17_7E55_0000_0004;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
@@ -34,6 +39,8 @@ enum Ev {
     Route(u32),
     /// A packet held by host jitter leaves its host (connection direction).
     HostOut(u32),
+    /// A paused sender's host runs again: its held ACKs.
+    SenderResume(u32),
 }
 
 struct Connection {
@@ -190,6 +197,12 @@ struct World {
     flow_ids: Vec<u32>,
     out: Out,
     jitter: HostJitter,
+    /// `[tcp] sender_pauses` (empty: none): per node, its pauses (hosts
+    /// that send); per connection, its sending host and the ACKs that
+    /// reached it during a pause, in order.
+    host_pauses: Vec<Option<Stalls>>,
+    sender_host: Vec<u32>,
+    held_acks: Vec<VecDeque<Packet>>,
     sample_interval: Nanos,
     /// The config's `pcap`: one connection's packets as its hosts see
     /// them; `traced` is that connection (u32::MAX: none): a compare where
@@ -251,6 +264,9 @@ impl World {
             flow_ids: Vec::new(),
             out: Out::default(),
             jitter: HostJitter::new(cfg.tcp.host_jitter_ns, cfg.seed),
+            host_pauses: Vec::new(),
+            sender_host: Vec::new(),
+            held_acks: Vec::new(),
             sample_interval: cfg.sample_interval_ns,
             pcap: None,
             traced: u32::MAX,
@@ -329,6 +345,23 @@ impl World {
                 c.receiver.set_read_latency(Latency::read(read.0, read.1, cfg.seed, i as u32));
             }
         }
+        if cfg.tcp.sender_pause_every_ns > 0 {
+            let (every, length) = (cfg.tcp.sender_pause_every_ns, cfg.tcp.sender_pause_ns);
+            w.host_pauses = (0..w.net.nodes.len()).map(|_| None).collect();
+            for c in 0..w.conns.len() {
+                // A connection sends from the first node of its data's path
+                // (an RPC's response connection: of the flow's return path).
+                let f = &w.flows[w.conns[c].flow];
+                let route = if c == f.main { f.route.0 } else { f.route.1 };
+                let first = w.routes.link(route, 0).expect("a path has a link");
+                let host = w.net.ends(first).0;
+                w.host_pauses[host].get_or_insert_with(|| {
+                    Stalls::new(every, length, Rng::derive(cfg.seed ^ PAUSE_STREAM, host as u64))
+                });
+                w.sender_host.push(host as u32);
+                w.held_acks.push(VecDeque::new());
+            }
+        }
         let pace = (cfg.tcp.pacing_latency_median_ns, cfg.tcp.pacing_latency_p90_ns);
         if pace.0 > 0 {
             for (i, c) in w.conns.iter_mut().enumerate() {
@@ -372,6 +405,11 @@ impl World {
                 Ev::RpcNext(f) => self.issue_request(f as usize),
                 Ev::Sample => self.on_sample(),
                 Ev::Route(i) => self.on_route_event(i as usize),
+                Ev::SenderResume(c) => {
+                    while let Some(a) = self.held_acks[c as usize].pop_front() {
+                        self.ack_to_sender(c as usize, &a);
+                    }
+                }
                 Ev::HostOut(k) => {
                     let p = self.jitter.release(k);
                     self.offer(p);
@@ -487,7 +525,30 @@ impl World {
                 self.on_app_read(ci);
             }
         } else {
+            if !self.sender_host.is_empty() {
+                // A paused host takes its ACKs when it runs again, in order.
+                let until = self.sender_paused_until(ci, now);
+                if until > now || !self.held_acks[ci].is_empty() {
+                    if self.held_acks[ci].is_empty() {
+                        self.schedule(until, Ev::SenderResume(ci as u32));
+                    }
+                    self.held_acks[ci].push_back(p);
+                    return;
+                }
+            }
             self.ack_to_sender(ci, &p);
+        }
+    }
+
+    /// When connection `c`'s sending host runs something due at `now`: the
+    /// end of the pause `now` falls in, or `now` (`[tcp] sender_pauses`:
+    /// a host not scheduled for a while takes the ACKs that reached it and
+    /// runs the timers that expired, the pacing timer among them, when it
+    /// runs again; Linux's pacing credit then catches up half a gap).
+    fn sender_paused_until(&mut self, c: usize, now: Nanos) -> Nanos {
+        match self.host_pauses.get_mut(self.sender_host[c] as usize) {
+            Some(Some(p)) => p.deliver_at(now),
+            _ => now,
         }
     }
 
@@ -510,7 +571,15 @@ impl World {
             TimerKind::DelAck => conn.receiver.on_delack_timer(now, &mut self.out),
             TimerKind::CompAck => conn.receiver.on_comp_ack_timer(now, &mut self.out),
             TimerKind::Read => conn.receiver.on_read(&mut self.out),
-            _ => conn.sender.on_timer(kind, now, &mut self.out),
+            _ => {
+                let until = if self.sender_host.is_empty() { now } else { self.sender_paused_until(c, now) };
+                let sender = &mut self.conns[c].sender;
+                if until > now {
+                    sender.defer_timer(kind, now, until, &mut self.out);
+                } else {
+                    sender.on_timer(kind, now, &mut self.out);
+                }
+            }
         }
         self.flush();
     }

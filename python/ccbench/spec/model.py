@@ -330,6 +330,10 @@ LATENCY_P90_ALLOWED = "a time from '1ns' to '100ms', at least the median, such a
 READ_LATENCY_ALLOWED = ("a table {median = '12us', p90 = '60us'} (simulator only): the receiving application "
                         "reads after a log-normal latency with this median and 90th percentile, and the ACK "
                         "Linux sends from the read waits for it (default: it reads at once)")
+SENDER_PAUSES_ALLOWED = ("a table {every = '11ms', length = '1ms'} (simulator only): each sending host pauses for "
+                         "exponentially distributed times of mean `length`, separated by exponentially distributed "
+                         "times of mean `every`; the ACKs that reach it and the timers that expire meanwhile wait "
+                         "for the pause's end (default: none)")
 PACING_LATENCY_ALLOWED = ("a table {median = '30us', p90 = '120us'} (simulator only): the sender's pacing timer "
                           "fires late by a log-normal latency with this median and 90th percentile, and Linux's "
                           "pacing credit catches up after it (default: on time)")
@@ -364,6 +368,8 @@ class Tcp(Model):
     # sender's pacing timer's lateness (docs/sim-model.md, "Host noise").
     read_latency: Optional[Latency] = F(None, READ_LATENCY_ALLOWED)
     pacing_latency: Optional[Latency] = F(None, PACING_LATENCY_ALLOWED)
+    # Simulator only: the sending hosts now and then not running (docs/sim-model.md, "Host noise").
+    sender_pauses: Optional[Stalls] = F(None, SENDER_PAUSES_ALLOWED)
     # Linux's SACK compression at the receiver (tcp_comp_sack_nr; on by default in Linux and here).
     sack_compression: StrictBool = F(True, "true or false")
 

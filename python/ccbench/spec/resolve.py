@@ -238,6 +238,11 @@ class Resolver:
         """(config, per-flow jitter range in ns, per-flow meta without start/stop). Raises FieldError."""
         st, topo, tcp, backend = m.study, m.topology, m.tcp, self.backend
         config = dict(self._once("run", (st, tcp), _run, st, tcp, backend))
+        if tcp.sender_pauses is not None and any(f.kind == "rpc" for f in m.flows):
+            sp = tcp.sender_pauses
+            raise FieldError(("tcp", "sender_pauses"), "not modelled with kind = 'rpc' flows (their ACKs ride on "
+                             "their data)", f"every {units.format_time(sp.every)}, length "
+                             f"{units.format_time(sp.length)}", "leave it out, or use bulk and transfer flows")
         if backend in ("linux", "hosts") and tcp.pacing == "off":
             self._once("pacing", (tcp, m.flows), _pacing, tcp, m.flows)
         if topo.links is not None or topo.hosts is not None:
@@ -304,6 +309,11 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
         if backend in ("linux", "hosts"):
             raise FieldError(("tcp", name), "a simulator model: " + why, f"median {units.format_time(lat.median)}, "
                              f"p90 {units.format_time(lat.p90)}", "leave it out for backend '" + backend + "'")
+    if tcp.sender_pauses is not None and backend in ("linux", "hosts"):
+        sp = tcp.sender_pauses
+        raise FieldError(("tcp", "sender_pauses"), "a simulator model: real hosts pause when their machine does",
+                         f"every {units.format_time(sp.every)}, length {units.format_time(sp.length)}",
+                         "leave it out for backend '" + backend + "'")
     if backend in ("linux", "hosts") and tcp.hz != "exact":
         raise FieldError(("tcp", "hz"), "not supported by the linux backend: real hosts run the kernel's own "
                          "timers (its CONFIG_HZ, and high-resolution timers for pacing)", tcp.hz,
@@ -338,6 +348,8 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
                if tcp.read_latency is not None else {}),
             **({"pacing_latency_median_ns": tcp.pacing_latency.median,
                 "pacing_latency_p90_ns": tcp.pacing_latency.p90} if tcp.pacing_latency is not None else {}),
+            **({"sender_pause_every_ns": tcp.sender_pauses.every, "sender_pause_ns": tcp.sender_pauses.length}
+               if tcp.sender_pauses is not None else {}),
             **({} if tcp.sack_compression else {"sack_compression": False}),
         },
     }

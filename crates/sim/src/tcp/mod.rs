@@ -102,5 +102,7 @@ pub(crate) fn test_cfg() -> crate::config::TcpConfig {
         read_latency_p90_ns: 0,
         pacing_latency_median_ns: 0,
         pacing_latency_p90_ns: 0,
+        sender_pause_every_ns: 0,
+        sender_pause_ns: 0,
     }
 }

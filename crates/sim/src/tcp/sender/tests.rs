@@ -650,6 +650,29 @@ fn a_late_pacing_timer_sends_late_and_the_credit_catches_up() {
     assert!(latenesses.windows(2).any(|w| w[0] != w[1]), "one draw per firing: {latenesses:?}");
 }
 
+/// `[tcp] sender_pauses`: a timer that expires while the host is paused
+/// runs when the pause ends (the world calls `defer_timer`), and does not
+/// run before.
+#[test]
+fn a_deferred_timer_fires_at_the_pause_end() {
+    let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
+    let cfg = TcpConfig { init_cwnd: 100, ..tcp_cfg() };
+    let mut s = Sender::new(0, 0, cfg.into(), crate::cc::by_name("cubic").unwrap(), opts);
+    let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    let slot = s.pace_timer.deadline().expect("a paced sender waits for its slot");
+    let before = s.snd_nxt;
+    out.timers.clear();
+    s.defer_timer(TimerKind::Pace, slot, slot + 3_000_000, &mut out);
+    assert_eq!(s.snd_nxt, before, "nothing leaves during the pause");
+    assert_eq!(s.pace_timer.deadline(), Some(slot + 3_000_000));
+    assert!(out.timers.contains(&(slot + 3_000_000, 0, TimerKind::Pace)), "{:?}", out.timers);
+    s.on_timer(TimerKind::Pace, slot + 3_000_000, &mut out);
+    assert!(s.snd_nxt > before, "the burst leaves when the host runs again");
+}
+
 /// A spurious timeout (RFC 5682 / Eifel): the ACK after the RTO echoes
 /// the original transmission's timestamp, so the window cut is undone
 /// and the connection is Open with its old cwnd and ssthresh.

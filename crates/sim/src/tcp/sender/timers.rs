@@ -9,15 +9,30 @@ impl Sender {
         self.rtt.current_rto()
     }
 
-    pub fn on_timer(&mut self, kind: TimerKind, now: Nanos, out: &mut Out) {
-        self.set_now(now);
-        let timer = match kind {
+    fn timer_mut(&mut self, kind: TimerKind) -> &mut Timer {
+        match kind {
             TimerKind::Rto => &mut self.rto_timer,
             TimerKind::Pace => &mut self.pace_timer,
             TimerKind::Reorder => &mut self.reo_timer,
             TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => unreachable!("ACK timers belong to the receiver"),
-        };
+        }
+    }
+
+    /// A timer event while the host is paused (`[tcp] sender_pauses`): an
+    /// expiry moves to `until`, when the host runs again.
+    pub fn defer_timer(&mut self, kind: TimerKind, now: Nanos, until: Nanos, out: &mut Out) {
+        let conn_id = self.conn_id;
+        let timer = self.timer_mut(kind);
         let (expired, again) = timer.fire(now);
+        let again = if expired { timer.arm(until) } else { again };
+        if let Some(t) = again {
+            out.timers.push((t, conn_id, kind));
+        }
+    }
+
+    pub fn on_timer(&mut self, kind: TimerKind, now: Nanos, out: &mut Out) {
+        self.set_now(now);
+        let (expired, again) = self.timer_mut(kind).fire(now);
         if let Some(t) = again {
             out.timers.push((t, self.conn_id, kind));
         }
