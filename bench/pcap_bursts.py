@@ -356,7 +356,9 @@ def pacing_gaps(tx, rate: float) -> None:
     simulator by default: quartiles within about 1 % of each other; BBR's
     gain phases move the tails, hardly the quartiles). A timer that fires
     late, with Linux's credit catching up after it, spreads them (the
-    simulator's `[tcp] pacing_latency`). No fitted line: the quartiles
+    simulator's `[tcp] pacing_latency`), and a host that does not run the
+    sender for a while makes the long gaps (`[tcp] sender_pauses`, of
+    which the tails give a starting point). No pacing latency line: the quartiles
     follow the latency through the flow's own dynamics (a bare pacer with
     the same latency spreads them half as much), so the setting is matched
     by running the simulator with candidates (docs/validation/README.md,
@@ -375,6 +377,20 @@ def pacing_gaps(tx, rate: float) -> None:
     print(f"sender: {len(bursts)} bursts of new data (median {size:.0f} B); gap to the next over the burst at "
           f"{rate / 1e6:g} Mbit/s: quartiles {q1:.3f} / {med:.3f} / {q3:.3f} (interquartile range "
           f"{(q3 - q1) / med:.3f} of the median; a paced flow whose timer fires on time: about 0.01)")
+    # The tails, as pauses of the sending host: a burst due during a pause
+    # leaves at its end, the rest of the pause later (exponential, mean
+    # `length`), so a share f of the gaps exceed 1 by an exponential of
+    # mean length / T (T: a burst's time): over 1.5 f e^(-T/2L), over 3
+    # f e^(-2T/L). BBR's gain phases stay under 1.5 (1.33).
+    over = [sum(g > x for g in gaps) / len(gaps) for x in (1.5, 3.0)]
+    print(f"  gaps over 1.5: {over[0] * 100:.2f} %, over 3: {over[1] * 100:.2f} %")
+    if 0 < over[1] < over[0]:
+        burst_s = size * 8 / rate
+        length = 1.5 * burst_s / math.log(over[0] / over[1])
+        f = min(0.5, over[0] * math.exp(0.5 * burst_s / length))
+        every = length * (1 - f) / f
+        print(f'  as pauses of the sending host, a starting point (check it by simulation): sender_pauses = {{ every = '
+              f'"{every * 1e3:.1f}ms", length = "{length * 1e3:.2f}ms" }}')
 
 
 def read_latency(rx, mss: int) -> None:
