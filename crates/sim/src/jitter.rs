@@ -1,7 +1,8 @@
 //! Host noise: processing jitter (`[tcp] host_jitter`, `tcp.host_jitter_ns`),
 //! the receiving application's read latency (`[tcp] read_latency`) and the
 //! sender's pacing timer's lateness (`[tcp] pacing_latency`), the last two
-//! drawn by [`Latency`].
+//! drawn by [`Latency`], and the sending hosts' pauses (`[tcp]
+//! sender_pauses`, [`host_pauses`], which the world applies).
 //!
 //! A simulated host hands every packet to the wire at the instant its TCP
 //! endpoint produced it, so a run is perfectly regular: an ACK-clocked
@@ -17,6 +18,7 @@
 
 use crate::packet::Packet;
 use netcore::rng::Rng;
+use netcore::link::Stalls;
 use netcore::Nanos;
 use std::collections::VecDeque;
 
@@ -66,6 +68,17 @@ impl HostJitter {
 /// sub-stream per connection.
 const READ_STREAM: u64 = 0x4A17_7E55_0000_0002;
 const PACE_STREAM: u64 = 0x4A17_7E55_0000_0003;
+/// The run seed's stream for the sending hosts' pauses, one sub-stream per node.
+const PAUSE_STREAM: u64 = 0x4A17_7E55_0000_0004;
+
+/// The pauses of sending host `node` (`[tcp] sender_pauses`): exponential
+/// pauses of mean `length` separated by exponential gaps of mean `every`,
+/// drawn as a link's far end's are (netcore `Stalls`), a seeded stream per
+/// host. The world holds the ACKs that reach the host and the sender
+/// timers that expire during a pause until it ends.
+pub fn host_pauses(every: Nanos, length: Nanos, seed: u64, node: usize) -> Stalls {
+    Stalls::new(every, length, Rng::derive(seed ^ PAUSE_STREAM, node as u64))
+}
 
 /// How late a host does something it was due to do: log-normal, given by
 /// its median and 90th percentile, one seeded stream per connection and

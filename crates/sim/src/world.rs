@@ -11,7 +11,7 @@
 
 use crate::cc::{self, CcaReport};
 use crate::config::{Controller, FlowKind, RunConfig};
-use crate::jitter::{HostJitter, Latency};
+use crate::jitter::{self, HostJitter, Latency};
 use crate::events::EventQueue;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
@@ -19,13 +19,9 @@ use crate::trace::{PcapTrace, Point};
 use netcore::link::{Link, Offered, Stalls};
 use netcore::net::{Network, Routes};
 use netcore::noted::{self, Candidate};
-use netcore::rng::Rng;
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use serde::Serialize;
 use std::collections::VecDeque;
-
-/// The run seed's stream for the sending hosts' pauses, one sub-stream per node.
-const PAUSE_STREAM: u64 = 0x4A17_7E55_0000_0004;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
@@ -355,9 +351,7 @@ impl World {
                 let route = if c == f.main { f.route.0 } else { f.route.1 };
                 let first = w.routes.link(route, 0).expect("a path has a link");
                 let host = w.net.ends(first).0;
-                w.host_pauses[host].get_or_insert_with(|| {
-                    Stalls::new(every, length, Rng::derive(cfg.seed ^ PAUSE_STREAM, host as u64))
-                });
+                w.host_pauses[host].get_or_insert_with(|| jitter::host_pauses(every, length, cfg.seed, host));
                 w.sender_host.push(host as u32);
                 w.held_acks.push(VecDeque::new());
             }
