@@ -419,6 +419,34 @@ def test_sim_path_jitter_reaches_the_sim_runs_links_only_without_changing_run_id
         assert why in err and bad in err and "Traceback" not in err
 
 
+def test_sim_host_noise_options_reach_the_sim_runs_only_without_changing_run_ids(capsys):
+    from ccbench.backends.sim import core_config
+    from ccbench.core import load
+
+    plain = validate.plan("quick", duration="3s", reps=1)
+    p = validate.plan("quick", duration="3s", reps=1, sim_read_latency="12us,60us",
+                      sim_pacing_latency="25us, 100us", sim_sender_pauses="11ms,1ms")
+    assert [r.run_id for r in p.runs("sim")] == [r.run_id for r in plain.runs("sim")]
+    given = {"read_latency_median_ns": 12_000, "read_latency_p90_ns": 60_000, "pacing_latency_median_ns": 25_000,
+             "pacing_latency_p90_ns": 100_000, "sender_pause_every_ns": 11_000_000, "sender_pause_ns": 1_000_000}
+    for r in p.runs("sim"):
+        assert {k: r.config["tcp"][k] for k in given} == given
+    assert all(not set(given) & set(r.config["tcp"]) for r in p.runs("linux"))
+    assert {k: p.sim_tcp[k] for k in given} == given
+    a, b = plain.runs("sim")[0], p.runs("sim")[0]
+    sim = load()
+    ra, rb = (json.loads(sim.simulate(json.dumps(core_config(c.config)))) for c in (a, b))
+    assert ra["flows"] != rb["flows"]
+    for option, bad, why in (("--sim-pacing-latency", "100us,25us", "below the median"),
+                             ("--sim-read-latency", "12us", "needs two times"),
+                             ("--sim-read-latency", "0us,5us", "out of range"),
+                             ("--sim-sender-pauses", "11ms,soon", "--sim-sender-pauses (length)"),
+                             ("--sim-sender-pauses", "10us,1ms", "out of range")):
+        assert main(["validate", "--quick", "--no-run", option, bad]) == 2
+        err = capsys.readouterr().err
+        assert why in err and bad in err and "Traceback" not in err, err
+
+
 def test_grid_run_ids_are_unchanged():
     """Validation halves are paired by run id, also across ccbench versions (a
     linux half collected earlier): the grids' run ids are pinned."""

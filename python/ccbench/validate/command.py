@@ -2,7 +2,8 @@
 
     ccbench validate [--grid quick|medium|full | --quick] [--cca CCA ...] [--reps N] [--duration T]
                      [--out DIR] [--jobs N] [--retry-suspect N] [--recheck N] [--rerun-sim] [--no-run]
-                     [--sim-host-jitter TIME] [--sim-path-jitter TIME]
+                     [--sim-host-jitter TIME] [--sim-path-jitter TIME] [--sim-read-latency MEDIAN,P90]
+                     [--sim-pacing-latency MEDIAN,P90] [--sim-sender-pauses EVERY,LENGTH]
                      [--format table|csv|json|markdown]
 
 Runs the grid (validate/grid.py) on both backends (validate/running.py) into
@@ -61,6 +62,16 @@ def add_command(sub: Any) -> None:
                    help="give the sim runs' bottleneck and return link this seeded per-packet delay jitter "
                         "(topology jitter, e.g. 100us: the timing noise of the linux runs' emulator); outside the "
                         "run ids, as --sim-host-jitter")
+    v.add_argument("--sim-read-latency", metavar="MEDIAN,P90",
+                   help="give the sim runs' receiving applications this seeded log-normal read latency "
+                        "([tcp] read_latency, e.g. 12us,60us); outside the run ids, as --sim-host-jitter")
+    v.add_argument("--sim-pacing-latency", metavar="MEDIAN,P90",
+                   help="give the sim runs' pacing timers this seeded log-normal lateness ([tcp] pacing_latency, "
+                        "e.g. 25us,100us); outside the run ids, as --sim-host-jitter")
+    v.add_argument("--sim-sender-pauses", metavar="EVERY,LENGTH",
+                   help="give the sim runs' sending hosts these seeded pauses ([tcp] sender_pauses, e.g. "
+                        "11ms,1ms); outside the run ids, as --sim-host-jitter. `bench/pcap_bursts.py analyse` of a "
+                        "captured linux run measures all three (docs/validation/README.md, session 29)")
     v.add_argument("--rerun-sim", action="store_true",
                    help="run the sim half again even where it is finished (after a change to the simulator); "
                         "the linux runs are kept")
@@ -94,6 +105,9 @@ def _command(grid: str, args: Any, out: Path) -> str:
         cmd += ["--sim-host-jitter", args.sim_host_jitter]
     if args.sim_path_jitter:
         cmd += ["--sim-path-jitter", args.sim_path_jitter]
+    for option in ("sim_read_latency", "sim_pacing_latency", "sim_sender_pauses"):
+        if getattr(args, option):
+            cmd += ["--" + option.replace("_", "-"), getattr(args, option)]
     if args.out:
         cmd += ["--out", str(out)]
     return shlex.join(cmd)
@@ -110,7 +124,8 @@ def cmd_validate(args: Any) -> int:
     if not 0 <= args.recheck <= MAX_RECHECK:
         raise UsageError(f"--recheck: got {args.recheck}; allowed: a number of more runs from 0 to {MAX_RECHECK}")
     jobs = worker_count(args.jobs)
-    p = plan(grid, args.duration, args.reps, args.cca, args.sim_host_jitter, args.sim_path_jitter)
+    p = plan(grid, args.duration, args.reps, args.cca, args.sim_host_jitter, args.sim_path_jitter,
+             args.sim_read_latency, args.sim_pacing_latency, args.sim_sender_pauses)
     # Every sim run this command may use: a re-check's too, whichever
     # scenarios it turns out to need.
     widest = p.rechecked(list(dict.fromkeys(r.config_id for r in p.runs("sim"))), args.recheck) if args.recheck else p
@@ -130,12 +145,14 @@ def cmd_validate(args: Any) -> int:
     changed = sim_settings_changed(out, widest.runs("sim"))
     if changed and args.no_run:
         raise UsageError(f"--no-run: {len(changed)} sim runs in {out} were run with other simulator settings than "
-                         "this command gives (--sim-host-jitter, --sim-path-jitter); give the ones they were run "
+                         "this command gives (--sim-host-jitter, --sim-path-jitter, --sim-read-latency, "
+                         "--sim-pacing-latency, --sim-sender-pauses); give the ones they were run "
                          "with, or leave out --no-run to run them again")
     if changed:
         set_aside(out, changed, "other simulator settings", only_suspect=False)
         info.print(f"{len(changed)} finished sim runs were run with other simulator settings "
-                   "(--sim-host-jitter, --sim-path-jitter); they will run again", soft_wrap=True)
+                   "(--sim-host-jitter, --sim-path-jitter, --sim-read-latency, --sim-pacing-latency, "
+                   "--sim-sender-pauses); they will run again", soft_wrap=True)
     if not args.no_run:
         todo = len(unfinished(out, [r.run_id for r in p.runs("linux")]))
         info.print(f"validate grid {p.grid.name}: {p.grid.size} scenarios × {p.reps} repetitions × {p.duration} on "

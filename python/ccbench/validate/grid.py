@@ -13,9 +13,12 @@ The sim runs get ``tcp.kernel_hz`` = this kernel's CONFIG_HZ (read from
 /proc/config.gz) so that CUBIC's jiffies clock matches the Linux hosts'; it
 is applied to their configs after the run ids are fixed, so both halves
 still pair (``sim_tcp`` in validation.json says what was applied).
-``--sim-host-jitter`` and ``--sim-path-jitter`` add the simulator's models of
-timing noise that the linux half has anyway (its hosts, its emulator) the
-same way (``sim_tcp``, ``sim_path``).
+``--sim-host-jitter``, ``--sim-path-jitter``, ``--sim-read-latency``,
+``--sim-pacing-latency`` and ``--sim-sender-pauses`` add the simulator's
+models of timing noise that the linux half has anyway (its hosts, its
+emulator) the same way (``sim_tcp``, ``sim_path``); pcap_bursts.py
+``analyse`` of a captured grid run measures them (docs/validation/README.md,
+sessions 28 and 29).
 """
 
 from __future__ import annotations
@@ -236,6 +239,61 @@ def _path_jitter(value: str) -> dict:
     return {"jitter_ns": ns} if ns else {}
 
 
+def _time_pair(option: str, value: str, names: tuple[str, str], ranges: tuple[tuple[int, int], tuple[int, int]],
+               allowed: str) -> tuple[int, int]:
+    """A ``A,B`` option of two times (``--sim-read-latency 12us,60us``),
+    each checked against its range."""
+    from ccbench.errors import UsageError
+
+    parts = value.split(",")
+    if len(parts) != 2:
+        raise UsageError(f"{option}: needs two times, {names[0]} and {names[1]}, with a comma between (got "
+                         f"{value!r}; allowed: {allowed})")
+    return tuple(_part(f"{option} ({name})", part.strip(), value, least, most, allowed)
+                 for name, part, (least, most) in zip(names, parts, ranges))
+
+
+def _part(option: str, part: str, value: str, least: int, most: int, allowed: str) -> int:
+    """One time of a ``A,B`` option, from `least` to `most` ns."""
+    from ccbench.errors import UsageError
+    from ccbench.spec import UnitError, parse_time
+
+    try:
+        ns = parse_time(part)
+    except UnitError as e:
+        raise UsageError(f"{option}: {e.problem} (got {part!r} in {value!r}; allowed: {allowed})") from None
+    if not least <= ns <= most:
+        raise UsageError(f"{option}: out of range (got {part!r} in {value!r}; allowed: {allowed})")
+    return ns
+
+
+LATENCY_ALLOWED = "MEDIAN,P90: two times from '1ns' to '100ms', the median first, such as '25us,100us'"
+PAUSES_ALLOWED = "EVERY,LENGTH: two times, every from '100us' to '86400s' and length from '1ns' to '10s', such as '11ms,1ms'"
+
+
+def _latency(option: str, value: str, field: str) -> dict:
+    """``--sim-read-latency`` / ``--sim-pacing-latency`` as the sim runs'
+    tcp settings, checked as the study's ``[tcp] read_latency`` /
+    ``pacing_latency`` are."""
+    from ccbench.errors import UsageError
+    from ccbench.spec.limits import HOST_LATENCY_MAX_NS
+
+    median, p90 = _time_pair(option, value, ("median", "p90"), ((1, HOST_LATENCY_MAX_NS),) * 2, LATENCY_ALLOWED)
+    if p90 < median:
+        raise UsageError(f"{option}: the p90 is below the median (got {value!r}; allowed: {LATENCY_ALLOWED})")
+    return {f"{field}_median_ns": median, f"{field}_p90_ns": p90}
+
+
+def _sender_pauses(value: str) -> dict:
+    """``--sim-sender-pauses`` as the sim runs' tcp settings, checked as the
+    study's ``[tcp] sender_pauses`` is."""
+    from ccbench.spec.limits import STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS
+
+    every, length = _time_pair("--sim-sender-pauses", value, ("every", "length"),
+                               ((STALL_EVERY_MIN_NS, STALL_EVERY_MAX_NS), (1, STALL_LENGTH_MAX_NS)), PAUSES_ALLOWED)
+    return {"sender_pause_every_ns": every, "sender_pause_ns": length}
+
+
 def _studies(grid: Grid, duration: str, reps: int) -> tuple[str, dict]:
     """The grid's study text and its parsed study per backend."""
     from ccbench.spec import parse_study
@@ -246,12 +304,15 @@ def _studies(grid: Grid, duration: str, reps: int) -> tuple[str, dict]:
 
 def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None,
          ccas: Optional[Sequence[str]] = None, sim_host_jitter: Optional[str] = None,
-         sim_path_jitter: Optional[str] = None) -> Plan:
+         sim_path_jitter: Optional[str] = None, sim_read_latency: Optional[str] = None,
+         sim_pacing_latency: Optional[str] = None, sim_sender_pauses: Optional[str] = None) -> Plan:
     """The grid's study on both backends, with its algorithms replaced by
     ``ccas`` if given (``bpf:PATH`` relative to the current directory), and
-    the simulator's seeded host jitter (``tcp.host_jitter``) and link jitter
-    on the bottleneck and the return link (``jitter``) on its sim runs if
-    given. Raises StudyError/UsageError on bad values."""
+    the simulator's seeded host jitter (``tcp.host_jitter``), link jitter
+    on the bottleneck and the return link (``jitter``), read latency,
+    pacing latency and sender pauses (``tcp.read_latency``,
+    ``pacing_latency``, ``sender_pauses``) on its sim runs if given.
+    Raises StudyError/UsageError on bad values."""
     from ccbench.errors import UsageError
     from ccbench.spec import kernel
 
@@ -287,5 +348,11 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
     sim_tcp = {"kernel_hz": hz} if hz in KERNEL_HZ else {}
     if sim_host_jitter is not None:
         sim_tcp.update(_host_jitter(sim_host_jitter))
+    if sim_read_latency is not None:
+        sim_tcp.update(_latency("--sim-read-latency", sim_read_latency, "read_latency"))
+    if sim_pacing_latency is not None:
+        sim_tcp.update(_latency("--sim-pacing-latency", sim_pacing_latency, "pacing_latency"))
+    if sim_sender_pauses is not None:
+        sim_tcp.update(_sender_pauses(sim_sender_pauses))
     sim_path = _path_jitter(sim_path_jitter) if sim_path_jitter is not None else {}
     return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us), sim_tcp, sim_path)
