@@ -193,10 +193,10 @@ struct World {
     flow_ids: Vec<u32>,
     out: Out,
     jitter: HostJitter,
-    /// `[tcp] sender_pauses` (empty: none): per node, its pauses (hosts
-    /// that send); per connection, its sending host and the ACKs that
-    /// reached it during a pause, in order.
-    host_pauses: Vec<Option<Stalls>>,
+    /// `[tcp] sender_pauses` (empty: none): per sending host, its pauses;
+    /// per connection, its sending host (an index into `host_pauses`) and
+    /// the ACKs that reached it during a pause, in order.
+    host_pauses: Vec<Stalls>,
     sender_host: Vec<u32>,
     held_acks: Vec<VecDeque<Packet>>,
     sample_interval: Nanos,
@@ -343,7 +343,7 @@ impl World {
         }
         if cfg.tcp.sender_pause_every_ns > 0 {
             let (every, length) = (cfg.tcp.sender_pause_every_ns, cfg.tcp.sender_pause_ns);
-            w.host_pauses = (0..w.net.nodes.len()).map(|_| None).collect();
+            let mut index = vec![None; w.net.nodes.len()];
             for c in 0..w.conns.len() {
                 // A connection sends from the first node of its data's path
                 // (an RPC's response connection: of the flow's return path).
@@ -351,8 +351,11 @@ impl World {
                 let route = if c == f.main { f.route.0 } else { f.route.1 };
                 let first = w.routes.link(route, 0).expect("a path has a link");
                 let host = w.net.ends(first).0;
-                w.host_pauses[host].get_or_insert_with(|| jitter::host_pauses(every, length, cfg.seed, host));
-                w.sender_host.push(host as u32);
+                let i = *index[host].get_or_insert_with(|| {
+                    w.host_pauses.push(jitter::host_pauses(every, length, cfg.seed, host));
+                    w.host_pauses.len() as u32 - 1
+                });
+                w.sender_host.push(i);
                 w.held_acks.push(VecDeque::new());
             }
         }
@@ -540,10 +543,7 @@ impl World {
     /// runs the timers that expired, the pacing timer among them, when it
     /// runs again; Linux's pacing credit then catches up half a gap).
     fn sender_paused_until(&mut self, c: usize, now: Nanos) -> Nanos {
-        match self.host_pauses.get_mut(self.sender_host[c] as usize) {
-            Some(Some(p)) => p.deliver_at(now),
-            _ => now,
-        }
+        self.host_pauses[self.sender_host[c] as usize].deliver_at(now)
     }
 
     // Inlined as the code it replaced was: a call per ACK was 1 % more

@@ -81,6 +81,12 @@ def add_command(sub: Any) -> None:
     v.set_defaults(func=cmd_validate)
 
 
+# The sim half's settings outside the run ids (a results directory holds
+# sim runs made with one set of them).
+SIM_SETTINGS = ("--sim-host-jitter", "--sim-path-jitter", "--sim-read-latency", "--sim-pacing-latency",
+                "--sim-sender-pauses")
+
+
 def _previous_log(out: Path) -> Optional[RunLog]:
     """The record of the invocation that last ran (--no-run keeps it in validation.json)."""
     try:
@@ -101,13 +107,10 @@ def _command(grid: str, args: Any, out: Path) -> str:
         cmd += ["--duration", args.duration]
     if args.recheck:
         cmd += ["--recheck", str(args.recheck)]
-    if args.sim_host_jitter:
-        cmd += ["--sim-host-jitter", args.sim_host_jitter]
-    if args.sim_path_jitter:
-        cmd += ["--sim-path-jitter", args.sim_path_jitter]
-    for option in ("sim_read_latency", "sim_pacing_latency", "sim_sender_pauses"):
-        if getattr(args, option):
-            cmd += ["--" + option.replace("_", "-"), getattr(args, option)]
+    for option in SIM_SETTINGS:
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value:
+            cmd += [option, value]
     if args.out:
         cmd += ["--out", str(out)]
     return shlex.join(cmd)
@@ -145,14 +148,12 @@ def cmd_validate(args: Any) -> int:
     changed = sim_settings_changed(out, widest.runs("sim"))
     if changed and args.no_run:
         raise UsageError(f"--no-run: {len(changed)} sim runs in {out} were run with other simulator settings than "
-                         "this command gives (--sim-host-jitter, --sim-path-jitter, --sim-read-latency, "
-                         "--sim-pacing-latency, --sim-sender-pauses); give the ones they were run "
+                         f"this command gives ({', '.join(SIM_SETTINGS)}); give the ones they were run "
                          "with, or leave out --no-run to run them again")
     if changed:
         set_aside(out, changed, "other simulator settings", only_suspect=False)
         info.print(f"{len(changed)} finished sim runs were run with other simulator settings "
-                   "(--sim-host-jitter, --sim-path-jitter, --sim-read-latency, --sim-pacing-latency, "
-                   "--sim-sender-pauses); they will run again", soft_wrap=True)
+                   f"({', '.join(SIM_SETTINGS)}); they will run again", soft_wrap=True)
     if not args.no_run:
         todo = len(unfinished(out, [r.run_id for r in p.runs("linux")]))
         info.print(f"validate grid {p.grid.name}: {p.grid.size} scenarios × {p.reps} repetitions × {p.duration} on "

@@ -205,17 +205,21 @@ def warmup_us(duration_us: int) -> int:
     return int(min(max(WARMUP_FRACTION * duration_us, WARMUP_MIN_S * 1e6), duration_us / 2))
 
 
-def _time_option(option: str, value: str, most_ns: int, allowed: str) -> int:
-    """A time option's nanoseconds, checked as the study field it stands for."""
+def _time_option(option: str, value: str, most_ns: int, allowed: str, least_ns: int = 0,
+                 whole: Optional[str] = None) -> int:
+    """A time option's nanoseconds, checked as the study field it stands for
+    (`whole`: the option's whole value, when `value` is one part of it)."""
     from ccbench.errors import UsageError
     from ccbench.spec import UnitError, parse_time
 
+    got = repr(value) if whole is None else f"{value!r} in {whole!r}"
     try:
         ns = parse_time(value)
     except UnitError as e:
-        raise UsageError(f"{option}: {e.problem} (got {value!r}; allowed: {e.allowed})") from None
-    if not 0 <= ns <= most_ns:
-        raise UsageError(f"{option}: out of range (got {value!r}; allowed: {allowed})")
+        raise UsageError(f"{option}: {e.problem} (got {got}; allowed: {e.allowed if whole is None else allowed})") \
+            from None
+    if not least_ns <= ns <= most_ns:
+        raise UsageError(f"{option}: out of range (got {got}; allowed: {allowed})")
     return ns
 
 
@@ -249,22 +253,8 @@ def _time_pair(option: str, value: str, names: tuple[str, str], ranges: tuple[tu
     if len(parts) != 2:
         raise UsageError(f"{option}: needs two times, {names[0]} and {names[1]}, with a comma between (got "
                          f"{value!r}; allowed: {allowed})")
-    return tuple(_part(f"{option} ({name})", part.strip(), value, least, most, allowed)
+    return tuple(_time_option(f"{option} ({name})", part.strip(), most, allowed, least, value)
                  for name, part, (least, most) in zip(names, parts, ranges))
-
-
-def _part(option: str, part: str, value: str, least: int, most: int, allowed: str) -> int:
-    """One time of a ``A,B`` option, from `least` to `most` ns."""
-    from ccbench.errors import UsageError
-    from ccbench.spec import UnitError, parse_time
-
-    try:
-        ns = parse_time(part)
-    except UnitError as e:
-        raise UsageError(f"{option}: {e.problem} (got {part!r} in {value!r}; allowed: {allowed})") from None
-    if not least <= ns <= most:
-        raise UsageError(f"{option}: out of range (got {part!r} in {value!r}; allowed: {allowed})")
-    return ns
 
 
 LATENCY_ALLOWED = "MEDIAN,P90: two times from '1ns' to '100ms', the median first, such as '25us,100us'"

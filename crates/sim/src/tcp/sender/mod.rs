@@ -519,13 +519,13 @@ impl Sender {
         self.sndbuf.limit()
     }
 
-    /// Send from now on over this route (a route change; segments already
-    /// sent finish their old route).
     /// The pacing timer fires late by draws of `l` (`[tcp] pacing_latency`).
     pub fn set_pacing_latency(&mut self, l: Latency) {
         self.pace_latency = Some(Box::new(l));
     }
 
+    /// Send from now on over this route (a route change; segments already
+    /// sent finish their old route).
     pub fn set_route(&mut self, route: u32) {
         self.route = route;
     }

@@ -14,7 +14,7 @@ impl Sender {
             TimerKind::Rto => &mut self.rto_timer,
             TimerKind::Pace => &mut self.pace_timer,
             TimerKind::Reorder => &mut self.reo_timer,
-            TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => unreachable!("ACK timers belong to the receiver"),
+            TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => unreachable!("the receiver's timers"),
         }
     }
 
