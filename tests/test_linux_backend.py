@@ -734,12 +734,14 @@ def test_link_jitter_reaches_the_emulator(core):
         assert res.stats["rtt_samples"]["0"] > 150
         return r.config, f, late_us
 
-    for attempt in range(3):
+    # A CI rehearsal (session 29) saw three noisy plain runs in a row (p99
+    # 1.3-3.5 ms above the minimum): up to five, 10 s apart.
+    for attempt in range(5):
         cp, plain, late_p = measure("plain", "")
-        if plain["rtt_p99_us"] - plain["rtt_min_us"] < 0.1 * jitter_us + late_p or attempt == 2:
+        if plain["rtt_p99_us"] - plain["rtt_min_us"] < 0.1 * jitter_us + late_p or attempt == 4:
             break
         print(f"attempt {attempt + 1}: the plain run's samples spread by the hosts' own stalls; measuring again")
-        time.sleep(5.0)
+        time.sleep(10.0)
     cj, jit, late_j = measure("jitter", f"jitter = '{jitter_us}us'")
     assert "jitter_ns" not in cp["bottleneck"]
     assert cj["bottleneck"]["jitter_ns"] == cj["reverse"]["jitter_ns"] == jitter_us * 1000
