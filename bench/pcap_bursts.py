@@ -183,6 +183,11 @@ def simulate(study: Path, outdir: Path, run: int, seed: int | None, flow: int | 
           f"{f['retrans_segs']} of {f['sent_segs']} segments resent; traced into {outdir}")
 
 
+def nearest(raw: int, ref: int) -> int:
+    """The number congruent to the 32-bit `raw` nearest `ref`."""
+    return ref + ((raw - ref + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
 def events(pcap: Path):
     """(time, kind, value, x): kind "A" an ACK from the server (value: its
     cumulative ACK; x: its SACK blocks, (start, end) pairs, empty if none),
@@ -194,6 +199,16 @@ def events(pcap: Path):
         sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
     text = p.stdout
     out = []
+    # Sequence and ACK numbers are absolute (-S) and wrap at 2^32 (a random
+    # initial sequence wraps within the first GB): each is taken as the
+    # value nearest the last one seen, so that newer stays larger.
+    last = None
+
+    def unwrap(raw: int) -> int:
+        nonlocal last
+        last = raw if last is None else nearest(raw, last)
+        return last
+
     for line in text.splitlines():
         if " IP " not in line:
             continue
@@ -204,12 +219,14 @@ def events(pcap: Path):
         if SERVER_PORT in hdr:
             ack = re.search(r"ack (\d+)", line)
             if ack:
-                blocks = tuple((int(a), int(b)) for a, b in re.findall(r"\{(\d+):(\d+)\}", line))
-                out.append((t, "A", int(ack.group(1)), blocks))
+                a = unwrap(int(ack.group(1)))
+                blocks = tuple((nearest(int(x), a), nearest(int(y), a))
+                               for x, y in re.findall(r"\{(\d+):(\d+)\}", line))
+                out.append((t, "A", a, blocks))
         elif n > 0:
             seq = re.search(r"seq (\d+):", line)
             if seq:
-                out.append((t, "D", int(seq.group(1)), n))
+                out.append((t, "D", unwrap(int(seq.group(1))), n))
     return out
 
 

@@ -19,7 +19,10 @@ deferral bound and `tcp_sendmsg`'s write path (75 runs, then 56;
 "Session 17: found, and modelled"), and the 12 runs of netdev-sizes
 when an RPC's pending ACK started riding on its next segment (one
 connection in Linux) instead of going as a packet of its own (session 20,
-docs/sim-model.md "Applications"); the BPF
+docs/sim-model.md "Applications"), and the 23 BBR and BBRv3 runs when
+BBR's `bbr_packets_in_net_at_edt` started counting what the path
+delivers until the paced sender's next slot (session 30,
+docs/sim-model.md "BBR's in-network count at the next departure"); the BPF
 studies' entries in ``runs`` are since this machine's kernel's, as in
 ``bpf_kernels``.
 

@@ -24,10 +24,11 @@
 //!   tracked here: it is "now" on any `cong_control` call where
 //!   `c.delivered` advanced, which is exactly when tcp_rate_gen sets it;
 //! * `tp->tcp_wstamp_ns` (earliest departure time of the next packet, for
-//!   `bbr_packets_in_net_at_edt`) is taken as "now": the engine's pacer is
-//!   assumed to hold no packet with a future departure time.
+//!   `bbr_packets_in_net_at_edt`) is the sender's next pacing slot
+//!   (`Conn::wstamp_ns`): an ACK that comes between two paced bursts
+//!   counts the packets the path delivers until the next one leaves.
 
-use super::util::{jiffies, msecs_to_jiffies, MinMax};
+use super::util::{jiffies, msecs_to_jiffies, us_to_edt, MinMax};
 use super::{CaEvent, CaState, CcaReport, CongestionControl, Conn, RateSample, INFINITE_SSTHRESH};
 use netcore::rng::Rng;
 
@@ -380,20 +381,16 @@ impl Bbr {
         self.quantization_budget(c, self.bdp(bw, gain))
     }
 
-    /// Packets expected in the network when the next packet departs. With
-    /// EDT = now (see module doc) this is inflight, plus the next burst
-    /// when probing upward.
+    /// Packets expected in the network when the next packet departs:
+    /// inflight, plus the next burst when probing upward, less what the
+    /// estimated bandwidth delivers until that departure.
     fn packets_in_net_at_edt(&self, c: &Conn, inflight_now: u32) -> u32 {
-        let interval_us: u64 = 0; // edt_ns − now_ns
-        let interval_delivered = ((self.bw() as u128 * interval_us as u128) >> BW_SCALE) as u64;
+        let delivered_by_edt = (self.bw() as u64).saturating_mul(us_to_edt(c)) >> BW_SCALE;
         let mut inflight_at_edt = inflight_now as u64;
         if self.pacing_gain > BBR_UNIT {
             inflight_at_edt += Self::tso_segs_goal(c) as u64;
         }
-        if interval_delivered >= inflight_at_edt {
-            return 0;
-        }
-        (inflight_at_edt - interval_delivered) as u32
+        inflight_at_edt.saturating_sub(delivered_by_edt) as u32
     }
 
     /// Extra cwnd for ACK aggregation, once the pipe has been filled.
@@ -1421,6 +1418,28 @@ mod tests {
         assert_eq!(b.quantization_budget(&c, 100), 126);
         b.cycle_idx = 3;
         assert_eq!(b.quantization_budget(&c, 100), 124);
+    }
+
+    /// `bbr_packets_in_net_at_edt`: inflight (plus the next burst while
+    /// probing up) less what the bandwidth delivers until the next
+    /// departure, in whole µs; a departure due now or past takes nothing off.
+    #[test]
+    fn packets_in_net_at_the_next_departure() {
+        let mut c = conn();
+        let mut b = Bbr::default();
+        b.init(&mut c);
+        b.lt_use_bw = true;
+        b.lt_bw = BW_UNIT / 64; // a segment every 64 µs
+        b.pacing_gain = BBR_UNIT;
+        c.pacing_rate = 12_500_000; // 8-segment bursts
+        c.now_ns = 5_000_000;
+        for (wstamp, want) in [(5_000_000, 50), (4_000_000, 50), (5_640_000, 40), (5_640_999, 40), (15_000_000, 0)] {
+            c.wstamp_ns = wstamp;
+            assert_eq!(b.packets_in_net_at_edt(&c, 50), want, "next departure at {wstamp} ns");
+        }
+        b.pacing_gain = PACING_GAIN[0];
+        c.wstamp_ns = 5_640_000;
+        assert_eq!(b.packets_in_net_at_edt(&c, 50), 50 + 8 - 10);
     }
 
     #[test]

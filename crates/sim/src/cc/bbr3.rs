@@ -41,7 +41,7 @@
 //!   and lost as above), including Linux's "lost prefix" computation of
 //!   inflight_hi;
 //! * `rs.is_ece`: remembered from `in_ack_event(ACK_ECE)` of the same ACK;
-//! * `tp->delivered_mstamp` and `tcp_wstamp_ns` as in the v1 model (bbr.rs).
+//! * `tp->delivered_mstamp` and `tp->tcp_wstamp_ns` as in the v1 model (bbr.rs).
 //!
 //! ECN is used when the connection has ECN and min_rtt ≤ 5 ms (Linux also
 //! needs the route's `ecn_low` feature; the simulator has no routes, so an
@@ -52,7 +52,7 @@
 //! balancing by rehashing) and TLP-based loss-probe recovery are not
 //! modelled.
 
-use super::util::{jiffies, msecs_to_jiffies};
+use super::util::{jiffies, msecs_to_jiffies, us_to_edt};
 use netcore::rng::Rng;
 use super::{
     CaEvent, CaState, CcaReport, CongestionControl, Conn, RateSample, ACK_ECE, INFINITE_SSTHRESH,
@@ -493,15 +493,16 @@ impl Bbr3 {
         self.quantization_budget(c, self.bdp(bw, gain))
     }
 
-    /// With the earliest departure time taken as now (the engine's pacer
-    /// holds no future-stamped packet), inflight plus the next burst when
-    /// probing upward.
+    /// Packets expected in the network when the next packet departs:
+    /// inflight, plus the next burst when probing upward, less what the
+    /// estimated bandwidth delivers until that departure (as v1).
     fn packets_in_net_at_edt(&self, c: &Conn, inflight_now: u32) -> u32 {
-        let mut at_edt = inflight_now;
+        let delivered_by_edt = (self.bw() as u64).saturating_mul(us_to_edt(c)) >> BW_SCALE;
+        let mut at_edt = inflight_now as u64;
         if self.pacing_gain > BBR_UNIT {
-            at_edt += self.tso_segs_goal(c);
+            at_edt += self.tso_segs_goal(c) as u64;
         }
-        at_edt
+        at_edt.saturating_sub(delivered_by_edt) as u32
     }
 
     fn ack_aggregation_cwnd(&self) -> u32 {
@@ -1453,6 +1454,25 @@ mod tests {
         assert_eq!(b.tso_segs_goal(&c), 2);
         c.pacing_rate = 12_500_000;
         assert_eq!(b.tso_segs_goal(&c), 8);
+    }
+
+    /// As v1's `bbr_packets_in_net_at_edt`: the packets the bandwidth
+    /// (here `bw_lo` below `bw_hi`) delivers until the next departure come
+    /// off inflight.
+    #[test]
+    fn packets_in_net_at_the_next_departure() {
+        let mut b = Bbr3::default();
+        let mut c = Conn::new(MSS, 10);
+        b.bw_hi = [(BW_UNIT / 50) as u32, 0];
+        b.bw_lo = (BW_UNIT / 64) as u32; // a segment every 64 µs
+        b.pacing_gain = BBR_UNIT;
+        c.now_ns = 5_000_000;
+        c.wstamp_ns = 5_000_000;
+        assert_eq!(b.packets_in_net_at_edt(&c, 50), 50);
+        c.wstamp_ns = 5_640_000;
+        assert_eq!(b.packets_in_net_at_edt(&c, 50), 40);
+        c.wstamp_ns = 15_000_000;
+        assert_eq!(b.packets_in_net_at_edt(&c, 50), 0);
     }
 
     /// A segment in flight with its rate-sampling state.

@@ -123,6 +123,11 @@ pub struct Conn {
     pub snd_nxt: u64,
     /// Time of the last data transmission in microseconds (`lsndtime`).
     pub lsndtime_us: u64,
+    /// `tp->tcp_wstamp_ns`: when the next packet may leave (a paced
+    /// sender's next slot, which may be later than now; else its last
+    /// departure). Set before `cong_control`; BBR's
+    /// `bbr_packets_in_net_at_edt` counts the packets delivered by then.
+    pub wstamp_ns: u64,
     /// CONFIG_HZ of the modelled kernel: the tick of `jiffies`, which
     /// CUBIC's epoch clock counts in.
     pub hz: u64,
@@ -160,6 +165,7 @@ impl Conn {
             snd_una: 0,
             snd_nxt: 0,
             lsndtime_us: 0,
+            wstamp_ns: 0,
             hz: 1000,
         }
     }

@@ -43,6 +43,13 @@ pub fn jiffies_timer_ns(c: &Conn, delay_us: u64) -> u64 {
     start_us * 1000
 }
 
+/// Whole µs from now to the next departure (`tcp_wstamp_ns`, never
+/// before now), as BBR's `bbr_packets_in_net_at_edt` measures it: a paced
+/// sender's next burst may be due later than the ACK being processed.
+pub fn us_to_edt(c: &Conn) -> u64 {
+    c.wstamp_ns.saturating_sub(c.now_ns) / 1000
+}
+
 /// `msecs_to_jiffies`: rounds up.
 pub fn msecs_to_jiffies(c: &Conn, ms: u64) -> u64 {
     (ms * c.hz).div_ceil(1000)

@@ -176,6 +176,7 @@ impl Sender {
         }
 
         self.rate_gen(&mut rs, now);
+        self.c.wstamp_ns = self.wstamp_ns();
         let handled = self.cca.cong_control(&mut self.c, &rs);
         if !handled {
             if matches!(self.c.ca_state, CaState::Recovery | CaState::Cwr) {

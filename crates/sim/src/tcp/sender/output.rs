@@ -122,9 +122,7 @@ impl Sender {
         if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || room >= max_segs {
             return false;
         }
-        // `tcp_wstamp_ns`: the last departure, or the paced next one.
-        let wstamp = if self.pacing { self.pace_next_ns.max(self.last_send_ns) } else { self.last_send_ns };
-        if now > wstamp + 1_000_000 {
+        if now > self.wstamp_ns() + 1_000_000 {
             return false;
         }
         if room as u64 * 3 >= self.c.cwnd as u64 {
@@ -216,6 +214,15 @@ impl Sender {
         }
         let min = self.cca.min_tso_segs(&mut self.c);
         ((bytes.min(65_536) / mss) as u32).max(min)
+    }
+
+    /// `tcp_wstamp_ns`: the last departure, or the paced next one.
+    pub(super) fn wstamp_ns(&self) -> Nanos {
+        if self.pacing {
+            self.pace_next_ns.max(self.last_send_ns)
+        } else {
+            self.last_send_ns
+        }
     }
 
     /// Close a paced burst: the next may leave when this one has, at the

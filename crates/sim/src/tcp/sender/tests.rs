@@ -650,11 +650,9 @@ fn a_late_pacing_timer_sends_late_and_the_credit_catches_up() {
     assert!(latenesses.windows(2).any(|w| w[0] != w[1]), "one draw per firing: {latenesses:?}");
 }
 
-/// `[tcp] sender_pauses`: a timer that expires while the host is paused
-/// runs when the pause ends (the world calls `defer_timer`), and does not
-/// run before.
-#[test]
-fn a_deferred_timer_fires_at_the_pause_end() {
+/// An unlimited CUBIC sender paced at 96.5 kB/s with room in its window,
+/// its handshake done at 10 ms and its first paced burst waiting.
+fn paced_after_handshake() -> (Sender, Out) {
     let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
     let cfg = TcpConfig { init_cwnd: 100, ..tcp_cfg() };
     let mut s = Sender::new(0, 0, cfg.into(), crate::cc::by_name("cubic").unwrap(), opts);
@@ -662,6 +660,29 @@ fn a_deferred_timer_fires_at_the_pause_end() {
     s.set_unlimited(true, 0, &mut out);
     s.connect(0, &mut out);
     s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    (s, out)
+}
+
+/// The CCA sees Linux's `tcp_wstamp_ns`: an ACK that comes before the
+/// paced sender's next slot finds that slot, later than the ACK (BBR counts
+/// what the path delivers until then, `bbr_packets_in_net_at_edt`).
+#[test]
+fn the_cca_sees_the_next_pacing_slot() {
+    let (mut s, mut out) = paced_after_handshake();
+    let slot = s.pace_next_ns;
+    assert!(slot > 10_000_000, "the first paced burst waits for its slot: {slot}");
+    let at = slot - 100_000;
+    s.on_ack(&ack(2, at), at, &mut out);
+    assert_eq!(s.pace_next_ns, slot, "the ACK sent nothing before the slot");
+    assert_eq!(s.c.wstamp_ns, slot);
+}
+
+/// `[tcp] sender_pauses`: a timer that expires while the host is paused
+/// runs when the pause ends (the world calls `defer_timer`), and does not
+/// run before.
+#[test]
+fn a_deferred_timer_fires_at_the_pause_end() {
+    let (mut s, mut out) = paced_after_handshake();
     let slot = s.pace_timer.deadline().expect("a paced sender waits for its slot");
     let before = s.snd_nxt;
     out.timers.clear();
