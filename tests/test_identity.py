@@ -22,9 +22,14 @@ connection in Linux) instead of going as a packet of its own (session 20,
 docs/sim-model.md "Applications"), and the 23 BBR and BBRv3 runs when
 BBR's `bbr_packets_in_net_at_edt` started counting what the path
 delivers until the paced sender's next slot (session 30,
-docs/sim-model.md "BBR's in-network count at the next departure"); the BPF
-studies' entries in ``runs`` are since this machine's kernel's, as in
-``bpf_kernels``.
+docs/sim-model.md "BBR's in-network count at the next departure"), and
+89 of the 94 when the sender took the write queue's skbs: a transmission
+ends where its skb ends, and TSO deferral sends an skb short of the
+queue's tail once it fits (session 31, docs/sim-model.md "The write
+queue's skbs"); the BPF studies' entries in ``runs`` are since this
+machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
+alone since session 31 (another kernel's entry, written by an older core,
+could not be rewritten here and was dropped).
 
 A study with a BPF CCA compiles it against the running kernel's BTF
 (vmlinux.h), which enters the object's name and so the run ids and seeds:

@@ -127,6 +127,10 @@ pub struct Sender {
     /// Ends of the application's writes not yet sent; the segment holding
     /// each gets PSH (`tcp_push`).
     push_seqs: VecDeque<u64>,
+    /// Ends of the unsent skbs of the write queue, oldest first (the last
+    /// is `write_seq`): `tcp_sendmsg` fills skbs of `size_goal`, and a
+    /// transmission never takes more than what is left of the head skb.
+    wq_ends: VecDeque<u64>,
     sndbuf: SendBuffer,
     /// The window the receiver advertises once scaled: Linux's initial
     /// `rcv_wnd` for a receive buffer of `rmem` (`tcp_select_initial_window`,
@@ -273,6 +277,7 @@ impl Sender {
             unlimited: false,
             app_pending: 0,
             push_seqs: VecDeque::new(),
+            wq_ends: VecDeque::new(),
             sndbuf: SendBuffer::new(&cfg),
             peer_window: cfg.rmem_bytes / 2 / cfg.mss as u64 * cfg.mss as u64,
             skb_left: 0,
@@ -459,7 +464,7 @@ impl Sender {
                     break; // a new skb needs the buffer below its limit
                 }
                 let chunk = (goal - unsent).min(want - take);
-                self.write_seq += chunk;
+                self.queue_written(chunk);
                 take += chunk;
                 if unsent + chunk < goal {
                     break; // the write ended inside the skb: `tcp_push` sends it
@@ -472,7 +477,7 @@ impl Sender {
             }
         }
         let more = (want - take).min(self.sndbuf.room(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt));
-        self.write_seq += more;
+        self.queue_written(more);
         take += more;
         if take > 0 {
             if !self.unlimited {
@@ -483,6 +488,29 @@ impl Sender {
         if take < want {
             self.sndbuf.set_nospace();
         }
+    }
+
+    /// `bytes` more written: they top up the unsent tail skb to
+    /// `size_goal`, then fill new skbs of `size_goal` (`tcp_sendmsg`).
+    fn queue_written(&mut self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let goal = self.sndbuf.size_goal();
+        let new_end = self.write_seq + bytes;
+        let mut end = self.write_seq;
+        let n = self.wq_ends.len();
+        if n > 0 {
+            let start = if n >= 2 { self.wq_ends[n - 2] } else { self.snd_nxt };
+            let top = (start + goal).max(end).min(new_end);
+            self.wq_ends[n - 1] = top;
+            end = top;
+        }
+        while end < new_end {
+            end = (end + goal).min(new_end);
+            self.wq_ends.push_back(end);
+        }
+        self.write_seq = new_end;
     }
 
     /// `tcp_check_space` after an ACK's transmissions: when the ACK freed

@@ -65,7 +65,8 @@ impl Sender {
                 self.c.app_limited = (self.c.delivered + in_flight as u64).max(1);
                 break;
             }
-            let avail = self.write_seq - self.snd_nxt;
+            let head_end = *self.wq_ends.front().expect("unsent data is in the write queue");
+            let avail = head_end - self.snd_nxt;
             let len = avail.min(self.cfg.mss as u64);
             let outstanding = self.snd_nxt + len - self.snd_una;
             if outstanding > self.cfg.rmem_bytes {
@@ -80,10 +81,14 @@ impl Sender {
                 } else {
                     self.tso_segs()
                 };
+                // The head skb of the write queue: what one transmission may take.
                 let data_segs = avail.div_ceil(self.cfg.mss as u64).min(u32::MAX as u64) as u32;
                 let room = self.c.cwnd - in_flight;
-                if data_segs > 1 && !push_one && self.tso_should_defer(now, room, max_segs) {
-                    cwnd_limited = true;
+                let head_is_tail = self.wq_ends.len() == 1;
+                if data_segs > 1 && !push_one && self.tso_should_defer(now, room, max_segs, data_segs, head_is_tail) {
+                    // Held by cwnd only if cwnd's room would not take the
+                    // skb; else the sender waits for more data.
+                    cwnd_limited = room <= data_segs;
                     break;
                 }
                 self.start_skb(max_segs.min(room).min(data_segs));
@@ -111,15 +116,22 @@ impl Sender {
 
     /// Linux `tcp_tso_should_defer`: with room in cwnd for less than a
     /// full TSO skb (`max_segs`) and less than a third of cwnd, hold the
-    /// data for the next ACK, so that the two leave as one larger skb;
+    /// data for the next ACK, so that the two leave as one larger skb,
+    /// unless the head skb (`skb_segs`) is not the write queue's tail and
+    /// the room takes it whole (no write will grow it);
     /// only outside loss recovery, while the sender sent within the last
     /// millisecond, and when the oldest segment out should be acked soon:
     /// within min(srtt/2, 1 ms). The 1 ms bound is Linux's since
     /// "tcp: fix tcp_tso_should_defer() vs large RTT" (October 2025, in
     /// 6.18 and the stable kernels): before it, half an srtt, which on long
     /// paths held flows a segment short of cwnd ACK after ACK.
-    pub(super) fn tso_should_defer(&self, now: Nanos, room: u32, max_segs: u32) -> bool {
+    pub(super) fn tso_should_defer(&self, now: Nanos, room: u32, max_segs: u32, skb_segs: u32, skb_is_tail: bool) -> bool {
         if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || room >= max_segs {
+            return false;
+        }
+        // An skb short of the write queue's tail gets no more data: it goes
+        // once it fits.
+        if !skb_is_tail && room >= skb_segs {
             return false;
         }
         if now > self.wstamp_ns() + 1_000_000 {
@@ -140,7 +152,8 @@ impl Sender {
 
     /// A new skb of `segs` segments (at least one) leaves: as many as
     /// `tcp_mss_split_point` lets one transmission carry (the TSO size, or
-    /// what is left of the paced burst; cwnd's room; the data written).
+    /// what is left of the paced burst; cwnd's room; what is left of the
+    /// write queue's head skb).
     /// It is charged to the send buffer until its last segment is acked.
     pub(super) fn start_skb(&mut self, segs: u32) {
         self.skb_left = segs.max(1);
@@ -194,6 +207,9 @@ impl Sender {
         }
         let tx = self.rate.on_send(&self.c, now);
         self.rtxq.push_back(Seg { seq, len: len as u32, flags, tx });
+        if self.wq_ends.front() == Some(&end) {
+            self.wq_ends.pop_front();
+        }
         self.snd_nxt = end;
         self.c.snd_nxt = end;
         self.c.packets_out += 1;

@@ -223,6 +223,56 @@ fn a_lone_segment_waits_for_the_next_ack() {
     assert_eq!(sent(&out), vec![(14, false), (15, true)]);
 }
 
+/// `tcp_sendmsg` tops the unsent tail skb of the write queue up to
+/// `size_goal` (here 22 segments) before it starts another.
+#[test]
+fn writes_fill_the_write_queues_skbs_to_the_size_goal() {
+    let (mut s, _) = bulk_reno_set_up();
+    let segs = |s: &Sender| s.wq_ends.iter().map(|e| e / 1448).collect::<Vec<_>>();
+    assert_eq!((s.snd_nxt / 1448, segs(&s)), (10, vec![32]), "one skb unsent, full");
+    s.queue_written(5 * 1448);
+    assert_eq!(segs(&s), vec![32, 37]);
+    s.queue_written(20 * 1448);
+    assert_eq!(segs(&s), vec![32, 54, 57]);
+    assert_eq!(s.write_seq, 57 * 1448);
+}
+
+/// The write queue's skbs bound what one transmission takes (Linux
+/// `tcp_write_xmit` splits the head skb, never joins two): with room in
+/// cwnd and a TSO size of 45 segments, the data leaves 22 segments at a
+/// time as it was written, each piece ending in PSH, not as one piece
+/// of 45 across two skbs.
+#[test]
+fn a_transmission_ends_where_the_write_queues_skb_ends() {
+    let (mut s, mut out) = bulk_reno_set_up();
+    s.sndbuf.expand(200, 3, 2);
+    s.app_write(11_000_000, &mut out);
+    assert_eq!(s.wq_ends.iter().take(3).map(|e| e / 1448).collect::<Vec<_>>(), vec![32, 54, 76]);
+    out.clear();
+    s.c.cwnd = 76;
+    s.c.pacing_rate = 1 << 30; // 1 ms of it is over 64 KB: 45-segment TSO skbs
+    s.send(11_000_000, &mut out);
+    let psh: Vec<u64> = sent(&out).into_iter().filter(|&(_, p)| p).map(|(e, _)| e).collect();
+    assert_eq!(psh, vec![32, 54, 76]);
+    assert_eq!(s.snd_nxt, 76 * 1448);
+}
+
+/// `tcp_tso_should_defer`'s "middle in queue" rule: with room for fewer
+/// segments than a TSO skb, right after a send and with the oldest
+/// segment's ACK due within 0.2 ms, the write queue's tail (a write may
+/// still grow it) waits for the next ACK, and so does an skb ahead of it
+/// that the room cannot take whole; one that it can goes now.
+#[test]
+fn an_skb_short_of_the_tail_goes_once_it_fits() {
+    let (mut s, _) = bulk_reno_set_up();
+    s.c.cwnd = 100;
+    s.last_send_ns = 19_800_000;
+    let now = 19_800_000;
+    assert!(s.tso_should_defer(now, 4, 45, 3, true), "the tail waits");
+    assert!(s.tso_should_defer(now, 4, 45, 5, false), "an skb the room cannot take waits");
+    assert!(!s.tso_should_defer(now, 4, 45, 3, false), "an skb ahead of the tail that fits goes");
+}
+
 /// A new connection's first write, as Linux 6.18 takes it (probe on
 /// `sock_send_length`, docs/sim-model.md): the SYN-ACK's unscaled window
 /// (at most 64 KB) makes skbs of 22 segments; the first fills and, the
