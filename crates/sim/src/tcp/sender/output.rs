@@ -86,9 +86,10 @@ impl Sender {
                 let room = self.c.cwnd - in_flight;
                 let head_is_tail = self.wq_ends.len() == 1;
                 if data_segs > 1 && !push_one && self.tso_should_defer(now, room, max_segs, data_segs, head_is_tail) {
-                    // Held by cwnd only if cwnd's room would not take the
-                    // skb; else the sender waits for more data.
-                    cwnd_limited = room <= data_segs;
+                    // Held by cwnd only if cwnd's room (in bytes, as
+                    // Linux's `cong_win`) would not take the skb; else the
+                    // sender waits for more data.
+                    cwnd_limited = room as u64 * self.cfg.mss as u64 <= avail;
                     break;
                 }
                 self.start_skb(max_segs.min(room).min(data_segs));
