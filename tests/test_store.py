@@ -111,6 +111,31 @@ def test_a_result_that_does_not_fit_writes_nothing(tmp_path):
             assert store.count(t) == 0, t
 
 
+def test_ctrl_c_while_the_tables_are_built_waits_for_the_commit(tmp_path, monkeypatch):
+    """A Ctrl-C (or a SIGTERM made one) that comes while a result's tables are
+    built, where the first run imports pyarrow, is held until the run is
+    written, then delivered: an interrupt inside an import would leave the
+    module half-made for the commits after it."""
+    import os
+    import signal
+
+    import ccbench.store as store_mod
+
+    build = store_mod._result_tables
+
+    def interrupted(runspec, result):
+        os.kill(os.getpid(), signal.SIGINT)
+        return build(runspec, result)
+
+    monkeypatch.setattr(store_mod, "_result_tables", interrupted)
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path) as store:
+        with pytest.raises(KeyboardInterrupt):
+            _write_ok(store, rs)
+        assert store.finished_runs() == {rs.run_id}
+        assert store.count("samples") > 0
+
+
 def test_result_validation_names_the_problem():
     rs = make_runs(reps=1)[0]
     d = fake_result_dict(rs)

@@ -531,6 +531,15 @@ class Store:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         if status in FINISHED and result is None:
             raise ValueError("a finished run needs its result")
+        # Ctrl-C (and SIGTERM, which the executor turns into it) waits from
+        # here, not only for the transaction: the first result's tables
+        # import pyarrow, and an interrupt inside an import leaves the module
+        # half-made for every later commit, the stop's own included.
+        with _ctrl_c_after():
+            self._write_run(study, runspec, backend, status, result, error, wall_time_s, run_index)
+
+    def _write_run(self, study: str, runspec: Any, backend: str, status: str, result: RunResult | None,
+                   error: str | None, wall_time_s: float | None, run_index: int | None) -> None:
         run_id = runspec.run_id
         tables: dict[str, pa.Table] = {}
         stats = None
@@ -554,9 +563,8 @@ class Store:
             _now(),
             stats,
         ]
-        con = self.con
-        with _ctrl_c_after(), self._writing():
-            self._write_run_transaction(con, run_id, row, tables, study)
+        with self._writing():
+            self._write_run_transaction(self.con, run_id, row, tables, study)
 
     def _write_run_transaction(self, con: Any, run_id: str, row: list, tables: dict, study: str) -> None:
         con.execute("BEGIN TRANSACTION")
