@@ -218,7 +218,7 @@ impl Emulator {
         assert!(interval > 0);
         assert_eq!(net.links.len(), net.names.len());
         let n = net.links.len();
-        let sampled = (0..n).filter(|&l| net.links[l].qdisc().is_some()).collect();
+        let sampled = (0..n).filter(|&l| net.links[l].queues()).collect();
         let nflows = net.routing.flows.len();
         // Per link: the least propagation delay left after it on any path
         // through it (0 where a path ends there).
@@ -465,18 +465,18 @@ impl Emulator {
         }
     }
 
-    fn link_json(&self, l: usize, utilisation: Option<f64>, lat: &Hist) -> Value {
+    fn link_json(&self, l: usize, at: Nanos, utilisation: Option<f64>, lat: &Hist) -> Value {
         let link = &self.net.links[l];
-        let q = link.qdisc().expect("sampled links have a queue");
-        let st = q.stats();
+        let q = link.queue(at).expect("sampled links have a queue");
+        let (tx_pkts, tx_bytes) = link.sent(at);
         let mut v = json!({
-            "backlog_bytes": q.backlog_bytes(),
-            "backlog_pkts": q.backlog_pkts(),
-            "drops": st.dropped,
+            "backlog_bytes": q.backlog_bytes,
+            "backlog_pkts": q.backlog_pkts,
+            "drops": q.stats.dropped,
             "random_losses": link.random_losses,
-            "ecn_marks": st.ecn_marked,
-            "tx_pkts": link.tx_pkts,
-            "tx_bytes": link.tx_bytes,
+            "ecn_marks": q.stats.ecn_marked,
+            "tx_pkts": tx_pkts,
+            "tx_bytes": tx_bytes,
             "lateness_us": lateness_json(lat),
         });
         if let Some(u) = utilisation {
@@ -520,10 +520,10 @@ impl Emulator {
             .links
             .iter()
             .zip(&self.last_tx)
-            .map(|(l, &last)| (l.tx_bytes - last) as f64 * 8.0 / (l.rate_bps as f64 * bits))
+            .map(|(l, &last)| (l.sent(at).1 - last) as f64 * 8.0 / (l.rate_bps as f64 * bits))
             .collect();
         for (l, last) in self.net.links.iter().zip(self.last_tx.iter_mut()) {
-            *last = l.tx_bytes;
+            *last = l.sent(at).1;
         }
         if let Some(mut ctl) = self.net.controller.take() {
             let delivered: Vec<(u64, u64)> =
@@ -557,7 +557,7 @@ impl Emulator {
         }
         let mut links = serde_json::Map::new();
         for &l in &self.sampled {
-            links.insert(self.net.names[l].clone(), self.link_json(l, Some(util[l]), &self.lat[l]));
+            links.insert(self.net.names[l].clone(), self.link_json(l, at, Some(util[l]), &self.lat[l]));
         }
         let mut line = json!({
             "time_us": self.time_us(at),
@@ -610,7 +610,7 @@ impl Emulator {
         self.lat_all_total.merge(&h);
         let mut links = serde_json::Map::new();
         for &l in &self.sampled {
-            links.insert(self.net.names[l].clone(), self.link_json(l, None, &self.lat_total[l]));
+            links.insert(self.net.names[l].clone(), self.link_json(l, now, None, &self.lat_total[l]));
         }
         let c = &self.c;
         let mut v = json!({
@@ -766,8 +766,8 @@ mod tests {
         // then sender 1's access link back (52 B at 1 Gbit/s: 416 ns) + 3 ms.
         assert_eq!(io.outputs[1], (500_000 + 4_160 + 9_000_000 + 416 + 3_000_000, ack));
         assert_eq!((emu.c.forward_pkts, emu.c.reverse_pkts, emu.c.pkts_written), (1, 1, 2));
-        assert_eq!(emu.net.links[BOTTLENECK].tx_pkts, 1);
-        assert_eq!(emu.net.links[REVERSE].tx_pkts, 1);
+        assert_eq!(emu.net.links[BOTTLENECK].sent(Nanos::MAX).0, 1);
+        assert_eq!(emu.net.links[REVERSE].sent(Nanos::MAX).0, 1);
     }
 
     #[test]
@@ -779,7 +779,7 @@ mod tests {
         let (io, emu, _, summary) = run(&cfg, inputs, 0, 1_000_000_000);
         // One on the wire and ten queued; the rest dropped at the tail.
         assert_eq!(io.outputs.len(), 11);
-        assert_eq!(emu.net.links[BOTTLENECK].qdisc().unwrap().stats().dropped, 39);
+        assert_eq!(emu.net.links[BOTTLENECK].queue(Nanos::MAX).unwrap().stats.dropped, 39);
         assert_eq!(summary["links"]["bottleneck"]["drops"], 39);
         for (i, (t, p)) in io.outputs.iter().enumerate() {
             assert_eq!(*t, 1_200 + 1_000_000 + (i as u64 + 1) * 120_000 + 9_000_000, "packet {i}");
@@ -1032,7 +1032,7 @@ mod tests {
         assert_eq!(rows, want, "{:?}", emu.events);
         assert!(emu.events.iter().all(|e| e.kind == "controller" && e.link.as_deref() == Some("primary")));
         assert_eq!(emu.events[2].detail, "moved: path: a-r1 alt1 alt2 r2-b; return_path: b-r2 primary/back r1-a");
-        assert!(emu.net.links[2].tx_pkts > 500, "the detour carried the flow after the move");
+        assert!(emu.net.links[2].sent(Nanos::MAX).0 > 500, "the detour carried the flow after the move");
         assert_eq!(summary["events"].as_array().unwrap().len(), 6);
     }
 

@@ -8,6 +8,16 @@
 //!
 //! Packets in propagation keep FIFO order, so only the head needs a timer.
 //!
+//! A drop-tail FIFO ([`Link::drop_tail`]) needs no event per transmission
+//! either: its packets leave in the order they came, each when the one
+//! ahead of it has, so the link computes a packet's departure when it
+//! admits it, as a pipe does, and keeps only the times (not the packets)
+//! to know its backlog and what it has sent at any moment. At one instant
+//! the transmitter moves on before an arriving packet is judged (a packet
+//! whose serialisation starts at `now` no longer counts as queued), the
+//! order in which an event-driven FIFO's own events come first on a
+//! dumbbell's bottleneck.
+//!
 //! Optional jitter ([`Link::with_jitter`]) adds a seeded uniform draw in
 //! [0, jitter] to each packet's propagation delay, never letting a packet
 //! overtake the one before it: a path whose delay varies from packet to
@@ -19,7 +29,7 @@
 //! (the default) draws nothing. Several independent pause processes may
 //! overlay ([`Link::with_more_stalls`]): a packet is held while any pauses.
 
-use crate::qdisc::Qdisc;
+use crate::qdisc::{Limit, Qdisc, QdiscStats};
 use crate::rng::Rng;
 use crate::{tx_time, Nanos, Pkt};
 use std::collections::VecDeque;
@@ -35,9 +45,18 @@ pub enum Offered {
     Queued,
     /// The transmitter was idle and started: call `tx_done` at this time.
     TxStarted(Nanos),
-    /// A pipe link (see [`Link::pipe`]) put the packet straight into the
-    /// propagation line; when the line was empty, call `arrive` at this time.
+    /// A pipe or drop-tail link (see [`Link::pipe`], [`Link::drop_tail`])
+    /// put the packet straight into the propagation line, its departure
+    /// computed; when the line was empty, call `arrive` at this time.
     InLine(Option<Nanos>),
+}
+
+/// A queueing link's queue at one moment ([`Link::queue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueReading {
+    pub backlog_bytes: u64,
+    pub backlog_pkts: u64,
+    pub stats: QdiscStats,
 }
 
 /// Times to schedule after `tx_done`.
@@ -50,23 +69,28 @@ pub struct TxDone {
 }
 
 // Hot fields first, in one 64-byte line (a pipe's offer reads and writes
-// only these and `line`): with a hundred flows each packet meets its own
+// only these, `line` and `drop_tail` on the next): with a hundred flows each packet meets its own
 // access pipe cold, and Rust's own field order spread them over four lines.
 #[repr(C, align(64))]
 pub struct Link<P: Pkt> {
     pub loss: f64,
-    /// None for a pipe: an unbounded FIFO whose departure times are computed
-    /// on arrival, with no event per transmission.
+    /// None for a pipe or a drop-tail link: a FIFO whose departure times
+    /// are computed on arrival, with no event per transmission.
     qdisc: Option<Box<dyn Qdisc<P>>>,
-    /// Pipe: when the transmitter is next free.
+    /// Pipe or drop-tail: when the transmitter is next free.
     free_at: Nanos,
     pub rate_bps: u64,
     pub delay: Nanos,
-    /// Packets and bytes that finished serialisation.
-    pub tx_pkts: u64,
-    pub tx_bytes: u64,
-    /// Packets propagating, with their arrival times.
+    /// Packets and bytes that finished serialisation (a pipe counts them
+    /// when it takes them; a drop-tail link when a later call finds them
+    /// gone: read them with [`Link::sent`]).
+    tx_pkts: u64,
+    tx_bytes: u64,
+    /// Packets propagating (a pipe's and a drop-tail link's: also those
+    /// still queued), with their arrival times.
     line: VecDeque<(Nanos, P)>,
+    /// A drop-tail link's buffer and what it has not finished sending.
+    drop_tail: Option<Box<DropTail>>,
     /// Most extra propagation delay per packet (0: none).
     jitter: Nanos,
     /// Jitter or stalls: one test per packet for both.
@@ -147,6 +171,48 @@ impl Stalls {
     }
 }
 
+/// A drop-tail FIFO's queue as times: the packets it took and has not
+/// finished sending, oldest first, with when each starts and ends its
+/// serialisation. Only the first can be on the wire (the next starts when
+/// it ends), so the backlog is the rest, or all of them before the first
+/// starts.
+struct DropTail {
+    limit: Limit,
+    unsent: VecDeque<Departure>,
+    /// Bytes of `unsent`.
+    bytes: u64,
+    stats: QdiscStats,
+}
+
+#[derive(Clone, Copy)]
+struct Departure {
+    start: Nanos,
+    done: Nanos,
+    bytes: u32,
+    /// It queued: its serialisation starts when the one before it ends
+    /// (an event of the link), not when it arrived.
+    waited: bool,
+}
+
+impl DropTail {
+    /// The bytes and packets still queued (not yet started) at `now`. With
+    /// `before_events`, as they were before the link's own events at `now`
+    /// (a packet that waited and starts at `now` is still queued), else
+    /// after them.
+    fn backlog(&self, now: Nanos, before_events: bool) -> (u64, u64) {
+        let (mut pkts, mut bytes) = (self.unsent.len() as u64, self.bytes);
+        for d in &self.unsent {
+            let on_wire = d.start < now || (d.start == now && !(before_events && d.waited));
+            if !on_wire {
+                break;
+            }
+            pkts -= 1;
+            bytes -= d.bytes as u64;
+        }
+        (bytes, pkts)
+    }
+}
+
 impl<P: Pkt> Link<P> {
     pub fn new(rate_bps: u64, delay: Nanos, loss: f64, seed: Rng, qdisc: Box<dyn Qdisc<P>>) -> Link<P> {
         Link::build(rate_bps, delay, loss, seed, Some(qdisc))
@@ -156,6 +222,16 @@ impl<P: Pkt> Link<P> {
     /// same timing as `new` with an infinite FIFO, at half the events.
     pub fn pipe(rate_bps: u64, delay: Nanos) -> Link<P> {
         Link::build(rate_bps, delay, 0.0, Rng::new(0), None)
+    }
+
+    /// A link with a drop-tail FIFO of `limit` (Linux's pfifo or bfifo): the
+    /// same timing, drops and counters as `new` with a `Fifo`, without an
+    /// event per transmission.
+    pub fn drop_tail(rate_bps: u64, delay: Nanos, loss: f64, rng: Rng, limit: Limit) -> Link<P> {
+        let mut l = Link::build(rate_bps, delay, loss, rng, None);
+        l.drop_tail =
+            Some(Box::new(DropTail { limit, unsent: VecDeque::new(), bytes: 0, stats: QdiscStats::default() }));
+        l
     }
 
     fn build(rate_bps: u64, delay: Nanos, loss: f64, rng: Rng, qdisc: Option<Box<dyn Qdisc<P>>>) -> Link<P> {
@@ -179,6 +255,7 @@ impl<P: Pkt> Link<P> {
             random_losses: 0,
             tx_pkts: 0,
             tx_bytes: 0,
+            drop_tail: None,
         }
     }
 
@@ -251,10 +328,32 @@ impl<P: Pkt> Link<P> {
             return Offered::Lost;
         }
         let Some(qdisc) = self.qdisc.as_mut() else {
-            let done = self.free_at.max(now) + tx_time(p.wire_bytes(), self.rate_bps);
+            let start = self.free_at.max(now);
+            let done = start + tx_time(p.wire_bytes(), self.rate_bps);
+            match self.drop_tail.as_deref_mut() {
+                None => {
+                    self.tx_pkts += 1;
+                    self.tx_bytes += p.wire_bytes() as u64;
+                }
+                Some(q) => {
+                    // What finished by now is sent; what starts now is on the wire.
+                    while let Some(d) = q.unsent.front().filter(|d| d.done <= now) {
+                        self.tx_pkts += 1;
+                        self.tx_bytes += d.bytes as u64;
+                        q.bytes -= d.bytes as u64;
+                        q.unsent.pop_front();
+                    }
+                    let (bytes, pkts) = q.backlog(now, false);
+                    if !q.limit.admits(bytes, pkts, p.wire_bytes() as u64) {
+                        q.stats.dropped += 1;
+                        return Offered::Dropped;
+                    }
+                    q.stats.enqueued += 1;
+                    q.bytes += p.wire_bytes() as u64;
+                    q.unsent.push_back(Departure { start, done, bytes: p.wire_bytes(), waited: start > now });
+                }
+            }
             self.free_at = done;
-            self.tx_pkts += 1;
-            self.tx_bytes += p.wire_bytes() as u64;
             let was_empty = self.line.is_empty();
             let at = self.arrival(done);
             self.line.push_back((at, p));
@@ -309,9 +408,36 @@ impl<P: Pkt> Link<P> {
         (p, self.line.front().map(|(t, _)| *t))
     }
 
-    /// The queue discipline (None for a pipe).
-    pub fn qdisc(&self) -> Option<&dyn Qdisc<P>> {
-        self.qdisc.as_deref()
+    /// Does the link queue (a discipline or a drop-tail FIFO), rather than
+    /// being a pipe?
+    pub fn queues(&self) -> bool {
+        self.qdisc.is_some() || self.drop_tail.is_some()
+    }
+
+    /// Packets and bytes that finished serialisation before `before` (as
+    /// the link's own events at `before` have not yet run); an event-driven
+    /// link counts those its `tx_done` calls have seen.
+    pub fn sent(&self, before: Nanos) -> (u64, u64) {
+        let (mut pkts, mut bytes) = (self.tx_pkts, self.tx_bytes);
+        if let Some(q) = self.drop_tail.as_deref() {
+            for d in q.unsent.iter().take_while(|d| d.done < before) {
+                pkts += 1;
+                bytes += d.bytes as u64;
+            }
+        }
+        (pkts, bytes)
+    }
+
+    /// The queue at `now` (before the link's own events at `now` run):
+    /// backlog in bytes and packets, and the discipline's counters; None
+    /// for a pipe.
+    pub fn queue(&self, now: Nanos) -> Option<QueueReading> {
+        if let Some(q) = self.qdisc.as_deref() {
+            return Some(QueueReading { backlog_bytes: q.backlog_bytes(), backlog_pkts: q.backlog_pkts(), stats: q.stats() });
+        }
+        let q = self.drop_tail.as_deref()?;
+        let (backlog_bytes, backlog_pkts) = q.backlog(now, true);
+        Some(QueueReading { backlog_bytes, backlog_pkts, stats: q.stats })
     }
 }
 
@@ -337,7 +463,66 @@ mod tests {
         assert_eq!(d, TxDone { arrival: None, next_tx_done: None });
         assert_eq!(l.arrive(), (P(1500, 1), Some(1_240_000)));
         assert_eq!(l.arrive(), (P(1500, 2), None));
-        assert_eq!(l.tx_bytes, 3000);
+        assert_eq!(l.sent(Nanos::MAX), (2, 3000));
+    }
+
+    /// The drop-tail link against an event-driven link with a `Fifo`, driven
+    /// as the simulator drives it (its transmitter's events at an instant
+    /// before the packets arriving then): the same packets dropped, the same
+    /// arrival times, and the same backlog, counters and bytes sent read at
+    /// every instant a packet arrives (before the link's events then).
+    #[test]
+    fn drop_tail_matches_an_event_driven_fifo() {
+        for limit in [Limit::Packets(5), Limit::Bytes(6_000), Limit::Packets(0)] {
+            let rate = 100_000_000;
+            let mut ev = Link::new(rate, 1_000_000, 0.0, Rng::new(1), Box::new(Fifo::new(limit)));
+            let mut dt: Link<P> = Link::drop_tail(rate, 1_000_000, 0.0, Rng::new(1), limit);
+            let mut tx_due: Option<Nanos> = None;
+            let (mut t, mut last_t, mut x, mut drops) = (0u64, 0u64, 0x9E37_79B9_7F4A_7C15u64, 0);
+            for i in 0..5_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Bursts at one instant, gaps shorter and longer than a packet's 120 us.
+                t += [0, 0, 30_000, 60_000, 120_000, 119_999, 250_000, 1_000_000][(x % 8) as usize];
+                let size = [64, 1500, 1500, 700][((x >> 8) % 4) as usize];
+                while let Some(d) = tx_due.filter(|&d| d < t) {
+                    tx_due = ev.tx_done(d).next_tx_done;
+                }
+                // Read once an instant, before its events (as a sample is).
+                if i == 0 || t != last_t {
+                    assert_eq!(ev.queue(t), dt.queue(t), "reading at {t} ns (packet {i})");
+                    assert_eq!(ev.sent(t), dt.sent(t), "sent before {t} ns (packet {i})");
+                }
+                last_t = t;
+                while let Some(d) = tx_due.filter(|&d| d == t) {
+                    tx_due = ev.tx_done(d).next_tx_done;
+                }
+                let kept = match ev.offer(P(size, i), t) {
+                    Offered::TxStarted(d) => {
+                        tx_due = Some(d);
+                        true
+                    }
+                    Offered::Queued => true,
+                    other => {
+                        assert_eq!(other, Offered::Dropped);
+                        false
+                    }
+                };
+                let got = dt.offer(P(size, i), t);
+                assert_eq!(got == Offered::Dropped, !kept, "packet {i} at {t} ns: {got:?}");
+                drops += !kept as u32;
+            }
+            while let Some(d) = tx_due {
+                tx_due = ev.tx_done(d).next_tx_done;
+            }
+            assert_eq!(ev.line, dt.line, "the same packets reach the far end at the same times");
+            assert_eq!(ev.sent(Nanos::MAX), dt.sent(Nanos::MAX));
+            assert_eq!(ev.queue(Nanos::MAX), dt.queue(Nanos::MAX));
+            // The mix does what it is for: drops, and (but for the zero buffer) most packets through.
+            assert!(drops > 0, "{limit:?}");
+            assert!(limit == Limit::Packets(0) || dt.line.len() > 3_000, "{limit:?}: {}", dt.line.len());
+        }
     }
 
     #[test]

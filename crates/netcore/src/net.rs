@@ -138,8 +138,13 @@ impl LinkConfig {
     /// stream, and so does the jitter; the link's loss draws are unchanged.
     pub fn build_link<P: Pkt + 'static>(&self, loss: f64, rng: Rng) -> Link<P> {
         let seed = rng.clone().next_u64();
-        let q = qdisc::build(&self.qdisc, &self.port(seed));
-        self.impair(Link::new(self.rate_bps, self.delay_ns, loss, rng, q), seed)
+        let port = self.port(seed);
+        // A drop-tail FIFO runs without an event per transmission (link.rs).
+        let link = match self.qdisc {
+            QdiscConfig::Fifo(_) => Link::drop_tail(self.rate_bps, self.delay_ns, loss, rng, port.limit),
+            _ => Link::new(self.rate_bps, self.delay_ns, loss, rng, qdisc::build(&self.qdisc, &port)),
+        };
+        self.impair(link, seed)
     }
 
     /// `link` with this link's jitter and stalls, each drawn from its own
@@ -591,7 +596,7 @@ mod tests {
         assert_eq!(r.return_path, vec![6, 1, 4]);
         assert_eq!(n.shortest_path("a", "b"), Some(vec![3, 0, 5]));
         let links: Vec<Link<crate::qdisc::testutil::P>> = n.build_links(7);
-        assert!(links[0].qdisc().is_some() && links[3].qdisc().is_none());
+        assert!(links[0].queues() && !links[3].queues());
     }
 
     #[test]

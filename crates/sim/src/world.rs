@@ -228,7 +228,7 @@ impl World {
         // The dumbbell's access links are pipes: they never drop (Linux's
         // TSQ keeps real host queues short; a drop there would be an artefact).
         let links = topo.net.build_links(cfg.seed);
-        let sampled = (0..links.len()).filter(|&l| links[l].qdisc().is_some()).collect();
+        let sampled = (0..links.len()).filter(|&l| links[l].queues()).collect();
         let mut routes = Routes::default();
         let flow_routes: Vec<(u32, u32)> =
             topo.routes.iter().map(|r| (routes.intern(&r.path), routes.intern(&r.return_path))).collect();
@@ -763,25 +763,25 @@ impl World {
         let dt = self.now - self.last_sample;
         for &l in &self.sampled {
             let link = &self.links[l];
-            let q = link.qdisc().expect("sampled links have a queue");
-            let st = q.stats();
+            let q = link.queue(self.now).expect("sampled links have a queue");
+            let (_, tx_bytes) = link.sent(self.now);
             let out = &mut self.res.queue;
             out.link.push(self.net.links[l].name.clone());
             out.time_us.push(t);
-            out.backlog_bytes.push(q.backlog_bytes());
-            out.backlog_pkts.push(q.backlog_pkts());
-            out.drops.push(st.dropped);
+            out.backlog_bytes.push(q.backlog_bytes);
+            out.backlog_pkts.push(q.backlog_pkts);
+            out.drops.push(q.stats.dropped);
             out.random_losses.push(link.random_losses);
-            out.ecn_marks.push(st.ecn_marked);
+            out.ecn_marks.push(q.stats.ecn_marked);
             out.lateness_us.push(None);
-            out.tx_bytes.push(link.tx_bytes);
-            out.utilisation.push(utilisation(link, self.last_tx[l], dt));
+            out.tx_bytes.push(tx_bytes);
+            out.utilisation.push(utilisation(link, self.now, self.last_tx[l], dt));
         }
         if self.controller.is_some() {
             self.step_controller(dt);
         }
         for (last, link) in self.last_tx.iter_mut().zip(&self.links) {
-            *last = link.tx_bytes;
+            *last = link.sent(self.now).1;
         }
         self.last_sample = self.now;
         let next = self.now + self.sample_interval;
@@ -815,11 +815,10 @@ impl World {
                 completion_us: flow.completion.map(|c| c / NS_PER_US),
             });
         }
-        self.res.stats.bottleneck_pkts = if self.dumbbell {
-            self.links[0].tx_pkts
-        } else {
-            self.sampled.iter().map(|&l| self.links[l].tx_pkts).sum()
-        };
+        // The events at the end ran: what finished by then counts.
+        let sent = |l: &Link<Packet>| l.sent(self.end + 1).0;
+        self.res.stats.bottleneck_pkts =
+            if self.dumbbell { sent(&self.links[0]) } else { self.sampled.iter().map(|&l| sent(&self.links[l])).sum() };
         self.res.stats.rto_count = self.conns.iter().map(|c| c.sender.stats.rto_count).sum();
         self.res.stats.tlp_count = self.conns.iter().map(|c| c.sender.stats.tlp_count).sum();
         self.res.stats.sim_time_us = self.now / NS_PER_US;
@@ -872,7 +871,7 @@ impl World {
     /// One controller step over the interval that just ended (`dt` long).
     fn step_controller(&mut self, dt: Nanos) {
         let mut c = self.controller.take().expect("a controller");
-        let util = utilisation(&self.links[c.link], self.last_tx[c.link], dt);
+        let util = utilisation(&self.links[c.link], self.now, self.last_tx[c.link], dt);
         let candidates: Vec<Candidate> = c
             .alternatives
             .iter()
@@ -919,9 +918,9 @@ impl World {
 }
 
 /// Fraction of the link's rate used since the last sample.
-fn utilisation(link: &Link<Packet>, last_tx: u64, dt: Nanos) -> f64 {
+fn utilisation(link: &Link<Packet>, now: Nanos, last_tx: u64, dt: Nanos) -> f64 {
     if dt == 0 {
         return 0.0;
     }
-    (link.tx_bytes - last_tx) as f64 * 8.0 * NS_PER_SEC as f64 / (link.rate_bps as f64 * dt as f64)
+    (link.sent(now).1 - last_tx) as f64 * 8.0 * NS_PER_SEC as f64 / (link.rate_bps as f64 * dt as f64)
 }

@@ -550,7 +550,7 @@ mod tests {
         let mut b = Link::new(rate, 0, 0.0, Rng::new(1), Box::new(Plain(mk())));
         let (sa, sb) = (run(&mut a, &arrivals), run(&mut b, &arrivals));
         assert_eq!(sa, sb);
-        let (qa, qb) = (a.qdisc().unwrap().stats(), b.qdisc().unwrap().stats());
+        let (qa, qb) = (a.queue(0).unwrap().stats, b.queue(0).unwrap().stats);
         assert_eq!(qa, qb);
         // The schedule does what it is for.
         assert!(qa.dropped > 0 && qa.ecn_marked > 0, "{qa:?}");
