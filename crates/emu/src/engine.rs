@@ -27,7 +27,7 @@ use crate::frame::{Frame, Pool, Route, NO_FLOW};
 use crate::hist::Hist;
 use crate::ipv4;
 use crate::route::Routing;
-use netcore::link::{Link, Offered};
+use netcore::link::{Due, Link};
 use netcore::{Nanos, NS_PER_US};
 use serde_json::{json, Value};
 use std::cmp::Reverse;
@@ -171,8 +171,8 @@ pub struct Emulator {
     pub net: Net,
     heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
     seq: u64,
-    /// Per event code (a link's end of transmission, or its head's arrival:
-    /// at most one of each is pending): its due time (MAX: none pending), and
+    /// Per event code (a link's wake, or its head's arrival: at most one of
+    /// each is pending): its due time (MAX: none pending), and
     /// what to add for its wake key (the least propagation delay from then to
     /// the end of any path through the link).
     pending: Vec<Nanos>,
@@ -208,7 +208,7 @@ pub struct Emulator {
     stats: Box<dyn Write>,
 }
 
-/// Event code: link index × 2, + 1 for an arrival (else end of transmission).
+/// Event code: link index × 2, + 1 for an arrival (else a wake).
 fn code(link: usize, arrive: bool) -> u32 {
     (link as u32) << 1 | arrive as u32
 }
@@ -231,11 +231,13 @@ impl Emulator {
                 after += net.links[l].delay;
             }
         }
+        // A wake's packets reach the far end after it (`Link::wake` comes
+        // a propagation delay early), so both kinds of event may wait as
+        // long as what is left of the path after the link.
         let wake_after = (0..2 * n)
             .map(|c| {
                 let l = c >> 1;
-                let r = if rest[l] == Nanos::MAX { 0 } else { rest[l] };
-                if c & 1 == 0 { r + net.links[l].delay } else { r }
+                if rest[l] == Nanos::MAX { 0 } else { rest[l] }
             })
             .collect();
         Emulator {
@@ -280,10 +282,24 @@ impl Emulator {
 
     fn offer(&mut self, f: Frame, now: Nanos) {
         let l = self.link_of(&f);
-        match self.net.links[l].offer(f, now) {
-            Offered::TxStarted(t) => self.schedule(t, code(l, false)),
-            Offered::InLine(Some(t)) => self.schedule(t, code(l, true)),
-            _ => {}
+        let due = self.net.links[l].offer(f, now).due;
+        self.schedule_link(l, due);
+    }
+
+    /// Every link's queue brought up to `at`, for a reading.
+    fn settle(&mut self, at: Nanos) {
+        for l in 0..self.net.links.len() {
+            let due = self.net.links[l].settle(at);
+            self.schedule_link(l, due);
+        }
+    }
+
+    fn schedule_link(&mut self, l: usize, due: Due) {
+        if let Some(t) = due.arrive {
+            self.schedule(t, code(l, true));
+        }
+        if let Some(t) = due.wake {
+            self.schedule(t, code(l, false));
         }
     }
 
@@ -317,13 +333,8 @@ impl Emulator {
             self.pending[code as usize] = Nanos::MAX;
             let l = (code >> 1) as usize;
             if code & 1 == 0 {
-                let d = self.net.links[l].tx_done(at);
-                if let Some(t) = d.arrival {
-                    self.schedule(t, self::code(l, true));
-                }
-                if let Some(t) = d.next_tx_done {
-                    self.schedule(t, self::code(l, false));
-                }
+                let due = self.net.links[l].wake(at);
+                self.schedule_link(l, due);
             } else {
                 let (mut f, next) = self.net.links[l].arrive();
                 if let Some(t) = next {
@@ -513,6 +524,7 @@ impl Emulator {
     fn sample<I: Io>(&mut self, io: &mut I, at: Nanos) {
         let reading = (io.now(), io.cpu_ns(), io.spin_ns());
         let (cpu, spin) = Self::fractions(reading, self.last_sample);
+        self.settle(at);
         // Utilisation of every link over the interval: the controller's input.
         let bits = self.interval as f64 / 1e9;
         let util: Vec<f64> = self
@@ -602,6 +614,7 @@ impl Emulator {
         let reading = (io.now(), io.cpu_ns(), io.spin_ns());
         let now = reading.0;
         let (cpu, spin) = Self::fractions(reading, self.started);
+        self.settle(now);
         for l in 0..self.lat.len() {
             let h = std::mem::take(&mut self.lat[l]);
             self.lat_total[l].merge(&h);

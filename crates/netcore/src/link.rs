@@ -1,22 +1,35 @@
 //! A one-way link: random loss at its input, a queue discipline, a
 //! transmitter of fixed rate, then a propagation delay. The owner drives it
-//! with three calls and schedules the times they return:
+//! with three calls and schedules the times they return ([`Due`]):
 //!
 //! - [`Link::offer`] a packet arriving at the link's input;
-//! - [`Link::tx_done`] when the packet being serialised has left;
-//! - [`Link::arrive`] when the head of the propagation line reaches the far end.
+//! - [`Link::arrive`] when the head of the propagation line reaches the far end;
+//! - [`Link::wake`] when the transmitter asked for a look;
+//!
+//! and [`Link::settle`] before reading the queue ([`Link::queue`],
+//! [`Link::sent`]).
 //!
 //! Packets in propagation keep FIFO order, so only the head needs a timer.
 //!
-//! A drop-tail FIFO ([`Link::drop_tail`]) needs no event per transmission
-//! either: its packets leave in the order they came, each when the one
-//! ahead of it has, so the link computes a packet's departure when it
-//! admits it, as a pipe does, and keeps only the times (not the packets)
-//! to know its backlog and what it has sent at any moment. At one instant
-//! the transmitter moves on before an arriving packet is judged (a packet
-//! whose serialisation starts at `now` no longer counts as queued), the
-//! order in which an event-driven FIFO's own events come first on a
-//! dumbbell's bottleneck.
+//! The transmitter has no event per packet (docs/sim-model.md, "No event
+//! per transmission"):
+//!
+//! - A drop-tail FIFO ([`Link::drop_tail`]) sends its packets in the order
+//!   it took them, each when the one ahead has gone, so the link computes a
+//!   packet's departure when it takes it, as a pipe does, and keeps only
+//!   the times (not the packets) to know its backlog and what it has sent.
+//! - Another discipline decides what to send next when the packet ahead
+//!   has left, from what had arrived by then; the link makes that decision
+//!   when it is next called at or after that moment (an arrival, a wake, a
+//!   reading), with the moment's time, and puts the packet into the line
+//!   at once. While packets wait, a wake at the end of the current
+//!   transmission plus the propagation delay makes sure each decided packet
+//!   is in the line before it can reach the far end: a busy link costs a
+//!   wake per delay, not an event per packet.
+//!
+//! At one instant the transmitter moves on (its next packet starts, or the
+//! discipline finds its queue empty) before an arriving packet is judged;
+//! a reading at that instant sees the queue before both.
 //!
 //! Optional jitter ([`Link::with_jitter`]) adds a seeded uniform draw in
 //! [0, jitter] to each packet's propagation delay, never letting a packet
@@ -34,21 +47,31 @@ use crate::rng::Rng;
 use crate::{tx_time, Nanos, Pkt};
 use std::collections::VecDeque;
 
-/// What a caller must schedule after `offer`.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Offered {
+/// What became of an offered packet ([`Link::offer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
     /// Lost by the random loss model.
     Lost,
-    /// Dropped by the queue discipline.
+    /// Dropped by the queue discipline (or the drop-tail buffer) on arrival.
     Dropped,
-    /// Queued behind a busy transmitter: nothing new to schedule.
-    Queued,
-    /// The transmitter was idle and started: call `tx_done` at this time.
-    TxStarted(Nanos),
-    /// A pipe or drop-tail link (see [`Link::pipe`], [`Link::drop_tail`])
-    /// put the packet straight into the propagation line, its departure
-    /// computed; when the line was empty, call `arrive` at this time.
-    InLine(Option<Nanos>),
+    /// Taken: queued, or already on its way (its departure computed).
+    Taken,
+}
+
+/// What the owner must schedule after a call: the far end's next arrival
+/// (the propagation line was empty: call [`Link::arrive`] then) and the
+/// transmitter's next look (call [`Link::wake`] then).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Due {
+    pub arrive: Option<Nanos>,
+    pub wake: Option<Nanos>,
+}
+
+/// The outcome of [`Link::offer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offered {
+    pub fate: Fate,
+    pub due: Due,
 }
 
 /// A queueing link's queue at one moment ([`Link::queue`]).
@@ -59,35 +82,28 @@ pub struct QueueReading {
     pub stats: QdiscStats,
 }
 
-/// Times to schedule after `tx_done`.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct TxDone {
-    /// The propagation line was empty: call `arrive` at this time.
-    pub arrival: Option<Nanos>,
-    /// The next packet started serialising: call `tx_done` at this time.
-    pub next_tx_done: Option<Nanos>,
-}
-
 // Hot fields first, in one 64-byte line (a pipe's offer reads and writes
-// only these, `line` and `drop_tail` on the next): with a hundred flows each packet meets its own
-// access pipe cold, and Rust's own field order spread them over four lines.
+// only these, and `line` and `drop_tail` on the next): with a hundred
+// flows each packet meets its own access pipe cold, and Rust's own field
+// order spread them over four lines.
 #[repr(C, align(64))]
 pub struct Link<P: Pkt> {
     pub loss: f64,
     /// None for a pipe or a drop-tail link: a FIFO whose departure times
-    /// are computed on arrival, with no event per transmission.
+    /// are computed on arrival.
     qdisc: Option<Box<dyn Qdisc<P>>>,
-    /// Pipe or drop-tail: when the transmitter is next free.
+    /// When the transmitter is next free (the end of the last transmission).
     free_at: Nanos,
     pub rate_bps: u64,
     pub delay: Nanos,
     /// Packets and bytes that finished serialisation (a pipe counts them
-    /// when it takes them; a drop-tail link when a later call finds them
-    /// gone: read them with [`Link::sent`]).
+    /// when it takes them, other links when a later call finds them gone:
+    /// read them with [`Link::sent`]).
     tx_pkts: u64,
     tx_bytes: u64,
-    /// Packets propagating (a pipe's and a drop-tail link's: also those
-    /// still queued), with their arrival times.
+    /// Packets on their way (being serialised, propagating, and for a pipe
+    /// or a drop-tail link also those still queued), with their arrival
+    /// times at the far end.
     line: VecDeque<(Nanos, P)>,
     /// A drop-tail link's buffer and what it has not finished sending.
     drop_tail: Option<Box<DropTail>>,
@@ -101,8 +117,13 @@ pub struct Link<P: Pkt> {
     rng: Rng,
     /// Packets lost to the random loss model.
     pub random_losses: u64,
-    /// Packet being serialised.
-    on_wire: Option<P>,
+    /// A discipline's transmitter: the transmission ending at `free_at`
+    /// has not been followed up yet (counted, and the discipline asked for
+    /// the next packet at its end); its bytes.
+    owed: bool,
+    wire_bytes: u32,
+    /// The owner has a `wake` call scheduled.
+    wake_pending: bool,
     /// The jitter's draws: a stream of its own, so that giving a link
     /// jitter leaves its loss model's sequence of draws as it was.
     jitter_rng: Rng,
@@ -243,7 +264,9 @@ impl<P: Pkt> Link<P> {
             rng,
             qdisc,
             free_at: 0,
-            on_wire: None,
+            owed: false,
+            wire_bytes: 0,
+            wake_pending: false,
             jitter: 0,
             impaired: false,
             jitter_rng: Rng::new(0),
@@ -322,77 +345,136 @@ impl<P: Pkt> Link<P> {
         (at + draw).max(self.line.back().map_or(0, |(t, _)| *t))
     }
 
+    #[inline]
     pub fn offer(&mut self, p: P, now: Nanos) -> Offered {
         if self.rng.chance(self.loss) {
             self.random_losses += 1;
-            return Offered::Lost;
+            return Offered { fate: Fate::Lost, due: Due::default() };
         }
-        let Some(qdisc) = self.qdisc.as_mut() else {
-            let start = self.free_at.max(now);
-            let done = start + tx_time(p.wire_bytes(), self.rate_bps);
-            match self.drop_tail.as_deref_mut() {
-                None => {
-                    self.tx_pkts += 1;
-                    self.tx_bytes += p.wire_bytes() as u64;
-                }
-                Some(q) => {
-                    // What finished by now is sent; what starts now is on the wire.
-                    while let Some(d) = q.unsent.front().filter(|d| d.done <= now) {
-                        self.tx_pkts += 1;
-                        self.tx_bytes += d.bytes as u64;
-                        q.bytes -= d.bytes as u64;
-                        q.unsent.pop_front();
-                    }
-                    let (bytes, pkts) = q.backlog(now, false);
-                    if !q.limit.admits(bytes, pkts, p.wire_bytes() as u64) {
-                        q.stats.dropped += 1;
-                        return Offered::Dropped;
-                    }
-                    q.stats.enqueued += 1;
-                    q.bytes += p.wire_bytes() as u64;
-                    q.unsent.push_back(Departure { start, done, bytes: p.wire_bytes(), waited: start > now });
-                }
+        if self.qdisc.is_none() {
+            return self.offer_in_line(p, now);
+        }
+        self.offer_to_discipline(p, now)
+    }
+
+    #[inline(never)]
+    fn offer_to_discipline(&mut self, p: P, now: Nanos) -> Offered {
+        // The transmitter's events at `now` come before the arrival.
+        let mut arrive = self.catch_up(now, true);
+        let qdisc = self.qdisc.as_mut().expect("a discipline");
+        let fate = if self.owed {
+            match qdisc.enqueue(p, now) {
+                Ok(()) => Fate::Taken,
+                Err(_) => Fate::Dropped,
             }
-            self.free_at = done;
-            let was_empty = self.line.is_empty();
-            let at = self.arrival(done);
-            self.line.push_back((at, p));
-            return Offered::InLine(was_empty.then_some(at));
+        } else {
+            match qdisc.enqueue_dequeue(p, now) {
+                Ok(Some(p)) => {
+                    arrive = arrive.or(self.start(p, now));
+                    Fate::Taken
+                }
+                // A discipline may hold a packet back (shaping); nothing to do yet.
+                Ok(None) => Fate::Taken,
+                Err(_) => Fate::Dropped,
+            }
         };
-        if self.on_wire.is_some() {
-            return match qdisc.enqueue(p, now) {
-                Ok(()) => Offered::Queued,
-                Err(_) => Offered::Dropped,
-            };
+        Offered { fate, due: Due { arrive, wake: self.want_wake() } }
+    }
+
+    /// A pipe's or a drop-tail link's offer: the departure computed now.
+    #[inline]
+    fn offer_in_line(&mut self, p: P, now: Nanos) -> Offered {
+        let start = self.free_at.max(now);
+        let done = start + tx_time(p.wire_bytes(), self.rate_bps);
+        match self.drop_tail.as_deref_mut() {
+            None => {
+                self.tx_pkts += 1;
+                self.tx_bytes += p.wire_bytes() as u64;
+            }
+            Some(q) => {
+                // What finished by now is sent; what starts now is on the wire.
+                while let Some(d) = q.unsent.front().filter(|d| d.done <= now) {
+                    self.tx_pkts += 1;
+                    self.tx_bytes += d.bytes as u64;
+                    q.bytes -= d.bytes as u64;
+                    q.unsent.pop_front();
+                }
+                let (bytes, pkts) = q.backlog(now, false);
+                if !q.limit.admits(bytes, pkts, p.wire_bytes() as u64) {
+                    q.stats.dropped += 1;
+                    return Offered { fate: Fate::Dropped, due: Due::default() };
+                }
+                q.stats.enqueued += 1;
+                q.bytes += p.wire_bytes() as u64;
+                q.unsent.push_back(Departure { start, done, bytes: p.wire_bytes(), waited: start > now });
+            }
         }
-        match qdisc.enqueue_dequeue(p, now) {
-            Ok(Some(p)) => Offered::TxStarted(self.start(p, now)),
-            // A discipline may hold a packet back (shaping); nothing to do yet.
-            Ok(None) => Offered::Queued,
-            Err(_) => Offered::Dropped,
-        }
-    }
-
-    /// Start serialising `p`; when it will have left.
-    fn start(&mut self, p: P, now: Nanos) -> Nanos {
-        let done = now + tx_time(p.wire_bytes(), self.rate_bps);
-        self.on_wire = Some(p);
-        done
-    }
-
-    fn start_next(&mut self, now: Nanos) -> Option<Nanos> {
-        let p = self.qdisc.as_mut()?.dequeue(now)?;
-        Some(self.start(p, now))
-    }
-
-    pub fn tx_done(&mut self, now: Nanos) -> TxDone {
-        let p = self.on_wire.take().expect("tx_done with nothing on the wire");
-        self.tx_pkts += 1;
-        self.tx_bytes += p.wire_bytes() as u64;
+        self.free_at = done;
         let was_empty = self.line.is_empty();
-        let at = self.arrival(now);
+        let at = self.arrival(done);
         self.line.push_back((at, p));
-        TxDone { arrival: was_empty.then_some(at), next_tx_done: self.start_next(now) }
+        Offered { fate: Fate::Taken, due: Due { arrive: was_empty.then_some(at), wake: None } }
+    }
+
+    /// Serialise `p` from `at`: it goes into the propagation line with its
+    /// arrival time at once (a discipline's link, too: what it sends is
+    /// fixed once it is dequeued). The arrival to schedule if the line was
+    /// empty.
+    #[inline]
+    fn start(&mut self, p: P, at: Nanos) -> Option<Nanos> {
+        let done = at + tx_time(p.wire_bytes(), self.rate_bps);
+        self.free_at = done;
+        self.owed = true;
+        self.wire_bytes = p.wire_bytes();
+        let was_empty = self.line.is_empty();
+        let arrival = self.arrival(done);
+        self.line.push_back((arrival, p));
+        was_empty.then_some(arrival)
+    }
+
+    /// Follow a discipline's transmitter up to `now` (and through `now`
+    /// when `inclusive`): each transmission that ended is counted, and the
+    /// discipline is asked for the next packet at the moment it ended, as
+    /// an event at that moment would have. The arrival to schedule if the
+    /// line was empty.
+    fn catch_up(&mut self, now: Nanos, inclusive: bool) -> Option<Nanos> {
+        let mut arrive = None;
+        while self.owed && (self.free_at < now || (inclusive && self.free_at == now)) {
+            let end = self.free_at;
+            self.owed = false;
+            self.tx_pkts += 1;
+            self.tx_bytes += self.wire_bytes as u64;
+            let Some(p) = self.qdisc.as_mut().and_then(|q| q.dequeue(end)) else { break };
+            arrive = arrive.or(self.start(p, end));
+        }
+        arrive
+    }
+
+    /// When the owner must call `wake`, if it must and has no call
+    /// scheduled: packets wait behind a transmission. Not before the next
+    /// departure could reach the far end (its end plus the delay): until
+    /// then the next offer follows the transmitter up, so a busy link costs
+    /// a wake per propagation delay rather than an event per packet.
+    fn want_wake(&mut self) -> Option<Nanos> {
+        if self.wake_pending || !self.owed || self.qdisc.as_ref().is_none_or(|q| q.backlog_pkts() == 0) {
+            return None;
+        }
+        self.wake_pending = true;
+        Some(self.free_at + self.delay)
+    }
+
+    /// The call `Due::wake` asked for, at that time.
+    pub fn wake(&mut self, now: Nanos) -> Due {
+        self.wake_pending = false;
+        let arrive = self.catch_up(now, true);
+        Due { arrive, wake: self.want_wake() }
+    }
+
+    /// Bring a discipline's queue up to just before `now` (before the
+    /// link's own events at `now`), for a reading of it; what to schedule.
+    pub fn settle(&mut self, now: Nanos) -> Due {
+        let arrive = self.catch_up(now, false);
+        Due { arrive, wake: self.want_wake() }
     }
 
     /// The packet reaching the far end now, and when the next one will.
@@ -415,10 +497,14 @@ impl<P: Pkt> Link<P> {
     }
 
     /// Packets and bytes that finished serialisation before `before` (as
-    /// the link's own events at `before` have not yet run); an event-driven
-    /// link counts those its `tx_done` calls have seen.
+    /// the link's own events at `before` have not yet run); a discipline's
+    /// link needs `settle(before)` first.
     pub fn sent(&self, before: Nanos) -> (u64, u64) {
         let (mut pkts, mut bytes) = (self.tx_pkts, self.tx_bytes);
+        if self.owed && self.free_at < before {
+            pkts += 1;
+            bytes += self.wire_bytes as u64;
+        }
         if let Some(q) = self.drop_tail.as_deref() {
             for d in q.unsent.iter().take_while(|d| d.done < before) {
                 pkts += 1;
@@ -429,8 +515,8 @@ impl<P: Pkt> Link<P> {
     }
 
     /// The queue at `now` (before the link's own events at `now` run):
-    /// backlog in bytes and packets, and the discipline's counters; None
-    /// for a pipe.
+    /// backlog in bytes and packets, and the discipline's counters (a
+    /// discipline's link needs `settle(now)` first); None for a pipe.
     pub fn queue(&self, now: Nanos) -> Option<QueueReading> {
         if let Some(q) = self.qdisc.as_deref() {
             return Some(QueueReading { backlog_bytes: q.backlog_bytes(), backlog_pkts: q.backlog_pkts(), stats: q.stats() });
@@ -444,125 +530,215 @@ impl<P: Pkt> Link<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qdisc::testutil::P;
-    use crate::qdisc::{Fifo, Limit};
+    use crate::qdisc::testutil::{port, P};
+    use crate::qdisc::{Fifo, FqCodel, FqCodelParams};
 
     fn link(rate: u64, delay: Nanos, pkts: u64) -> Link<P> {
         Link::new(rate, delay, 0.0, Rng::new(1), Box::new(Fifo::new(Limit::Packets(pkts))))
+    }
+
+    /// The event-driven transmitter the links replace, to check them
+    /// against: a discipline told when each transmission ends.
+    struct Reference {
+        q: Box<dyn Qdisc<P>>,
+        rate: u64,
+        delay: Nanos,
+        /// The packet on the wire and when it will have left.
+        on_wire: Option<(Nanos, P)>,
+        line: Vec<(Nanos, P)>,
+        sent: (u64, u64),
+    }
+
+    impl Reference {
+        fn new(q: Box<dyn Qdisc<P>>, rate: u64, delay: Nanos) -> Reference {
+            Reference { q, rate, delay, on_wire: None, line: Vec::new(), sent: (0, 0) }
+        }
+
+        fn start(&mut self, p: P, at: Nanos) {
+            self.on_wire = Some((at + tx_time(p.0, self.rate), p));
+        }
+
+        /// Run the transmitter's events before `t`, or through `t`.
+        fn run_to(&mut self, t: Nanos, inclusive: bool) {
+            while let Some((done, p)) = self.on_wire.filter(|(d, _)| *d < t || (inclusive && *d == t)) {
+                self.on_wire = None;
+                self.sent = (self.sent.0 + 1, self.sent.1 + p.0 as u64);
+                self.line.push((done + self.delay, p));
+                if let Some(next) = self.q.dequeue(done) {
+                    self.start(next, done);
+                }
+            }
+        }
+
+        /// Taken (else dropped), its own events at `t` first.
+        fn offer(&mut self, p: P, t: Nanos) -> bool {
+            self.run_to(t, true);
+            if self.on_wire.is_some() {
+                return self.q.enqueue(p, t).is_ok();
+            }
+            match self.q.enqueue_dequeue(p, t) {
+                Ok(Some(p)) => {
+                    self.start(p, t);
+                    true
+                }
+                Ok(None) => true,
+                Err(_) => false,
+            }
+        }
+
+        fn reading(&self) -> QueueReading {
+            QueueReading { backlog_bytes: self.q.backlog_bytes(), backlog_pkts: self.q.backlog_pkts(), stats: self.q.stats() }
+        }
+    }
+
+    /// Each kind of queueing link against the event-driven transmitter with
+    /// the same discipline, driven as the simulator drives them (their wakes
+    /// when due; at one instant the transmitter's events before the packets
+    /// arriving then): the same packets dropped; at every instant a packet
+    /// arrives, the same backlog, counters and bytes sent (read before the
+    /// events of that instant); every packet in the line before it can
+    /// reach the far end; and in the end the same packets at the far end
+    /// at the same times.
+    #[test]
+    fn links_match_the_event_driven_transmitter() {
+        let (rate, delay) = (100_000_000, 1_000_000);
+        let fq = || {
+            // CoDel's times cut to a tenth, so that the overloads below outlast them.
+            let p = FqCodelParams {
+                mtu_bytes: 1500,
+                quantum_bytes: 1500,
+                target_ns: 500_000,
+                interval_ns: 10_000_000,
+                ..FqCodelParams::default()
+            };
+            FqCodel::<P>::new(&p, &port(rate, Limit::Packets(60)))
+        };
+        let fifo = |l| Box::new(Fifo::<P>::new(l));
+        type Pair = (Link<P>, Reference);
+        let cases: Vec<(&str, Box<dyn Fn() -> Pair>)> = vec![
+            ("drop-tail, 5 packets", Box::new(move || {
+                (Link::drop_tail(rate, delay, 0.0, Rng::new(1), Limit::Packets(5)), Reference::new(fifo(Limit::Packets(5)), rate, delay))
+            })),
+            ("drop-tail, 6000 bytes", Box::new(move || {
+                (Link::drop_tail(rate, delay, 0.0, Rng::new(1), Limit::Bytes(6_000)), Reference::new(fifo(Limit::Bytes(6_000)), rate, delay))
+            })),
+            ("drop-tail, no buffer", Box::new(move || {
+                (Link::drop_tail(rate, delay, 0.0, Rng::new(1), Limit::Packets(0)), Reference::new(fifo(Limit::Packets(0)), rate, delay))
+            })),
+            ("a Fifo discipline, 5 packets", Box::new(move || {
+                (link(rate, delay, 5), Reference::new(fifo(Limit::Packets(5)), rate, delay))
+            })),
+            ("FQ-CoDel, 60 packets", Box::new(move || {
+                (Link::new(rate, delay, 0.0, Rng::new(1), Box::new(fq())), Reference::new(Box::new(fq()), rate, delay))
+            })),
+            ("FQ-CoDel, no delay", Box::new(move || {
+                (Link::new(rate, 0, 0.0, Rng::new(1), Box::new(fq())), Reference::new(Box::new(fq()), rate, 0))
+            })),
+        ];
+        for (name, make) in &cases {
+            let (mut l, mut r) = make();
+            let mut wake: Option<Nanos> = None;
+            let (mut t, mut x, mut drops, mut wakes) = (0u64, 0x9E37_79B9_7F4A_7C15u64, 0, 0);
+            let note = |wake: &mut Option<Nanos>, due: Due| {
+                if due.wake.is_some() {
+                    assert!(wake.is_none(), "{name}: one wake at a time");
+                    *wake = due.wake;
+                }
+            };
+            // With the reference run through `now`: what reached the far end
+            // is in the line, and nothing went in after it should have arrived.
+            let mut lined = 0;
+            let mut in_line = |l: &Link<P>, r: &Reference, now: Nanos| {
+                let reached = r.line.iter().filter(|(a, _)| *a <= now).count();
+                assert!(l.line.len() >= reached, "{name}: at {now} ns {reached} packets reached the far end, {} in the line", l.line.len());
+                for (a, _) in l.line.iter().skip(lined) {
+                    assert!(*a >= now, "{name}: a packet due at {a} ns went into the line at {now} ns");
+                }
+                lined = l.line.len();
+            };
+            for i in 0..6_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Bursts at one instant, gaps shorter and longer than a
+                // packet's 120 us, and now and then long enough to drain;
+                // every other 400 packets an overload (about 3x the rate).
+                let gap = [0, 0, 30_000, 60_000, 120_000, 119_999, 250_000, 1_000_000][(x % 8) as usize];
+                let gap = if (i / 400) % 2 == 1 { gap % 50_000 } else { gap };
+                let gap = if (x >> 20) % 50 == 0 { 30_000_000 } else { gap };
+                let size = [64, 1500, 1500, 700][((x >> 8) % 4) as usize];
+                let p = P(size, (x >> 12) % 4);
+                if gap > 0 || i == 0 {
+                    t += gap;
+                    while let Some(w) = wake.filter(|&w| w < t) {
+                        wake = None;
+                        wakes += 1;
+                        note(&mut wake, l.wake(w));
+                        r.run_to(w, true);
+                        in_line(&l, &r, w);
+                    }
+                    // Read once an instant, before its events (as a sample is).
+                    note(&mut wake, l.settle(t));
+                    r.run_to(t, false);
+                    assert_eq!(l.queue(t), Some(r.reading()), "{name}: reading at {t} ns (packet {i})");
+                    assert_eq!(l.sent(t), r.sent, "{name}: sent before {t} ns (packet {i})");
+                }
+                let taken = r.offer(p, t);
+                let o = l.offer(p, t);
+                assert_eq!(o.fate == Fate::Taken, taken, "{name}: packet {i} at {t} ns: {o:?}");
+                drops += !taken as u32;
+                note(&mut wake, o.due);
+                in_line(&l, &r, t);
+            }
+            while let Some(w) = wake.take() {
+                wakes += 1;
+                note(&mut wake, l.wake(w));
+                r.run_to(w, true);
+                in_line(&l, &r, w);
+            }
+            r.run_to(Nanos::MAX, false);
+            l.settle(Nanos::MAX);
+            assert_eq!(l.line.iter().copied().collect::<Vec<_>>(), r.line, "{name}: the same packets reach the far end at the same times");
+            assert_eq!(l.sent(Nanos::MAX), r.sent, "{name}");
+            assert_eq!(l.queue(Nanos::MAX), Some(r.reading()), "{name}");
+            // The mix does what it is for: drops, and (but for the zero buffer) most packets through.
+            assert!(r.reading().stats.dropped > 0 && r.reading().stats.dropped >= drops as u64, "{name}");
+            assert!(name.contains("no buffer") || r.line.len() > 3_000, "{name}: {} through", r.line.len());
+            if l.qdisc.is_some() {
+                assert!(wakes > 10, "{name}: {wakes} wakes");
+            }
+        }
     }
 
     #[test]
     fn serialisation_then_propagation() {
         // 1500 B at 100 Mbit/s = 120 us; 1 ms propagation.
         let mut l = link(100_000_000, 1_000_000, 10);
-        assert_eq!(l.offer(P(1500, 1), 0), Offered::TxStarted(120_000));
-        assert_eq!(l.offer(P(1500, 2), 10), Offered::Queued);
-        let d = l.tx_done(120_000);
-        assert_eq!(d, TxDone { arrival: Some(1_120_000), next_tx_done: Some(240_000) });
-        let d = l.tx_done(240_000);
-        assert_eq!(d, TxDone { arrival: None, next_tx_done: None });
+        // Idle: on its way at once, at the far end 120 us + 1 ms later.
+        let o = l.offer(P(1500, 1), 0);
+        assert_eq!(o, Offered { fate: Fate::Taken, due: Due { arrive: Some(1_120_000), wake: None } });
+        // Behind it: a wake when its departure (at 120 us) could next reach the far end.
+        let o = l.offer(P(1500, 2), 10);
+        assert_eq!(o, Offered { fate: Fate::Taken, due: Due { arrive: None, wake: Some(1_120_000) } });
+        assert_eq!(l.queue(10).unwrap().backlog_pkts, 1);
+        assert_eq!(l.wake(1_120_000), Due::default());
         assert_eq!(l.arrive(), (P(1500, 1), Some(1_240_000)));
         assert_eq!(l.arrive(), (P(1500, 2), None));
         assert_eq!(l.sent(Nanos::MAX), (2, 3000));
     }
 
-    /// The drop-tail link against an event-driven link with a `Fifo`, driven
-    /// as the simulator drives it (its transmitter's events at an instant
-    /// before the packets arriving then): the same packets dropped, the same
-    /// arrival times, and the same backlog, counters and bytes sent read at
-    /// every instant a packet arrives (before the link's events then).
-    #[test]
-    fn drop_tail_matches_an_event_driven_fifo() {
-        for limit in [Limit::Packets(5), Limit::Bytes(6_000), Limit::Packets(0)] {
-            let rate = 100_000_000;
-            let mut ev = Link::new(rate, 1_000_000, 0.0, Rng::new(1), Box::new(Fifo::new(limit)));
-            let mut dt: Link<P> = Link::drop_tail(rate, 1_000_000, 0.0, Rng::new(1), limit);
-            let mut tx_due: Option<Nanos> = None;
-            let (mut t, mut last_t, mut x, mut drops) = (0u64, 0u64, 0x9E37_79B9_7F4A_7C15u64, 0);
-            for i in 0..5_000u64 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // Bursts at one instant, gaps shorter and longer than a packet's 120 us.
-                t += [0, 0, 30_000, 60_000, 120_000, 119_999, 250_000, 1_000_000][(x % 8) as usize];
-                let size = [64, 1500, 1500, 700][((x >> 8) % 4) as usize];
-                while let Some(d) = tx_due.filter(|&d| d < t) {
-                    tx_due = ev.tx_done(d).next_tx_done;
-                }
-                // Read once an instant, before its events (as a sample is).
-                if i == 0 || t != last_t {
-                    assert_eq!(ev.queue(t), dt.queue(t), "reading at {t} ns (packet {i})");
-                    assert_eq!(ev.sent(t), dt.sent(t), "sent before {t} ns (packet {i})");
-                }
-                last_t = t;
-                while let Some(d) = tx_due.filter(|&d| d == t) {
-                    tx_due = ev.tx_done(d).next_tx_done;
-                }
-                let kept = match ev.offer(P(size, i), t) {
-                    Offered::TxStarted(d) => {
-                        tx_due = Some(d);
-                        true
-                    }
-                    Offered::Queued => true,
-                    other => {
-                        assert_eq!(other, Offered::Dropped);
-                        false
-                    }
-                };
-                let got = dt.offer(P(size, i), t);
-                assert_eq!(got == Offered::Dropped, !kept, "packet {i} at {t} ns: {got:?}");
-                drops += !kept as u32;
-            }
-            while let Some(d) = tx_due {
-                tx_due = ev.tx_done(d).next_tx_done;
-            }
-            assert_eq!(ev.line, dt.line, "the same packets reach the far end at the same times");
-            assert_eq!(ev.sent(Nanos::MAX), dt.sent(Nanos::MAX));
-            assert_eq!(ev.queue(Nanos::MAX), dt.queue(Nanos::MAX));
-            // The mix does what it is for: drops, and (but for the zero buffer) most packets through.
-            assert!(drops > 0, "{limit:?}");
-            assert!(limit == Limit::Packets(0) || dt.line.len() > 3_000, "{limit:?}: {}", dt.line.len());
-        }
-    }
-
     #[test]
     fn pipe_matches_an_unbounded_fifo() {
-        let mut fifo = link(100_000_000, 1_000_000, 1 << 20);
+        let mut fifo = Reference::new(Box::new(Fifo::new(Limit::Packets(u64::MAX))), 100_000_000, 1_000_000);
         let mut pipe: Link<P> = Link::pipe(100_000_000, 1_000_000);
         // Offers at 0, 10 and 500 us; each 1500 B takes 120 us.
-        let mut fifo_arrivals = vec![];
-        let mut t_done = vec![];
         for (i, t) in [0u64, 10_000, 500_000].iter().enumerate() {
-            // Drive the FIFO's transmitter up to this time.
-            while let Some(&d) = t_done.first() {
-                if d > *t {
-                    break;
-                }
-                t_done.remove(0);
-                let r = fifo.tx_done(d);
-                if let Some(n) = r.next_tx_done {
-                    t_done.push(n);
-                }
-            }
-            if let Offered::TxStarted(d) = fifo.offer(P(1500, i as u64), *t) {
-                t_done.push(d);
-            }
-            let _ = pipe.offer(P(1500, i as u64), *t);
+            assert!(fifo.offer(P(1500, i as u64), *t));
+            assert_eq!(pipe.offer(P(1500, i as u64), *t).fate, Fate::Taken);
         }
-        while let Some(d) = t_done.first().copied() {
-            t_done.remove(0);
-            if let Some(n) = fifo.tx_done(d).next_tx_done {
-                t_done.push(n);
-            }
-        }
-        for _ in 0..3 {
-            fifo_arrivals.push(fifo.line.front().unwrap().0);
-            let a = pipe.line.front().unwrap().0;
-            assert_eq!(fifo_arrivals.last().copied(), Some(a));
-            fifo.arrive();
-            pipe.arrive();
-        }
-        assert_eq!(fifo_arrivals, vec![1_120_000, 1_240_000, 1_620_000]);
+        fifo.run_to(Nanos::MAX, false);
+        assert_eq!(pipe.line.iter().copied().collect::<Vec<_>>(), fifo.line);
+        assert_eq!(fifo.line.iter().map(|(a, _)| *a).collect::<Vec<_>>(), vec![1_120_000, 1_240_000, 1_620_000]);
     }
 
     #[test]
@@ -575,11 +751,11 @@ mod tests {
         // Packets 2 ms apart: each finds the line empty, so its delay is its own draw.
         for i in 0..4000u64 {
             let t = i * 2_000_000;
-            let Offered::TxStarted(done) = l.offer(P(1500, i), t) else { panic!("idle transmitter") };
-            let at = l.tx_done(done).arrival.expect("an empty line");
+            let done = t + 120_000;
+            let at = l.offer(P(1500, i), t).due.arrive.expect("an empty line");
             assert_eq!(l.arrive().0, P(1500, i));
             extra.push(at - done - 1_000_000);
-            let Offered::InLine(Some(pat)) = pipe.offer(P(1500, i), t) else { panic!("an empty line") };
+            let pat = pipe.offer(P(1500, i), t).due.arrive.expect("an empty line");
             assert_eq!(pat, at, "a pipe draws as a queueing link does");
             pipe.arrive();
             last = at;
@@ -590,16 +766,11 @@ mod tests {
         assert!(*extra.iter().max().unwrap() > jitter * 99 / 100 && *extra.iter().min().unwrap() < jitter / 100);
         // Back to back (120 us apart, jitter 500 us): draws would reorder; the line does not.
         let mut times = vec![];
-        let mut d = match l.offer(P(1500, 0), last + 10_000_000) {
-            Offered::TxStarted(d) => d,
-            o => panic!("{o:?}"),
-        };
-        for i in 1..200u64 {
-            assert_eq!(l.offer(P(1500, i), d - 1), Offered::Queued);
-            let r = l.tx_done(d);
-            d = r.next_tx_done.expect("queued packet starts");
+        let t0 = last + 10_000_000;
+        for i in 0..200u64 {
+            assert_eq!(l.offer(P(1500, i), t0).fate, Fate::Taken);
         }
-        l.tx_done(d);
+        l.settle(Nanos::MAX);
         for i in 0..200u64 {
             let head = l.line.front().unwrap().0;
             let (p, _) = l.arrive();
@@ -661,7 +832,7 @@ mod tests {
         // meets an idle transmitter.
         for i in 0..n {
             let t = i * 100_000;
-            let Offered::InLine(_) = l.offer(P(100, i), t) else { panic!("a pipe") };
+            assert_eq!(l.offer(P(100, i), t).fate, Fate::Taken);
             let (at, _) = *l.line.back().unwrap();
             let on_time = t + tx_time(100, 10_000_000_000) + 1_000_000;
             assert!(at >= on_time && at >= last, "never early, never reordered");
@@ -724,10 +895,7 @@ mod tests {
         let mut a = link(100_000_000, 1_000_000, 10);
         let mut b = link(100_000_000, 1_000_000, 10).with_jitter(0, Rng::new(5));
         for i in 0..5u64 {
-            let (Offered::TxStarted(da), Offered::TxStarted(db)) = (a.offer(P(1500, i), i * 200_000), b.offer(P(1500, i), i * 200_000)) else {
-                panic!("idle transmitters")
-            };
-            assert_eq!(a.tx_done(da), b.tx_done(db));
+            assert_eq!(a.offer(P(1500, i), i * 200_000), b.offer(P(1500, i), i * 200_000));
             assert_eq!(a.arrive(), b.arrive());
         }
     }
@@ -735,12 +903,12 @@ mod tests {
     #[test]
     fn random_loss_rate() {
         let mut l: Link<P> = Link::new(1_000_000_000, 0, 0.02, Rng::derive(9, 1), Box::new(Fifo::new(Limit::Packets(1 << 30))));
+        let mut lost = 0;
         for i in 0..50_000u64 {
-            if let Offered::TxStarted(t) = l.offer(P(100, i), 0) {
-                let _ = t;
-            }
+            lost += (l.offer(P(100, i), 0).fate == Fate::Lost) as u64;
         }
         let rate = l.random_losses as f64 / 50_000.0;
+        assert_eq!(lost, l.random_losses);
         assert!((0.017..0.023).contains(&rate), "loss rate {rate}");
     }
 }

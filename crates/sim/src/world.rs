@@ -16,7 +16,7 @@ use crate::events::EventQueue;
 use crate::packet::Packet;
 use crate::tcp::{ConnOpts, Out, Receiver, Sender, TimerKind};
 use crate::trace::{PcapTrace, Point};
-use netcore::link::{Link, Offered, Stalls};
+use netcore::link::{Due, Link, Stalls};
 use netcore::net::{Network, Routes};
 use netcore::noted::{self, Candidate};
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
-    LinkTx(u16),
+    LinkWake(u16),
     LinkArrive(u16),
     Timer(u32, TimerKind),
     FlowStart(u32),
@@ -394,7 +394,7 @@ impl World {
             self.now = at;
             self.res.stats.events += 1;
             match ev {
-                Ev::LinkTx(l) => self.on_link_tx(l as usize),
+                Ev::LinkWake(l) => self.on_link_wake(l as usize),
                 Ev::LinkArrive(l) => self.on_link_arrive(l as usize),
                 Ev::Timer(c, kind) => self.on_timer(c as usize, kind),
                 Ev::FlowStart(f) => self.on_flow_start(f as usize),
@@ -464,21 +464,22 @@ impl World {
     }
 
     fn offer_to(&mut self, l: usize, p: Packet) {
-        match self.links[l].offer(p, self.now) {
-            Offered::TxStarted(t) => self.schedule(t, Ev::LinkTx(l as u16)),
-            Offered::InLine(Some(t)) => self.schedule(t, Ev::LinkArrive(l as u16)),
-            _ => {}
+        let due = self.links[l].offer(p, self.now).due;
+        self.schedule_link(l, due);
+    }
+
+    fn schedule_link(&mut self, l: usize, due: Due) {
+        if let Some(t) = due.arrive {
+            self.schedule(t, Ev::LinkArrive(l as u16));
+        }
+        if let Some(t) = due.wake {
+            self.schedule(t, Ev::LinkWake(l as u16));
         }
     }
 
-    fn on_link_tx(&mut self, l: usize) {
-        let d = self.links[l].tx_done(self.now);
-        if let Some(t) = d.arrival {
-            self.schedule(t, Ev::LinkArrive(l as u16));
-        }
-        if let Some(t) = d.next_tx_done {
-            self.schedule(t, Ev::LinkTx(l as u16));
-        }
+    fn on_link_wake(&mut self, l: usize) {
+        let due = self.links[l].wake(self.now);
+        self.schedule_link(l, due);
     }
 
     fn on_link_arrive(&mut self, l: usize) {
@@ -761,6 +762,10 @@ impl World {
             out.bw_est_bps.push(rep.bw_est_bps);
         }
         let dt = self.now - self.last_sample;
+        for l in 0..self.links.len() {
+            let due = self.links[l].settle(self.now);
+            self.schedule_link(l, due);
+        }
         for &l in &self.sampled {
             let link = &self.links[l];
             let q = link.queue(self.now).expect("sampled links have a queue");
@@ -816,6 +821,9 @@ impl World {
             });
         }
         // The events at the end ran: what finished by then counts.
+        for l in &mut self.links {
+            l.settle(self.end + 1);
+        }
         let sent = |l: &Link<Packet>| l.sent(self.end + 1).0;
         self.res.stats.bottleneck_pkts =
             if self.dumbbell { sent(&self.links[0]) } else { self.sampled.iter().map(|&l| sent(&self.links[l])).sum() };

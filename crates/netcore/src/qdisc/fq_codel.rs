@@ -358,7 +358,6 @@ impl<P: Pkt> Qdisc<P> for FqCodel<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::Offered;
     use crate::qdisc::testutil::{byte_shares, drive, port, E};
 
     fn fq(limit: Limit) -> FqCodel<E> {
@@ -524,27 +523,21 @@ mod tests {
             }
             t += rnd() % 400_000_000;
         }
+        // What leaves, when (the link has no delay): the line, filled as
+        // the arrivals go in (the transmitter followed up at each).
         fn run(link: &mut Link<E>, arrivals: &[(Nanos, E)]) -> Vec<(Nanos, E)> {
-            let mut sent = Vec::new();
-            let mut tx_done: Option<Nanos> = None;
-            let mut i = 0;
-            loop {
-                let arr = arrivals.get(i).map(|a| a.0);
-                match (tx_done, arr) {
-                    (Some(d), a) if a.is_none_or(|a| d <= a) => {
-                        tx_done = link.tx_done(d).next_tx_done;
-                        sent.push((d, link.arrive().0));
-                    }
-                    (_, Some(a)) => {
-                        if let Offered::TxStarted(d) = link.offer(arrivals[i].1, a) {
-                            tx_done = Some(d);
-                        }
-                        i += 1;
-                    }
-                    (None, None) => return sent,
-                    (Some(_), None) => unreachable!(),
-                }
+            let mut first = None;
+            for &(t, e) in arrivals {
+                first = first.or(link.offer(e, t).due.arrive);
             }
+            first = first.or(link.settle(Nanos::MAX).arrive);
+            let mut sent = Vec::new();
+            while let Some(at) = first {
+                let (e, next) = link.arrive();
+                sent.push((at, e));
+                first = next;
+            }
+            sent
         }
         let mut a = Link::new(rate, 0, 0.0, Rng::new(1), Box::new(mk()));
         let mut b = Link::new(rate, 0, 0.0, Rng::new(1), Box::new(Plain(mk())));

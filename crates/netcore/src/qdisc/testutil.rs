@@ -4,7 +4,7 @@ use super::{Limit, Port, Qdisc};
 use crate::{Nanos, Pkt, NS_PER_SEC};
 
 /// A test packet: wire bytes, flow key, ECT, CE, class.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct P(pub u32, pub u64);
 impl Pkt for P {
     fn wire_bytes(&self) -> u32 {
