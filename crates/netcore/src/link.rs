@@ -94,6 +94,8 @@ pub struct Link<P: Pkt> {
     qdisc: Option<Box<dyn Qdisc<P>>>,
     /// When the transmitter is next free (the end of the last transmission).
     free_at: Nanos,
+    /// The last packet size serialised and its time (`tx_ns`).
+    memo: (u32, Nanos),
     pub rate_bps: u64,
     pub delay: Nanos,
     /// Packets and bytes that finished serialisation (a pipe counts them
@@ -264,6 +266,7 @@ impl<P: Pkt> Link<P> {
             rng,
             qdisc,
             free_at: 0,
+            memo: (0, 0),
             owed: false,
             wire_bytes: 0,
             wake_pending: false,
@@ -313,6 +316,17 @@ impl<P: Pkt> Link<P> {
         }
         self.impaired = self.jitter != 0 || self.stalls.is_some();
         self
+    }
+
+    /// How long `bytes` take to serialise: the last size's time again
+    /// spares a division (most packets on a link are the size of the one
+    /// before).
+    #[inline]
+    fn tx_ns(&mut self, bytes: u32) -> Nanos {
+        if bytes != self.memo.0 {
+            self.memo = (bytes, tx_time(bytes, self.rate_bps));
+        }
+        self.memo.1
     }
 
     /// When a packet leaving the transmitter at `done` reaches the far end.
@@ -385,7 +399,7 @@ impl<P: Pkt> Link<P> {
     #[inline]
     fn offer_in_line(&mut self, p: P, now: Nanos) -> Offered {
         let start = self.free_at.max(now);
-        let done = start + tx_time(p.wire_bytes(), self.rate_bps);
+        let done = start + self.tx_ns(p.wire_bytes());
         match self.drop_tail.as_deref_mut() {
             None => {
                 self.tx_pkts += 1;
@@ -422,7 +436,7 @@ impl<P: Pkt> Link<P> {
     /// empty.
     #[inline]
     fn start(&mut self, p: P, at: Nanos) -> Option<Nanos> {
-        let done = at + tx_time(p.wire_bytes(), self.rate_bps);
+        let done = at + self.tx_ns(p.wire_bytes());
         self.free_at = done;
         self.owed = true;
         self.wire_bytes = p.wire_bytes();
