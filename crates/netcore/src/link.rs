@@ -514,13 +514,9 @@ impl<P: Pkt> Link<P> {
 
     /// Packets and bytes that finished serialisation before `before` (as
     /// the link's own events at `before` have not yet run); a discipline's
-    /// link needs `settle(before)` first.
+    /// link counts only what it has followed up, so `settle(before)` first.
     pub fn sent(&self, before: Nanos) -> (u64, u64) {
         let (mut pkts, mut bytes) = (self.tx_pkts, self.tx_bytes);
-        if self.owed && self.free_at < before {
-            pkts += 1;
-            bytes += self.wire_bytes as u64;
-        }
         if let Some(q) = self.drop_tail.as_deref() {
             for d in q.unsent.iter().take_while(|d| d.done < before) {
                 pkts += 1;
