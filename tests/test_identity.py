@@ -26,7 +26,10 @@ docs/sim-model.md "BBR's in-network count at the next departure"), and
 89 of the 94 when the sender took the write queue's skbs: a transmission
 ends where its skb ends, and TSO deferral sends an skb short of the
 queue's tail once it fits (session 31, docs/sim-model.md "The write
-queue's skbs"); the BPF studies' entries in ``runs`` are since this
+queue's skbs"), and the five Cebinae runs when links lost their event
+per transmission and a transmission's end came first at a tie with an
+arrival (session 32, docs/sim-model.md "No event per transmission");
+the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 alone since session 31 (another kernel's entry, written by an older core,
 could not be rewritten here and was dropped).
