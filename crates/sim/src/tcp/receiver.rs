@@ -69,10 +69,19 @@ struct WindowGrowth {
     window_clamp: u64,
 }
 
+/// The largest window the receiver advertises, in bytes of sequence space:
+/// Linux's `window_clamp`, the receive buffer scaled by payload/truesize
+/// (`tcp_win_from_space` once the first segment set `scaling_ratio`):
+/// 0.625 × `rmem` for 1448-byte segments. The simulator's ACKs carry no
+/// window, so the sender takes its limit from here.
+pub(crate) fn max_window(cfg: &TcpConfig) -> u64 {
+    let ratio = ((cfg.mss as u64) << 8) / segment_truesize(cfg.mss, cfg.header_bytes);
+    (cfg.rmem_bytes * ratio) >> 8
+}
+
 impl WindowGrowth {
     fn new(cfg: &TcpConfig) -> WindowGrowth {
-        let ratio = ((cfg.mss as u64) << 8) / segment_truesize(cfg.mss, cfg.header_bytes);
-        WindowGrowth { rcv_ssthresh: cfg.rmem_bytes / 2, window_clamp: (cfg.rmem_bytes * ratio) >> 8 }
+        WindowGrowth { rcv_ssthresh: cfg.rmem_bytes / 2, window_clamp: max_window(cfg) }
     }
 
     /// A data segment of `len` bytes arrived: whether the window grew.

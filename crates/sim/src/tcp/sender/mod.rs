@@ -19,6 +19,7 @@ use super::frto::{Frto, LossAck, Verdict};
 use super::prr::Prr;
 use super::rack::{Rack, Reordering};
 use super::rate::{RateSampler, TxState};
+use super::receiver::max_window;
 use super::rtt::{ts_echo_rtt, MinRtt, RttEstimator, TS_TICK_NS};
 use super::sndbuf::{SendBuffer, SYN_WINDOW_MAX};
 use super::undo::{current_ssthresh, Undo};
@@ -136,6 +137,10 @@ pub struct Sender {
     /// `rcv_wnd` for a receive buffer of `rmem` (`tcp_select_initial_window`,
     /// half the buffer at the default scaling ratio, in whole segments).
     peer_window: u64,
+    /// The receive window: the most data that may be outstanding
+    /// (`receiver::max_window`; the window a receiver whose application
+    /// reads at once advertises).
+    rwnd: u64,
     /// The skb being sent: segments still to go in it, and its size.
     skb_left: u32,
     skb_segs: u32,
@@ -280,6 +285,7 @@ impl Sender {
             wq_ends: VecDeque::new(),
             sndbuf: SendBuffer::new(&cfg),
             peer_window: cfg.rmem_bytes / 2 / cfg.mss as u64 * cfg.mss as u64,
+            rwnd: max_window(&cfg),
             skb_left: 0,
             skb_segs: 0,
             rtxq: VecDeque::with_capacity(16),

@@ -69,7 +69,7 @@ impl Sender {
             let avail = head_end - self.snd_nxt;
             let len = avail.min(self.cfg.mss as u64);
             let outstanding = self.snd_nxt + len - self.snd_una;
-            if outstanding > self.cfg.rmem_bytes {
+            if outstanding > self.rwnd {
                 break; // receive window full
             }
             if self.c.packets_out == 0 {
@@ -82,17 +82,24 @@ impl Sender {
                     self.tso_segs()
                 };
                 // The head skb of the write queue: what one transmission may take.
-                let data_segs = avail.div_ceil(self.cfg.mss as u64).min(u32::MAX as u64) as u32;
+                let mss = self.cfg.mss as u64;
+                let data_segs = avail.div_ceil(mss).min(u32::MAX as u64) as u32;
                 let room = self.c.cwnd - in_flight;
                 let head_is_tail = self.wq_ends.len() == 1;
                 if data_segs > 1 && !push_one && self.tso_should_defer(now, room, max_segs, data_segs, head_is_tail) {
-                    // Held by cwnd only if cwnd's room (in bytes, as
-                    // Linux's `cong_win`) would not take the skb; else the
-                    // sender waits for more data.
-                    cwnd_limited = room as u64 * self.cfg.mss as u64 <= avail;
+                    // Held by cwnd only if cwnd is the tighter of the two
+                    // windows and its room would not take the skb (in
+                    // bytes, as Linux's `cong_win` and `send_win`); else
+                    // the sender waits for the receiver or for more data.
+                    let cong_win = room as u64 * mss;
+                    cwnd_limited = cong_win < self.send_win() && cong_win <= avail;
                     break;
                 }
-                self.start_skb(max_segs.min(room).min(data_segs));
+                // Cut at the receive window's last whole segment, as
+                // `tcp_mss_split_point` cuts it (the outstanding test above
+                // leaves room for at least one).
+                let wnd_segs = (self.send_win() / mss).min(u32::MAX as u64) as u32;
+                self.start_skb(max_segs.min(room).min(data_segs).min(wnd_segs));
             }
             self.transmit_new(len, now, out);
             sent_any = true;
@@ -115,8 +122,9 @@ impl Sender {
         }
     }
 
-    /// Linux `tcp_tso_should_defer`: with room in cwnd for less than a
-    /// full TSO skb (`max_segs`) and less than a third of cwnd, hold the
+    /// Linux `tcp_tso_should_defer`: with room in cwnd and the receive
+    /// window for less than a full TSO skb (`max_segs`) and less than a
+    /// third of the smaller of the two windows, hold the
     /// data for the next ACK, so that the two leave as one larger skb,
     /// unless the head skb (`skb_segs`) is not the write queue's tail and
     /// the room takes it whole (no write will grow it);
@@ -127,18 +135,23 @@ impl Sender {
     /// 6.18 and the stable kernels): before it, half an srtt, which on long
     /// paths held flows a segment short of cwnd ACK after ACK.
     pub(super) fn tso_should_defer(&self, now: Nanos, room: u32, max_segs: u32, skb_segs: u32, skb_is_tail: bool) -> bool {
-        if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || room >= max_segs {
+        // What may go now, in bytes: the smaller of cwnd's room and what the
+        // receive window takes (Linux's `limit`).
+        let mss = self.cfg.mss as u64;
+        let limit = (room as u64 * mss).min(self.send_win());
+        if matches!(self.c.ca_state, CaState::Recovery | CaState::Loss) || limit >= max_segs as u64 * mss {
             return false;
         }
         // An skb short of the write queue's tail gets no more data: it goes
         // once it fits.
-        if !skb_is_tail && room >= skb_segs {
+        if !skb_is_tail && limit >= skb_segs as u64 * mss {
             return false;
         }
         if now > self.wstamp_ns() + 1_000_000 {
             return false;
         }
-        if room as u64 * 3 >= self.c.cwnd as u64 {
+        // A third of the smaller window (`tcp_tso_win_divisor`).
+        if limit * 3 >= self.rwnd.min(self.c.cwnd as u64 * mss) {
             return false;
         }
         match self.rtxq.front() {
@@ -215,6 +228,12 @@ impl Sender {
         self.c.snd_nxt = end;
         self.c.packets_out += 1;
         self.emit(seq, len as u32, push || gso_push, false, now, out);
+    }
+
+    /// Bytes the receive window takes beyond what is outstanding (Linux's
+    /// `tcp_wnd_end` - `snd_nxt`).
+    fn send_win(&self) -> u64 {
+        (self.snd_una + self.rwnd).saturating_sub(self.snd_nxt)
     }
 
     /// Segments per TSO skb or paced burst, as Linux's `tcp_tso_segs`:

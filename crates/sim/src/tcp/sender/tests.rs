@@ -273,6 +273,25 @@ fn an_skb_short_of_the_tail_goes_once_it_fits() {
     assert!(!s.tso_should_defer(now, 4, 45, 3, false), "an skb ahead of the tail that fits goes");
 }
 
+/// The receive window counts in TSO deferral as cwnd does (Linux's
+/// `limit`, the smaller of `send_win` and `cong_win`): with cwnd's room for
+/// 100 segments but the window's for two, the data waits for the next ACK;
+/// with the window's room for a full TSO skb, it goes.
+#[test]
+fn the_receive_window_counts_in_tso_deferral() {
+    let (mut s, _) = bulk_reno_set_up();
+    s.c.cwnd = 200;
+    s.last_send_ns = 19_800_000;
+    let now = 19_800_000;
+    let out_bytes = s.snd_nxt - s.snd_una;
+    s.rwnd = out_bytes + 2 * 1448;
+    assert!(s.tso_should_defer(now, 100, 45, 45, true), "two segments of window: wait");
+    s.rwnd = out_bytes + 45 * 1448;
+    assert!(!s.tso_should_defer(now, 100, 45, 45, true), "a TSO skb of window: go");
+    s.rwnd = 6 << 20;
+    assert!(!s.tso_should_defer(now, 100, 45, 45, true), "cwnd's room alone: go");
+}
+
 /// A new connection's first write, as Linux 6.18 takes it (probe on
 /// `sock_send_length`, docs/sim-model.md): the SYN-ACK's unscaled window
 /// (at most 64 KB) makes skbs of 22 segments; the first fills and, the
