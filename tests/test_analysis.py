@@ -318,6 +318,17 @@ def test_padhye_by_hand():
     assert padhye_bps(1448, 0.1, 1e-6, t0_s=1.0) == pytest.approx(mathis_bps(1448, 0.1, 1e-6), rel=0.01)
 
 
+def test_padhye_wmax_is_the_window_linux_advertises():
+    """Wmax is the receive window, 0.625 × rmem for 1448-byte segments (the
+    window the kernel's ACKs carry and the simulator's senders fill), not
+    the whole buffer."""
+    from ccbench.analysis.models import receive_window_segs
+
+    tcp = {"mss": 1448, "header_bytes": 52, "rmem_bytes": 6 << 20}
+    assert receive_window_segs(tcp) == pytest.approx(3_932_160 / 1448)
+    assert receive_window_segs(dict(tcp, rmem_bytes=256_000)) == pytest.approx(160_000 / 1448)
+
+
 def test_loss_sweep_models_use_each_series_own_rtt():
     """One Mathis and one Padhye curve per bulk series, at that series' RTT
     (not the median RTT of every series at the loss point), none for RPCs."""

@@ -33,6 +33,14 @@ fn bpf_ops_name(path: &str) -> PyResult<(usize, String, usize)> {
     bpf::struct_ops_fields(&bytes).map_err(|e| PyValueError::new_err(e.0))
 }
 
+/// The largest receive window (bytes) a Linux receiver with an `rmem_bytes`
+/// buffer advertises for segments of `mss` payload bytes and
+/// `header_bytes` of headers: the window the simulator's senders fill.
+#[pyfunction]
+fn receive_window(mss: u32, header_bytes: u32, rmem_bytes: u64) -> u64 {
+    sim::tcp::max_window(mss, header_bytes, rmem_bytes)
+}
+
 /// Names of the queue disciplines the simulator implements.
 #[pyfunction]
 fn qdiscs() -> Vec<&'static str> {
@@ -69,6 +77,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
+    m.add_function(wrap_pyfunction!(receive_window, m)?)?;
     m.add_function(wrap_pyfunction!(emu_run, m)?)?;
     m.add_function(wrap_pyfunction!(bpf_check, m)?)?;
     m.add_function(wrap_pyfunction!(bpf_ops_name, m)?)?;

@@ -20,13 +20,17 @@ b = segments acknowledged per ACK, T0 = the retransmission timeout, Wmax =
 the receive window in segments. ccbench draws both beside loss sweeps with
 p = the configured random loss, RTT = the flows' measured mean RTT and MSS =
 the run's mss; for Padhye T0 = RTT + min_rto (Linux's RTO with a small
-RTT variance), b = 2 with delayed ACKs on, Wmax = rmem / mss.
+RTT variance), b = 2 with delayed ACKs on, Wmax = the receive window a
+Linux receiver advertises for the run's rmem (0.625 × rmem for 1448-byte
+segments; the simulator's senders fill the same), in segments.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Optional
+
+from ccbench import core
 
 MATHIS_C = math.sqrt(1.5)
 
@@ -48,3 +52,12 @@ def padhye_bps(mss_bytes: float, rtt_s: float, p: float, *, t0_s: float, b: int 
     if wmax_segs:
         rate = min(rate, wmax_segs / rtt_s)
     return 8.0 * mss_bytes * rate
+
+
+def receive_window_segs(tcp: dict) -> float:
+    """Padhye's Wmax for a run's `tcp` settings: the largest window a Linux
+    receiver with its `rmem_bytes` advertises, in segments (the core
+    computes it, as its senders use it)."""
+    mss = tcp.get("mss", 1448)
+    window = core.load("the Padhye model").receive_window(mss, tcp.get("header_bytes", 52), tcp["rmem_bytes"])
+    return window / mss

@@ -180,7 +180,7 @@ def model_series(plot: SweepPlot) -> list[Series]:
     RTT there and with its run's mss, min_rto, delayed ACKs and receive
     window, capped at the bottleneck rate. Series of RPC flows (or of a mix)
     get no model. Each model series names the series it belongs to (``of``)."""
-    from ccbench.analysis.models import mathis_bps, padhye_bps
+    from ccbench.analysis.models import mathis_bps, padhye_bps, receive_window_segs
 
     out: list[Series] = []
     for s in plot.series:
@@ -199,7 +199,7 @@ def model_series(plot: SweepPlot) -> list[Series]:
             cap = (cfg.get("bottleneck") or {}).get("rate_bps") or math.inf
             t0 = rtt_s + tcp.get("min_rto_ns", 200_000_000) / 1e9
             b = 2 if tcp.get("delayed_ack", "linux") != "off" else 1
-            wmax = tcp.get("rmem_bytes", 0) / mss if tcp.get("rmem_bytes") else None
+            wmax = receive_window_segs(tcp) if tcp.get("rmem_bytes") else None
             m = mathis_bps(mss, rtt_s, p)
             d = padhye_bps(mss, rtt_s, p, t0_s=t0, b=b, wmax_segs=wmax)
             if m is not None:

@@ -12,7 +12,7 @@ mod sender;
 pub(crate) mod sndbuf;
 pub(crate) mod undo;
 
-pub use receiver::Receiver;
+pub use receiver::{max_window, Receiver};
 pub use sender::{Sender, SenderStats};
 
 

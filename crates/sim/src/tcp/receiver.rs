@@ -74,14 +74,14 @@ struct WindowGrowth {
 /// (`tcp_win_from_space` once the first segment set `scaling_ratio`):
 /// 0.625 × `rmem` for 1448-byte segments. The simulator's ACKs carry no
 /// window, so the sender takes its limit from here.
-pub(crate) fn max_window(cfg: &TcpConfig) -> u64 {
-    let ratio = ((cfg.mss as u64) << 8) / segment_truesize(cfg.mss, cfg.header_bytes);
-    (cfg.rmem_bytes * ratio) >> 8
+pub fn max_window(mss: u32, header_bytes: u32, rmem_bytes: u64) -> u64 {
+    let ratio = ((mss as u64) << 8) / segment_truesize(mss, header_bytes);
+    (rmem_bytes * ratio) >> 8
 }
 
 impl WindowGrowth {
     fn new(cfg: &TcpConfig) -> WindowGrowth {
-        WindowGrowth { rcv_ssthresh: cfg.rmem_bytes / 2, window_clamp: max_window(cfg) }
+        WindowGrowth { rcv_ssthresh: cfg.rmem_bytes / 2, window_clamp: max_window(cfg.mss, cfg.header_bytes, cfg.rmem_bytes) }
     }
 
     /// A data segment of `len` bytes arrived: whether the window grew.

@@ -285,7 +285,7 @@ impl Sender {
             wq_ends: VecDeque::new(),
             sndbuf: SendBuffer::new(&cfg),
             peer_window: cfg.rmem_bytes / 2 / cfg.mss as u64 * cfg.mss as u64,
-            rwnd: max_window(&cfg),
+            rwnd: max_window(cfg.mss, cfg.header_bytes, cfg.rmem_bytes),
             skb_left: 0,
             skb_segs: 0,
             rtxq: VecDeque::with_capacity(16),
