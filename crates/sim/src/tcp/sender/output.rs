@@ -68,8 +68,7 @@ impl Sender {
             let head_end = *self.wq_ends.front().expect("unsent data is in the write queue");
             let avail = head_end - self.snd_nxt;
             let len = avail.min(self.cfg.mss as u64);
-            let outstanding = self.snd_nxt + len - self.snd_una;
-            if outstanding > self.rwnd {
+            if len > self.send_win() {
                 break; // receive window full
             }
             if self.c.packets_out == 0 {
@@ -232,7 +231,7 @@ impl Sender {
 
     /// Bytes the receive window takes beyond what is outstanding (Linux's
     /// `tcp_wnd_end` - `snd_nxt`).
-    fn send_win(&self) -> u64 {
+    pub(super) fn send_win(&self) -> u64 {
         (self.snd_una + self.rwnd).saturating_sub(self.snd_nxt)
     }
 

@@ -414,8 +414,7 @@ impl Sender {
 
     /// Data is written and not sent, and the receive window takes more.
     pub(super) fn can_send_new(&self) -> bool {
-        let outstanding = self.snd_nxt + self.cfg.mss as u64 - self.snd_una;
-        self.has_data() && outstanding <= self.rwnd
+        self.has_data() && self.cfg.mss as u64 <= self.send_win()
     }
 
     pub(super) fn set_ca_state(&mut self, s: CaState) {

@@ -257,6 +257,16 @@ fn a_transmission_ends_where_the_write_queues_skb_ends() {
     assert_eq!(s.snd_nxt, 76 * 1448);
 }
 
+/// A bulk Reno sender with `cwnd`, at 19.8 ms, having just sent: the
+/// oldest segment's ACK (SYN RTT 10 ms, sent at 10 ms) is due within
+/// 0.2 ms, so TSO deferral may hold data. Returns it and the time.
+fn just_sent_with_cwnd(cwnd: u32) -> (Sender, Nanos) {
+    let (mut s, _) = bulk_reno_set_up();
+    s.c.cwnd = cwnd;
+    s.last_send_ns = 19_800_000;
+    (s, 19_800_000)
+}
+
 /// `tcp_tso_should_defer`'s "middle in queue" rule: with room for fewer
 /// segments than a TSO skb, right after a send and with the oldest
 /// segment's ACK due within 0.2 ms, the write queue's tail (a write may
@@ -264,10 +274,7 @@ fn a_transmission_ends_where_the_write_queues_skb_ends() {
 /// that the room cannot take whole; one that it can goes now.
 #[test]
 fn an_skb_short_of_the_tail_goes_once_it_fits() {
-    let (mut s, _) = bulk_reno_set_up();
-    s.c.cwnd = 100;
-    s.last_send_ns = 19_800_000;
-    let now = 19_800_000;
+    let (s, now) = just_sent_with_cwnd(100);
     assert!(s.tso_should_defer(now, 4, 45, 3, true), "the tail waits");
     assert!(s.tso_should_defer(now, 4, 45, 5, false), "an skb the room cannot take waits");
     assert!(!s.tso_should_defer(now, 4, 45, 3, false), "an skb ahead of the tail that fits goes");
@@ -279,10 +286,7 @@ fn an_skb_short_of_the_tail_goes_once_it_fits() {
 /// with the window's room for a full TSO skb, it goes.
 #[test]
 fn the_receive_window_counts_in_tso_deferral() {
-    let (mut s, _) = bulk_reno_set_up();
-    s.c.cwnd = 200;
-    s.last_send_ns = 19_800_000;
-    let now = 19_800_000;
+    let (mut s, now) = just_sent_with_cwnd(200);
     let out_bytes = s.snd_nxt - s.snd_una;
     s.rwnd = out_bytes + 2 * 1448;
     assert!(s.tso_should_defer(now, 100, 45, 45, true), "two segments of window: wait");

@@ -185,8 +185,7 @@ impl Sender {
         self.stats.tlp_count += 1;
         self.tlp_retrans = false;
         let len = (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64);
-        let outstanding = self.snd_nxt + len - self.snd_una;
-        if len > 0 && outstanding <= self.rwnd {
+        if len > 0 && len <= self.send_win() {
             self.start_skb(1);
             self.transmit_new(len, now, out);
         } else if let Some(last) = self.rtxq.len().checked_sub(1) {
