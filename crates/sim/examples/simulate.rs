@@ -32,7 +32,7 @@ fn main() {
         let stride: usize = std::env::var("TRACE").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
         for i in (0..sm.time_us.len()).step_by(stride.max(1)) {
             println!(
-                "t={:.1}s flow={} cwnd={} inflight={} srtt={}us retrans={} state={} bw_est={:.1}Mbit/s delivered={}",
+                "t={:.6}s flow={} cwnd={} inflight={} srtt={}us retrans={} state={} bw_est={:.1}Mbit/s delivered={}",
                 sm.time_us[i] as f64 / 1e6,
                 sm.flow_id[i],
                 sm.cwnd_bytes[i] / 1448,
