@@ -27,6 +27,11 @@ impl Sender {
         self.set_now(now);
         let mut cwnd_limited = false;
         let mut sent_any = false;
+        let mut sent_new = false;
+        // Linux runs `tcp_write_xmit` (and with it `tcp_cwnd_validate`)
+        // only with unsent data; retransmissions go through
+        // `tcp_xmit_retransmit_queue`, which records nothing.
+        let new_data_waiting = self.has_data();
         let mut head_resent = false;
         loop {
             if self.pacing && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
@@ -102,6 +107,7 @@ impl Sender {
             }
             self.transmit_new(len, now, out);
             sent_any = true;
+            sent_new = true;
         }
         if self.skb_left > 0 {
             self.end_skb_early(out);
@@ -109,7 +115,15 @@ impl Sender {
         if self.burst_segs > 0 {
             self.end_burst(now);
         }
-        self.cwnd_validate(cwnd_limited);
+        // As `tcp_write_xmit`: a full window counts however the loop ended
+        // (the pacer may have stopped it first), and the window's use is
+        // recorded only when new data left or cwnd held it back; sending
+        // nothing for another reason (the pacer, deferral, the receive
+        // window) leaves the last record as it was.
+        cwnd_limited |= self.c.packets_in_flight() >= self.c.cwnd;
+        if new_data_waiting && (sent_new || cwnd_limited) {
+            self.cwnd_validate(cwnd_limited);
+        }
         if sent_any && self.c.packets_out > 0 {
             // Linux `tcp_xmit_retransmit_queue`: resending the head restarts
             // the timer (unless RACK's reordering timer holds it), so the

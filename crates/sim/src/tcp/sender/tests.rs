@@ -750,6 +750,28 @@ fn the_cca_sees_the_next_pacing_slot() {
     assert_eq!(s.c.wstamp_ns, slot);
 }
 
+/// `tcp_write_xmit` records how the window was used (`tcp_cwnd_validate`)
+/// only when new data left or cwnd held it back: a call that sends nothing
+/// for another reason, here the pacer, keeps the record, so the ACKs of a
+/// window that filled cwnd may still grow it. Once new data leaves with
+/// room to spare in cwnd, the record says the flow was not cwnd-limited.
+#[test]
+fn the_window_use_is_recorded_only_when_data_leaves_or_cwnd_holds_it() {
+    let (mut s, mut out) = paced_after_handshake();
+    // The last window filled cwnd, and all of it has been acked.
+    s.c.is_cwnd_limited_flag = true;
+    s.cwnd_usage_seq = s.snd_una;
+    let slot = s.pace_next_ns;
+    let before = s.snd_nxt;
+    s.send(slot - 1, &mut out);
+    assert_eq!(s.snd_nxt, before, "the pacer holds the burst");
+    assert!(s.c.is_cwnd_limited_flag);
+    s.send(slot, &mut out);
+    assert!(s.snd_nxt > before, "the burst leaves at its slot");
+    assert!(s.c.packets_in_flight() < s.c.cwnd);
+    assert!(!s.c.is_cwnd_limited_flag);
+}
+
 /// `[tcp] sender_pauses`: a timer that expires while the host is paused
 /// runs when the pause ends (the world calls `defer_timer`), and does not
 /// run before.
