@@ -57,9 +57,6 @@ pub struct Cubic {
     tcp_friendliness: bool,
     hystart: bool,
     hystart_detect: u8,
-    /// Whether the sender is paced by a qdisc (Linux: sk_pacing_status !=
-    /// SK_PACING_NONE). CUBIC itself never asks for pacing.
-    paced: bool,
 
     // --- cubic state (struct bictcp) ---
     /// ACKs per one-segment increase of cwnd.
@@ -102,7 +99,6 @@ impl Default for Cubic {
             tcp_friendliness: true,
             hystart: true,
             hystart_detect: HYSTART_ACK_TRAIN | HYSTART_DELAY,
-            paced: false,
             cnt: 0,
             last_max_cwnd: 0,
             last_cwnd: 0,
@@ -171,12 +167,6 @@ impl Cubic {
         self.found
     }
 
-    /// Tell CUBIC whether a qdisc paces this flow (fq): HyStart's ACK-train
-    /// threshold is then delay_min instead of delay_min/2, as in Linux.
-    pub fn set_paced(&mut self, paced: bool) {
-        self.paced = paced;
-    }
-
     /// `bictcp_reset`: forget everything, W_max and delay_min included.
     fn reset(&mut self) {
         *self = Cubic {
@@ -184,7 +174,6 @@ impl Cubic {
             tcp_friendliness: self.tcp_friendliness,
             hystart: self.hystart,
             hystart_detect: self.hystart_detect,
-            paced: self.paced,
             ..Cubic::default()
         };
     }
@@ -305,7 +294,7 @@ impl Cubic {
             if now.saturating_sub(self.last_ack) <= HYSTART_ACK_DELTA_US {
                 self.last_ack = now;
                 let mut threshold = self.delay_min as u64 + Self::hystart_ack_delay(c);
-                if !self.paced {
+                if !c.paced {
                     threshold >>= 1;
                 }
                 if now.saturating_sub(self.round_start) > threshold {
@@ -756,6 +745,29 @@ mod tests {
         assert!(cc.hystart_found());
         assert_eq!(c.ssthresh, c.cwnd);
         assert!(c.cwnd >= 16 && c.cwnd <= 64, "exit at {}", c.cwnd);
+    }
+
+    /// Paced (Linux: `sk_pacing_status` is not SK_PACING_NONE: a pacing
+    /// cap, fq or a CCA that asks for pacing), the ACK train must outlast
+    /// a whole delay_min, not half of it: pacing spreads a round's ACKs on
+    /// purpose. With the train above, slow start ends on the first ACK
+    /// more than 20 ms into a round unpaced, more than 40 ms paced.
+    #[test]
+    fn hystart_ack_train_waits_a_whole_min_rtt_when_paced() {
+        let exit = |paced: bool| {
+            let (mut cc, mut c) = slow_start_at(10, 0);
+            c.paced = paced;
+            while c.in_slow_start() {
+                c.now_us += 1_000;
+                ack(&mut cc, &mut c, 40_000);
+            }
+            assert!(cc.hystart_found());
+            (c.now_us - cc.round_start, c.cwnd)
+        };
+        let ((unpaced, w_unpaced), (paced, w_paced)) = (exit(false), exit(true));
+        assert_eq!(unpaced, 21_000, "unpaced: the train's length at the exit");
+        assert_eq!(paced, 41_000, "paced: the train's length at the exit");
+        assert!(w_paced > w_unpaced, "paced exits later: cwnd {w_paced} against {w_unpaced}");
     }
 
     #[test]

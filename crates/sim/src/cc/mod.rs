@@ -131,6 +131,9 @@ pub struct Conn {
     /// CONFIG_HZ of the modelled kernel: the tick of `jiffies`, which
     /// CUBIC's epoch clock counts in.
     pub hz: u64,
+    /// The sender is paced (Linux `sk_pacing_status != SK_PACING_NONE`: a
+    /// pacing cap, fq, or a CCA that asks for pacing).
+    pub paced: bool,
 }
 
 impl Conn {
@@ -167,6 +170,7 @@ impl Conn {
             lsndtime_us: 0,
             wstamp_ns: 0,
             hz: 1000,
+            paced: false,
         }
     }
 

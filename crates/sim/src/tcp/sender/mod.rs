@@ -265,6 +265,7 @@ impl Sender {
                 Pacing::Off => false,
                 Pacing::Auto => cca.wants_pacing(),
             };
+        c.paced = pacing;
         Sender {
             c,
             cca,
