@@ -213,11 +213,6 @@ impl<P: Pkt> Cebinae<P> {
         self.is_top(key)
     }
 
-    /// The aggregate rate the top set is limited to now (bit/s).
-    pub fn top_rate_bps(&self) -> u64 {
-        self.rate_cur[TOP]
-    }
-
     /// Run the round boundaries up to `now`.
     fn advance(&mut self, now: Nanos) {
         let mut n = 0;

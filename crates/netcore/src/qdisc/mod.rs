@@ -232,11 +232,6 @@ pub fn build<P: Pkt + 'static>(cfg: &QdiscConfig, port: &Port) -> Box<dyn Qdisc<
     }
 }
 
-/// Build a discipline by name with default parameters.
-pub fn build_named<P: Pkt + 'static>(name: &str, port: &Port) -> Option<Box<dyn Qdisc<P>>> {
-    QdiscConfig::by_name(name).map(|c| build(&c, port))
-}
-
 #[cfg(test)]
 pub(crate) mod testutil;
 

@@ -363,17 +363,6 @@ impl Bbr3 {
         self.bw() as f64 * c.mss as f64 * 8.0 * 1e6 / BW_UNIT as f64
     }
 
-    /// bw_hi in payload bits/s.
-    pub fn bw_hi_bps(&self, c: &Conn) -> f64 {
-        self.max_bw() as f64 * c.mss as f64 * 8.0 * 1e6 / BW_UNIT as f64
-    }
-
-    /// bw_lo in payload bits/s (None when unbounded).
-    pub fn bw_lo_bps(&self, c: &Conn) -> Option<f64> {
-        (self.bw_lo != UNBOUNDED)
-            .then(|| self.bw_lo as f64 * c.mss as f64 * 8.0 * 1e6 / BW_UNIT as f64)
-    }
-
     /// The probe wait drawn for the current cycle, in µs.
     pub fn probe_wait_us(&self) -> u32 {
         self.probe_wait_us
