@@ -108,7 +108,6 @@ pub struct Sender {
     /// Shared by every connection of a run: one copy stays cached.
     cfg: Arc<TcpConfig>,
     opts: ConnOpts,
-    pacing: bool,
     state: State,
     /// Set CWR on the next new data segment (RFC 3168).
     cwr_pending: bool,
@@ -259,13 +258,12 @@ impl Sender {
             c.max_pacing_rate = rate;
         }
         // A pacing cap turns pacing on, as SO_MAX_PACING_RATE does in Linux.
-        let pacing = opts.max_pacing_rate.is_some()
+        c.paced = opts.max_pacing_rate.is_some()
             || match cfg.pacing {
                 Pacing::On => true,
                 Pacing::Off => false,
                 Pacing::Auto => cca.wants_pacing(),
             };
-        c.paced = pacing;
         Sender {
             c,
             cca,
@@ -273,7 +271,6 @@ impl Sender {
             route,
             cfg: cfg.clone(),
             opts,
-            pacing,
             state: State::Idle,
             cwr_pending: false,
             snd_una: 0,
@@ -570,7 +567,7 @@ impl Sender {
     }
 
     pub fn pacing_rate_bps(&self) -> Option<f64> {
-        self.pacing.then(|| self.c.pacing_rate as f64 * 8.0)
+        self.c.paced.then(|| self.c.pacing_rate as f64 * 8.0)
     }
 
     fn packet(&self, now: Nanos) -> Packet {

@@ -34,7 +34,7 @@ impl Sender {
         let new_data_waiting = self.has_data();
         let mut head_resent = false;
         loop {
-            if self.pacing && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
+            if self.c.paced && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
                 if self.pace_next_ns > now {
                     let at = self.opts.timer_at(self.pace_next_ns);
                     let at = match self.pace_latency.as_deref_mut() {
@@ -53,7 +53,6 @@ impl Sender {
             let in_flight = self.c.packets_in_flight();
             if let Some(i) = if self.new_data_first { None } else { self.next_retransmit() } {
                 if in_flight >= self.c.cwnd {
-                    cwnd_limited = true;
                     break;
                 }
                 self.retransmit(i, now, out);
@@ -62,7 +61,6 @@ impl Sender {
                 continue;
             }
             if in_flight >= self.c.cwnd {
-                cwnd_limited = true;
                 break;
             }
             if !self.has_data() {
@@ -80,7 +78,7 @@ impl Sender {
                 self.restart_after_idle(now);
             }
             if self.skb_left == 0 {
-                let max_segs = if self.pacing && self.data_segs_out >= UNPACED_SEGS {
+                let max_segs = if self.c.paced && self.data_segs_out >= UNPACED_SEGS {
                     self.burst_goal.saturating_sub(self.burst_segs)
                 } else {
                     self.tso_segs()
@@ -120,9 +118,11 @@ impl Sender {
         // recorded only when new data left or cwnd held it back; sending
         // nothing for another reason (the pacer, deferral, the receive
         // window) leaves the last record as it was.
-        cwnd_limited |= self.c.packets_in_flight() >= self.c.cwnd;
-        if new_data_waiting && (sent_new || cwnd_limited) {
-            self.cwnd_validate(cwnd_limited);
+        if new_data_waiting {
+            let cwnd_limited = cwnd_limited || self.c.packets_in_flight() >= self.c.cwnd;
+            if sent_new || cwnd_limited {
+                self.cwnd_validate(cwnd_limited);
+            }
         }
         if sent_any && self.c.packets_out > 0 {
             // Linux `tcp_xmit_retransmit_queue`: resending the head restarts
@@ -267,7 +267,7 @@ impl Sender {
 
     /// `tcp_wstamp_ns`: the last departure, or the paced next one.
     pub(super) fn wstamp_ns(&self) -> Nanos {
-        if self.pacing {
+        if self.c.paced {
             self.pace_next_ns.max(self.last_send_ns)
         } else {
             self.last_send_ns
@@ -386,7 +386,7 @@ impl Sender {
             self.cwr_pending = false;
         }
         out.pkts.push(p);
-        if self.pacing && self.data_segs_out > UNPACED_SEGS {
+        if self.c.paced && self.data_segs_out > UNPACED_SEGS {
             self.burst_segs += 1;
             // Linux paces the headerless skb (`tcp_update_skb_after_send`
             // takes `skb->len` of the write-queue skb): payload bytes, the
