@@ -54,9 +54,10 @@ impl ConnOpts {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimerKind {
-    Rto,
+    /// The retransmission timer: the RTO, the loss probe or RACK's
+    /// reordering timeout (`sender::XmitTimer` says which).
+    Retransmit,
     Pace,
-    Reorder,
     DelAck,
     /// The receiver's compressed-SACK timer (Linux `compressed_ack_timer`).
     CompAck,

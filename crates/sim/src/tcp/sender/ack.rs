@@ -51,6 +51,7 @@ impl Sender {
         self.last_sackt = None;
         self.lost_retrans = false;
         self.dsack_tlp = false;
+        self.rack_set_timer = false;
 
         self.prior_fack = self.fack();
         let mut dsack = false;
@@ -195,12 +196,12 @@ impl Sender {
             self.c.pacing_rate = self.c.max_pacing_rate;
         }
 
+        // `tcp_ack`: an ACK that acked data sets the timer, unless RACK set
+        // it for its reordering timeout on this ACK.
         if self.c.packets_out == 0 {
-            self.rto_timer.cancel();
-            self.probe_armed = false;
-        } else if self.snd_una > prior_snd_una {
-            self.rto_deadline = now + self.current_rto();
-            self.xmit_timer_due();
+            self.clear_xmit_timer();
+        } else if self.snd_una > prior_snd_una && !self.rack_set_timer {
+            self.ack_timer_due = true;
         }
         if new_first {
             // Linux `tcp_xmit_recovery` with REXMIT_NEW: new data only; if
@@ -210,14 +211,14 @@ impl Sender {
             self.new_data_first = false;
             if self.snd_nxt > self.high_seq {
                 self.check_space(now, out);
-                self.rearm_stale_xmit_timer(now, out);
+                self.settle_ack_timer(now, out);
                 return;
             }
             self.frto.stop();
         }
         self.send(now, out);
         self.check_space(now, out);
-        self.rearm_stale_xmit_timer(now, out);
+        self.settle_ack_timer(now, out);
     }
 
     /// Close a rate sample (Linux `tcp_rate_gen`); its RTT is the ACK's

@@ -43,6 +43,8 @@ mod recovery;
 mod sack;
 mod timers;
 
+pub use timers::XmitTimer;
+
 const SACKED: u8 = 1;
 const LOST: u8 = 2;
 /// A retransmission of this segment is in flight (Linux TCPCB_SACKED_RETRANS).
@@ -150,20 +152,22 @@ pub struct Sender {
 
     rtt: RttEstimator,
     min_rtt: MinRtt,
-    /// The retransmission timer; it also carries the tail loss probe.
-    pub rto_timer: Timer,
-    /// When the RTO would fire, and whether the timer is set for a probe.
-    rto_deadline: Nanos,
-    probe_armed: bool,
-    /// An ACK moved `rto_deadline` and the timer still holds the old one:
-    /// whether new data could go out then (see `rearm_stale_xmit_timer`).
-    stale_xmit_timer: Option<bool>,
+    /// The retransmission timer, and what it is set for: the RTO, the tail
+    /// loss probe or RACK's reordering timeout, one at a time as in Linux.
+    pub xmit_timer: Timer,
+    pub xmit_pending: XmitTimer,
+    /// RACK set the timer for its reordering timeout on this ACK, so the
+    /// ACK leaves it (Linux clears FLAG_SET_XMIT_TIMER).
+    rack_set_timer: bool,
+    /// This ACK's `tcp_set_xmit_timer`, not yet made (`settle_ack_timer`).
+    ack_timer_due: bool,
+    /// Send retransmissions only (`tcp_xmit_retransmit_queue`).
+    rexmit_only: bool,
     /// A loss probe is outstanding up to this sequence (Linux `tlp_high_seq`).
     tlp_high_seq: Option<u64>,
     /// That probe was a retransmission (Linux `tlp_retrans`).
     tlp_retrans: bool,
     pub pace_timer: Timer,
-    pub reo_timer: Timer,
     /// Earliest departure of the next burst (Linux's `tcp_wstamp_ns`).
     pace_next_ns: Nanos,
     /// How late the pacing timer fires (`[tcp] pacing_latency`); None: on time.
@@ -290,14 +294,14 @@ impl Sender {
             short_segs: 0,
             rtt: RttEstimator::new(cfg.min_rto_ns),
             min_rtt: MinRtt::default(),
-            rto_timer: Timer::default(),
-            rto_deadline: 0,
-            probe_armed: false,
-            stale_xmit_timer: None,
+            xmit_timer: Timer::default(),
+            xmit_pending: XmitTimer::Off,
+            rack_set_timer: false,
+            ack_timer_due: false,
+            rexmit_only: false,
             tlp_high_seq: None,
             tlp_retrans: false,
             pace_timer: Timer::default(),
-            reo_timer: Timer::default(),
             pace_next_ns: 0,
             pace_latency: None,
             burst_segs: 0,
@@ -360,8 +364,9 @@ impl Sender {
         p.syn = true;
         p.wire = self.cfg.header_bytes + 8; // MSS, SACK-permitted, window scale
         out.pkts.push(p);
-        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(now + self.rtt.rto_ns())) {
-            out.timers.push((t, self.conn_id, TimerKind::Rto));
+        self.xmit_pending = XmitTimer::Retrans;
+        if let Some(t) = self.xmit_timer.arm(self.opts.timer_at(now + self.rtt.rto_ns())) {
+            out.timers.push((t, self.conn_id, TimerKind::Retransmit));
         }
     }
 
@@ -390,7 +395,7 @@ impl Sender {
             return;
         }
         self.set_now(now);
-        self.rto_timer.cancel();
+        self.clear_xmit_timer();
         let syn_retrans = self.rtt.backoff;
         // After a retransmitted SYN Karn voids its own RTT, and
         // `tcp_ack_update_rtt` takes the timestamp echo, in whole ms.

@@ -26,13 +26,13 @@ impl Sender {
         }
         self.set_now(now);
         let mut cwnd_limited = false;
-        let mut sent_any = false;
         let mut sent_new = false;
         // Linux runs `tcp_write_xmit` (and with it `tcp_cwnd_validate`)
         // only with unsent data; retransmissions go through
         // `tcp_xmit_retransmit_queue`, which records nothing.
-        let new_data_waiting = self.has_data();
-        let mut head_resent = false;
+        let new_data_waiting = !self.rexmit_only && self.has_data();
+        // Nothing was out when the first new segment left.
+        let mut started_idle = false;
         loop {
             if self.c.paced && self.data_segs_out >= UNPACED_SEGS && self.burst_segs == 0 {
                 if self.pace_next_ns > now {
@@ -56,9 +56,17 @@ impl Sender {
                     break;
                 }
                 self.retransmit(i, now, out);
-                sent_any = true;
-                head_resent |= i == 0;
+                if i == 0 && self.xmit_pending != XmitTimer::ReoTimeout {
+                    // `tcp_xmit_retransmit_queue`: resending the head
+                    // restarts the RTO (unless RACK's timeout holds the
+                    // timer), so the repair gets a whole RTO.
+                    let rto_us = self.current_rto() / NS_PER_US;
+                    self.reset_xmit_timer(XmitTimer::Retrans, rto_us, out);
+                }
                 continue;
+            }
+            if self.rexmit_only {
+                break;
             }
             if in_flight >= self.c.cwnd {
                 break;
@@ -103,8 +111,8 @@ impl Sender {
                 let wnd_segs = (self.send_win() / mss).min(u32::MAX as u64) as u32;
                 self.start_skb(max_segs.min(room).min(data_segs).min(wnd_segs));
             }
+            started_idle |= !sent_new && self.c.packets_out == 0;
             self.transmit_new(len, now, out);
-            sent_any = true;
             sent_new = true;
         }
         if self.skb_left > 0 {
@@ -124,15 +132,30 @@ impl Sender {
                 self.cwnd_validate(cwnd_limited);
             }
         }
-        if sent_any && self.c.packets_out > 0 {
-            // Linux `tcp_xmit_retransmit_queue`: resending the head restarts
-            // the timer (unless RACK's reordering timer holds it), so the
-            // repair gets a whole RTO; new data only starts a stopped one.
-            if !self.rto_timer.is_armed() || (head_resent && !self.reo_timer.is_armed()) {
-                self.rto_deadline = now + self.current_rto();
+        // The timer after new data: `tcp_event_new_data_sent` starts the RTO
+        // when nothing was out and replaces a pending probe with it, then
+        // `tcp_write_xmit` schedules a probe where one may be, which
+        // replaces that RTO (so it is armed only when no probe follows).
+        // An ACK's own arming, put off until now (`ack_timer_due`), is
+        // replaced by that probe too; else it comes first, as in Linux.
+        if sent_new {
+            if self.schedule_loss_probe(now, out, false) {
+                self.ack_timer_due = false;
+            } else {
+                self.settle_ack_timer(now, out);
+                if started_idle || self.xmit_pending == XmitTimer::LossProbe {
+                    self.rearm_rto(now, out);
+                }
             }
-            self.set_xmit_timer(now, out);
         }
+    }
+
+    /// Retransmissions only, as far as cwnd and pacing let them go (Linux
+    /// `tcp_xmit_retransmit_queue`: new data waits for the next send).
+    pub(super) fn xmit_retransmit_queue(&mut self, now: Nanos, out: &mut Out) {
+        self.rexmit_only = true;
+        self.write_xmit(now, out, false);
+        self.rexmit_only = false;
     }
 
     /// Linux `tcp_tso_should_defer`: with room in cwnd and the receive

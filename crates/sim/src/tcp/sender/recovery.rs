@@ -113,16 +113,14 @@ impl Sender {
                 break;
             }
         }
-        match wait {
-            Some(t) if arm => {
-                let remaining_us = (t - now) / NS_PER_US;
-                let at = jiffies_timer_ns(&self.c, remaining_us + TIMEOUT_MIN_US);
-                if let Some(t) = self.reo_timer.arm(self.opts.timer_at(at)) {
-                    out.timers.push((t, self.conn_id, TimerKind::Reorder));
-                }
-            }
-            Some(_) => {}
-            None => self.reo_timer.cancel(),
+        // `tcp_rack_mark_lost`: the one retransmission timer waits for the
+        // last of them (at most an RTO), replacing the RTO or probe it held.
+        // Nothing to wait for leaves the timer as it is.
+        if let (Some(t), true) = (wait, arm) {
+            let remaining_us = (t - now) / NS_PER_US;
+            let delay_us = (remaining_us + TIMEOUT_MIN_US).min(self.current_rto() / NS_PER_US);
+            self.reset_xmit_timer(XmitTimer::ReoTimeout, delay_us, out);
+            self.rack_set_timer = true;
         }
     }
 

@@ -118,7 +118,7 @@ fn handshake_after_syn_retransmissions() {
         for _ in 0..n {
             let (t, _, _) = *out.timers.last().unwrap();
             out.clear();
-            s.on_timer(TimerKind::Rto, t, &mut out);
+            s.on_timer(TimerKind::Retransmit, t, &mut out);
             assert!(out.pkts.last().unwrap().syn);
             sent.push(out.pkts.last().unwrap().ts_val);
         }
@@ -586,12 +586,12 @@ fn rack_scans_on_an_ack_only_when_it_advanced() {
     let (mut s, mut out) = ten_out("reno");
     s.on_ack(&sacked(1, 3), 20_000_000, &mut out);
     assert_eq!((s.c.lost, s.c.ca_state), (0, CaState::Disorder));
-    let at = s.reo_timer.deadline().unwrap();
+    let at = s.xmit_timer.deadline().unwrap();
     assert!(at > 23_000_000);
     // The same SACK again at 23 ms (before, this ACK marked it).
     s.on_ack(&sacked(1, 3), 23_000_000, &mut out);
     assert_eq!((s.c.lost, s.stats.retrans_segs), (0, 0));
-    s.on_timer(TimerKind::Reorder, at, &mut out);
+    s.on_timer(TimerKind::Retransmit, at, &mut out);
     assert_eq!((s.c.lost, s.c.ca_state, s.stats.retrans_segs), (1, CaState::Recovery, 1));
 }
 
@@ -599,18 +599,18 @@ fn rack_scans_on_an_ack_only_when_it_advanced() {
 /// same marking as RACK (`tcp_mark_skb_lost`), so `lost` counts a
 /// retransmission lost again as Linux's `tcp_sum_lost` does. After the
 /// reordering timer of the test above, segment 0 is lost and resent,
-/// 1..2 are SACKed and recovery has sent 10..11; at the RTO the resent 0
-/// and the unsacked 3..11 are lost: 1 + 1 + 9.
+/// 1..2 are SACKed and the SACK let 10..11 go out; at the RTO the resent
+/// 0 and the unsacked 3..11 are lost: 1 + 1 + 9.
 #[test]
 fn a_timeout_counts_a_lost_retransmission() {
     let (mut s, mut out) = ten_out("reno");
     s.on_ack(&sacked(1, 3), 20_000_000, &mut out);
-    let at = s.reo_timer.deadline().unwrap();
-    s.on_timer(TimerKind::Reorder, at, &mut out);
+    let at = s.xmit_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Retransmit, at, &mut out);
     assert_eq!((s.c.lost, s.c.retrans_out, s.stats.retrans_segs), (1, 1, 1));
     assert_eq!(s.snd_nxt, 12 * 1448);
-    let rto = s.rto_timer.deadline().unwrap();
-    s.on_timer(TimerKind::Rto, rto, &mut out);
+    let rto = s.xmit_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Retransmit, rto, &mut out);
     assert_eq!((s.c.lost, s.c.lost_out, s.c.ca_state), (11, 10, CaState::Loss));
 }
 
@@ -795,12 +795,12 @@ fn a_deferred_timer_fires_at_the_pause_end() {
 #[test]
 fn spurious_rto_is_undone() {
     let (mut s, mut out) = ten_out("reno");
-    let rto_at = s.rto_deadline;
-    s.on_timer(TimerKind::Rto, rto_at, &mut out);
+    let rto_at = s.xmit_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Retransmit, rto_at, &mut out);
     // The probe timer fires first with ten segments out; then the RTO.
     while s.c.ca_state != CaState::Loss {
-        let at = s.rto_deadline.max(s.c.now_ns + 1);
-        s.on_timer(TimerKind::Rto, at, &mut out);
+        let at = s.xmit_timer.deadline().unwrap().max(s.c.now_ns + 1);
+        s.on_timer(TimerKind::Retransmit, at, &mut out);
     }
     assert!(s.c.cwnd <= 2);
     let now = s.c.now_ns + 1_000_000;
@@ -819,8 +819,8 @@ fn spurious_rto_is_undone() {
 fn real_rto_sends_new_data_then_recovers_conventionally() {
     let (mut s, mut out) = ten_out("reno");
     while s.c.ca_state != CaState::Loss {
-        let at = s.rto_deadline.max(s.c.now_ns + 1);
-        s.on_timer(TimerKind::Rto, at, &mut out);
+        let at = s.xmit_timer.deadline().unwrap().max(s.c.now_ns + 1);
+        s.on_timer(TimerKind::Retransmit, at, &mut out);
     }
     let rexmit_at = s.c.now_ns;
     out.clear();
@@ -881,16 +881,18 @@ fn real_fast_recovery_is_kept() {
 #[test]
 fn head_retransmission_restarts_the_rto() {
     let (mut s, mut out) = ten_out("cubic");
-    let first_deadline = s.rto_deadline;
+    let first_deadline = s.xmit_timer.deadline().unwrap();
     // Segments 1..3 sacked at 20 ms: segment 0 is lost and resent now.
     s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
     assert_eq!(s.c.ca_state, CaState::Recovery);
     assert!(s.rtxq[0].flags & RETRANS != 0, "the head was not retransmitted");
-    assert!(!s.reo_timer.is_armed());
-    assert_eq!(s.rto_deadline, 20_000_000 + s.current_rto());
-    assert!(s.rto_deadline > first_deadline);
+    assert_eq!(s.xmit_pending, XmitTimer::Retrans);
+    // A whole RTO from 20 ms, in 1 ms jiffies.
+    let deadline = s.xmit_timer.deadline().unwrap();
+    assert_eq!(deadline, (20_000_000 + s.current_rto()).div_ceil(1_000_000) * 1_000_000);
+    assert!(deadline > first_deadline);
     // The old deadline passes without a timeout.
-    s.on_timer(TimerKind::Rto, first_deadline, &mut out);
+    s.on_timer(TimerKind::Retransmit, first_deadline, &mut out);
     assert_eq!(s.stats.rto_count, 0);
     assert_eq!(s.c.ca_state, CaState::Recovery);
 }
@@ -906,13 +908,13 @@ fn rack_judges_what_a_timeout_left_unmarked() {
     // Half the window is acked late (RACK's RTT 190 ms) and the window
     // opens: segments 10..19 go out at 200 ms.
     s.on_ack(&Packet { ack: 5 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 200_000_000, &mut out);
-    // Nothing more comes back: the loss probe (new segment 20), then
-    // the timeout, which resends the head.
-    while s.c.ca_state != CaState::Loss {
-        let at = s.rto_deadline.max(s.c.now_ns + 1);
-        s.on_timer(TimerKind::Rto, at, &mut out);
-    }
-    let rto_at = s.c.now_ns;
+    // Nothing more comes back; a timeout at 300 ms, while segments 10..19
+    // are younger than RACK's RTT (its timing is another test's), resends
+    // the head.
+    let rto_at = 300_000_000;
+    s.set_now(rto_at);
+    s.on_rto(rto_at, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Loss);
     let unmarked: Vec<u64> =
         s.rtxq.iter().filter(|g| g.flags & (LOST | SACKED | EVER_RETRANS) == 0).map(|g| g.seq).collect();
     assert!(!unmarked.is_empty(), "the timeout marked every segment: nothing left for RACK to judge");
@@ -944,35 +946,24 @@ fn short_path(hz: u32, data: Option<u64>) -> (Sender, Out) {
 fn loss_probe_fires_on_a_jiffy_tick() {
     for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
         let (s, _) = short_path(hz, None);
-        assert!(s.probe_armed);
-        assert_eq!(s.rto_timer.deadline(), Some(at), "{hz} Hz");
+        assert_eq!(s.xmit_pending, XmitTimer::LossProbe);
+        assert_eq!(s.xmit_timer.deadline(), Some(at), "{hz} Hz");
     }
 }
 
-/// An ACK arms the retransmission timer after the sends it allows, and
-/// only when none of them re-armed it (`rearm_stale_xmit_timer`). Whether
-/// the probe is armed then depends on whether new data could go out at the ACK,
-/// as in Linux's `tcp_ack`, not after an application write that came since.
+/// Linux 6.x arms the loss probe in Open whether or not new data could
+/// still go out (`tcp_schedule_loss_probe` tests only the state, SACK
+/// and data out): here the receive window holds the rest back.
 #[test]
-fn an_acks_deferred_timer_uses_the_state_at_the_ack() {
-    // Five segments, all out at 0.3 ms: nothing new to send.
-    let (mut at_ack, mut out_a) = short_path(1000, Some(5 * 1448));
-    let (mut deferred, mut out_d) = short_path(1000, Some(5 * 1448));
+fn the_probe_is_armed_while_data_waits() {
+    let (mut s, mut out) = short_path(1000, None);
     let now = 600_000;
-    for s in [&mut at_ack, &mut deferred] {
-        s.set_now(now);
-        s.rto_deadline = now + s.current_rto();
-    }
-    at_ack.set_xmit_timer(now, &mut out_a);
-    deferred.xmit_timer_due();
-    deferred.write_seq += 1448; // the application writes before the timer is armed
-    deferred.rearm_stale_xmit_timer(now, &mut out_d);
-    assert!(at_ack.probe_armed);
-    assert!(deferred.probe_armed);
-    assert_eq!(deferred.rto_timer.deadline(), at_ack.rto_timer.deadline());
-    // Armed from the state after the write, it would hold no probe.
-    deferred.set_xmit_timer(now, &mut out_d);
-    assert!(!deferred.probe_armed);
+    s.c.cwnd += 10;
+    s.rwnd = s.snd_nxt - s.snd_una; // the receive window is full
+    assert!(s.has_data() && s.c.packets_in_flight() < s.c.cwnd);
+    s.set_now(now);
+    s.set_xmit_timer(now, &mut out);
+    assert_eq!(s.xmit_pending, XmitTimer::LossProbe);
 }
 
 /// With one segment out the probe waits 2·srtt + the minimum RTO, later
@@ -981,9 +972,9 @@ fn an_acks_deferred_timer_uses_the_state_at_the_ack() {
 fn single_segment_gets_a_probe_at_the_rto_time() {
     let (s, _) = short_path(1000, Some(1448));
     assert_eq!(s.c.packets_out, 1);
-    assert!(s.probe_armed);
+    assert_eq!(s.xmit_pending, XmitTimer::LossProbe);
     // RTO 0.3 + 200 ms from 0.3 ms: 200.3 ms rounds up to 201 jiffies.
-    assert_eq!(s.rto_timer.deadline(), Some(201_000_000));
+    assert_eq!(s.xmit_timer.deadline(), Some(201_000_000));
 }
 
 /// RACK's reordering timer waits TCP_TIMEOUT_MIN_US more than the
@@ -999,8 +990,8 @@ fn reordering_timer_is_a_jiffies_timer_and_fires_once() {
         let (mut s, mut out) = short_path(hz, None);
         s.on_ack(&sack2, 600_000, &mut out);
         assert_eq!(s.c.lost_out, 0);
-        assert_eq!(s.reo_timer.deadline(), Some(at), "{hz} Hz");
-        s.on_timer(TimerKind::Reorder, at, &mut out);
+        assert_eq!(s.xmit_timer.deadline(), Some(at), "{hz} Hz");
+        s.on_timer(TimerKind::Retransmit, at, &mut out);
         assert_eq!(s.c.lost_out, 1, "{hz} Hz");
         assert_eq!(s.c.ca_state, CaState::Recovery);
     }
@@ -1008,10 +999,15 @@ fn reordering_timer_is_a_jiffies_timer_and_fires_once() {
     // (one jiffy) fires at the 4 ms tick and finds nothing due.
     let (mut s, mut out) = short_path(250, None);
     s.on_ack(&sack2, 3_950_000, &mut out);
-    assert_eq!(s.reo_timer.deadline(), Some(4_000_000));
-    s.on_timer(TimerKind::Reorder, 4_000_000, &mut out);
+    assert_eq!(s.xmit_timer.deadline(), Some(4_000_000));
+    s.on_timer(TimerKind::Retransmit, 4_000_000, &mut out);
     assert_eq!(s.c.lost_out, 0);
-    assert!(!s.reo_timer.is_armed());
+    // The timer held no RTO meanwhile: the RTO counts from the head's
+    // transmission at 0.3 ms (`tcp_rearm_rto` after a reordering timeout):
+    // 0.3 + 200.3 ms is 196.6 ms after the 4 ms tick, 50 jiffies, so it
+    // fires at jiffy 51 (from now it would be 52: 208 ms).
+    assert_eq!(s.xmit_pending, XmitTimer::Retrans);
+    assert_eq!(s.xmit_timer.deadline(), Some(204_000_000));
 }
 
 /// An ACK that only SACKs (the hole not yet judged lost) does not grow
@@ -1055,7 +1051,7 @@ fn learnt_reordering_does_not_start_recovery_again() {
     s.on_ack(&p, 21_500_000, &mut out);
     assert_eq!(s.c.sacked_out, 4);
     assert_eq!((s.c.ca_state, s.c.lost_out), (CaState::Disorder, 0));
-    assert!(s.reo_timer.is_armed());
+    assert_eq!(s.xmit_pending, XmitTimer::ReoTimeout);
     s.on_ack(&Packet { ack: 8 * 1448, ts_ecr: 10_000_000, ..Packet::default() }, 22_000_000, &mut out);
     assert_eq!(s.c.ca_state, CaState::Open);
     assert_eq!((s.stats.retrans_segs, s.c.ssthresh), (0, INFINITE_SSTHRESH));
@@ -1082,8 +1078,8 @@ fn dsack_after_reordering_widens_the_rack_window() {
     assert_eq!(wnd(&s), step);
     let p = Packet { ack: 3 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(4 * 1448, 8 * 1448)]);
     s.on_ack(&p, 21_500_000, &mut out);
-    let at = s.reo_timer.deadline().unwrap();
-    s.on_timer(TimerKind::Reorder, at, &mut out);
+    let at = s.xmit_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Retransmit, at, &mut out);
     assert_eq!(s.c.ca_state, CaState::Recovery);
     assert_eq!(s.stats.retrans_segs, 1);
     // The original, then the D-SACK of its retransmission.
@@ -1108,12 +1104,73 @@ fn probed_tail() -> (Sender, Out) {
     s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
     s.on_ack(&ack(8, 20_000_000), 20_000_000, &mut out);
     out.clear();
-    assert!(s.probe_armed);
-    s.on_timer(TimerKind::Rto, 100_000_000, &mut out);
+    assert_eq!(s.xmit_pending, XmitTimer::LossProbe);
+    s.on_timer(TimerKind::Retransmit, 100_000_000, &mut out);
     // The write's last segment, with the PSH of its write.
     assert_eq!(sent(&out), vec![(10, true)]);
     assert!(s.tlp_retrans && s.tlp_high_seq == Some(10 * 1448));
     (s, out)
+}
+
+/// A probe sent restarts the RTO from now (`tcp_send_loss_probe` clears
+/// the pending probe before `tcp_rearm_rto`): the probe went at 100 ms
+/// with srtt 10 ms and an RTO of 210 ms, so the RTO is due at 310 ms,
+/// not 220 ms (from the head's transmission at 10 ms).
+#[test]
+fn a_probe_sent_restarts_the_rto_from_now() {
+    let (s, _) = probed_tail();
+    assert_eq!(s.current_rto(), 210_000_000);
+    assert_eq!(s.xmit_pending, XmitTimer::Retrans);
+    assert_eq!(s.xmit_timer.deadline(), Some(310_000_000));
+}
+
+/// With a probe outstanding the probe timer is still armed, and when it
+/// fires it sends nothing: the RTO is re-armed from the head's last
+/// transmission (the timer held no RTO while it held the probe), not
+/// from now. Ten segments out at 10 ms and no ACK: the probe is new
+/// segment 10; then segment 0 is acked at 40 ms (Open: a probe may be
+/// armed again) and the probe timer fires with that probe still out.
+#[test]
+fn a_probe_timer_with_a_probe_out_rearms_the_rto_from_the_head() {
+    let (mut s, mut out) = ten_out("reno");
+    let probe_at = s.xmit_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Retransmit, probe_at, &mut out);
+    assert_eq!((s.stats.tlp_count, s.tlp_retrans, s.snd_nxt), (1, false, 11 * 1448));
+    s.on_ack(&ack(1, 40_000_000), 40_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Open);
+    assert!(s.tlp_high_seq.is_some());
+    assert_eq!(s.xmit_pending, XmitTimer::LossProbe);
+    let at = s.xmit_timer.deadline().unwrap();
+    let sent = s.snd_nxt;
+    s.on_timer(TimerKind::Retransmit, at, &mut out);
+    assert_eq!((s.stats.tlp_count, s.snd_nxt), (1, sent), "a second probe went out");
+    assert_eq!(s.xmit_pending, XmitTimer::Retrans);
+    // Segment 1, the head, went out at 10 ms.
+    let head_rto = (10_000_000 + s.current_rto()).div_ceil(1_000_000) * 1_000_000;
+    assert!(head_rto < at + s.current_rto());
+    assert_eq!(s.xmit_timer.deadline(), Some(head_rto));
+}
+
+/// RACK's reordering timeout takes the one retransmission timer, and an
+/// ACK that acks data while RACK sets it again leaves it there (Linux
+/// clears FLAG_SET_XMIT_TIMER when `tcp_rack_mark_lost` arms the timer):
+/// segments 2..3 SACKed at 20 ms, so 0 and 1 wait for RACK's window;
+/// then 0 arrives, and 1 still waits.
+#[test]
+fn a_reordering_timeout_holds_the_timer_through_an_ack() {
+    let (mut s, mut out) = ten_out("reno");
+    s.on_ack(&sacked(2, 4), 20_000_000, &mut out);
+    assert_eq!((s.c.ca_state, s.c.lost_out), (CaState::Disorder, 0));
+    assert_eq!(s.xmit_pending, XmitTimer::ReoTimeout);
+    let p = Packet { ack: 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(2 * 1448, 4 * 1448)]);
+    s.on_ack(&p, 20_500_000, &mut out);
+    assert_eq!(s.snd_una, 1448);
+    assert_eq!(s.c.lost_out, 0);
+    assert_eq!(s.xmit_pending, XmitTimer::ReoTimeout);
+    let at = s.xmit_timer.deadline().unwrap();
+    assert!(at < 20_500_000 + s.current_rto(), "the RTO replaced RACK's timeout");
+    s.on_timer(TimerKind::Retransmit, at, &mut out);
+    assert_eq!((s.c.lost_out, s.c.ca_state), (1, CaState::Recovery));
 }
 
 /// A D-SACK of the probe: original and probe both arrived, no loss.

@@ -1,8 +1,23 @@
 //! The timers (Linux's tcp_timer.c and the probe of tcp_output.c): the
-//! retransmission timer with the tail loss probe it carries, the pacing
-//! and reordering timers, and the RTO.
+//! one retransmission timer, which carries the RTO, the tail loss probe
+//! and RACK's reordering timeout in turn (Linux `icsk_pending`), and the
+//! pacing timer.
 
 use super::*;
+
+/// Linux TCP_TIMEOUT_INIT: the probe's timeout before any RTT sample.
+const TIMEOUT_INIT_US: u64 = 1_000_000;
+
+/// What the retransmission timer is set for (Linux `icsk_pending`). Linux
+/// has one timer for all three: arming one replaces the one pending, and
+/// how the RTO is re-armed depends on which it replaces (`tcp_rearm_rto`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XmitTimer {
+    Off,
+    Retrans,
+    LossProbe,
+    ReoTimeout,
+}
 
 impl Sender {
     pub(super) fn current_rto(&self) -> Nanos {
@@ -11,9 +26,8 @@ impl Sender {
 
     fn timer_mut(&mut self, kind: TimerKind) -> &mut Timer {
         match kind {
-            TimerKind::Rto => &mut self.rto_timer,
+            TimerKind::Retransmit => &mut self.xmit_timer,
             TimerKind::Pace => &mut self.pace_timer,
-            TimerKind::Reorder => &mut self.reo_timer,
             TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => unreachable!("the receiver's timers"),
         }
     }
@@ -40,23 +54,41 @@ impl Sender {
             return;
         }
         match kind {
-            TimerKind::Rto if self.probe_armed => self.send_loss_probe(now, out),
-            TimerKind::Rto => self.on_rto(now, out),
+            // `tcp_write_timer_handler`: what the timer was set for.
+            TimerKind::Retransmit => match self.xmit_pending {
+                XmitTimer::ReoTimeout => self.on_reo_timeout(now, out),
+                XmitTimer::LossProbe => self.send_loss_probe(now, out),
+                XmitTimer::Retrans => {
+                    self.xmit_pending = XmitTimer::Off;
+                    self.on_rto(now, out);
+                }
+                XmitTimer::Off => {}
+            },
             TimerKind::Pace => self.send(now, out),
-            TimerKind::Reorder => {
-                let prior_lost = self.c.lost;
-                self.rack_detect(now, out, false);
-                if self.c.lost > prior_lost {
-                    if matches!(self.c.ca_state, CaState::Open | CaState::Disorder | CaState::Cwr) {
-                        self.enter_recovery(false);
-                    }
-                    if self.c.ca_state == CaState::Recovery && !self.uses_cong_control() {
-                        self.cwnd_reduction(0, true, false);
-                    }
-                    self.send(now, out);
+            TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => {}
+        }
+    }
+
+    /// `tcp_rack_reo_timeout`: what waited out the reordering window is
+    /// lost; outside Recovery that starts it, with one PRR step (Linux
+    /// counts one segment delivered), and the lost are resent
+    /// (retransmissions only, `tcp_xmit_retransmit_queue`). RACK's timer is
+    /// not armed again here; the RTO then counts from the head's last
+    /// transmission, as the timer held no RTO meanwhile.
+    fn on_reo_timeout(&mut self, now: Nanos, out: &mut Out) {
+        let prior_lost = self.c.lost;
+        self.rack_detect(now, out, false);
+        if self.c.lost > prior_lost {
+            if self.c.ca_state != CaState::Recovery {
+                self.enter_recovery(false);
+                if !self.uses_cong_control() {
+                    self.cwnd_reduction(1, true, false);
                 }
             }
-            TimerKind::DelAck | TimerKind::CompAck | TimerKind::Read => {}
+            self.xmit_retransmit_queue(now, out);
+        }
+        if self.xmit_pending != XmitTimer::Retrans {
+            self.rearm_rto(now, out);
         }
     }
 
@@ -115,90 +147,134 @@ impl Sender {
         self.tlp_high_seq = None;
         self.pace_next_ns = now;
         self.send(now, out);
-        self.rto_deadline = now + self.current_rto();
-        self.set_xmit_timer(now, out);
+        // `tcp_retransmit_timer`: the backed-off RTO, from now.
+        let rto_us = self.current_rto() / NS_PER_US;
+        self.reset_xmit_timer(XmitTimer::Retrans, rto_us, out);
     }
 
-    /// Arm the retransmission timer for the RTO deadline, or for a tail
-    /// loss probe (RFC 8985 §7, Linux `tcp_schedule_loss_probe`): in the
-    /// Open or CWR state with SACK, when no new data could go out now, after
-    /// 2·srtt plus the minimum RTO when one segment is out (for a delayed
-    /// ACK), else plus TCP_TIMEOUT_MIN_US. Linux arms the probe even when
-    /// the RTO comes first, at the RTO's time. Both are jiffies timers
-    /// (`jiffies_timer_ns`): on a 0.3 ms path at 250 Hz the probe is one
-    /// 4 ms jiffy and fires at the next tick.
-    pub(super) fn set_xmit_timer(&mut self, now: Nanos, out: &mut Out) {
-        let could_send_new = self.could_send_new();
-        self.arm_xmit_timer(now, out, could_send_new);
+    /// Set the one timer for `what`, due `delay_us` from now in jiffies
+    /// (`inet_csk_reset_xmit_timer`), replacing what it held.
+    pub(super) fn reset_xmit_timer(&mut self, what: XmitTimer, delay_us: u64, out: &mut Out) {
+        self.xmit_pending = what;
+        let at = jiffies_timer_ns(&self.c, delay_us);
+        if let Some(t) = self.xmit_timer.arm(self.opts.timer_at(at)) {
+            out.timers.push((t, self.conn_id, TimerKind::Retransmit));
+        }
     }
 
-    fn could_send_new(&self) -> bool {
-        self.c.packets_in_flight() < self.c.cwnd && self.has_data()
+    /// Nothing out: no timer (`inet_csk_clear_xmit_timer`).
+    pub(super) fn clear_xmit_timer(&mut self) {
+        self.xmit_pending = XmitTimer::Off;
+        self.xmit_timer.cancel();
     }
 
-    /// `set_xmit_timer` with whether new data could go out as it was when
-    /// the timer was due to be armed.
-    fn arm_xmit_timer(&mut self, now: Nanos, out: &mut Out, could_send_new: bool) {
-        self.stale_xmit_timer = None;
-        let mut at = jiffies_timer_ns(&self.c, self.rto_deadline.saturating_sub(now) / NS_PER_US);
-        self.probe_armed = false;
-        if self.cfg.sack
-            && matches!(self.c.ca_state, CaState::Open | CaState::Cwr)
-            && self.tlp_high_seq.is_none()
-            && self.rtt.srtt_ns() > 0
-            && !could_send_new
+    /// How far ahead of now the RTO of the head's last transmission falls,
+    /// in µs (`tcp_rto_delta_us`; negative once past).
+    fn rto_delta_us(&self, now: Nanos) -> i64 {
+        let head_sent = self.rtxq.front().map_or(now, |h| h.tx.sent_ns);
+        (head_sent + self.current_rto()) as i64 / NS_PER_US as i64 - (now / NS_PER_US) as i64
+    }
+
+    /// `tcp_rearm_rto`: the RTO from now, unless it replaces a loss probe or
+    /// a reordering timeout: then from the head's last transmission, since
+    /// the timer held no RTO meanwhile.
+    pub(super) fn rearm_rto(&mut self, now: Nanos, out: &mut Out) {
+        if self.c.packets_out == 0 {
+            self.clear_xmit_timer();
+            return;
+        }
+        let rto_us = match self.xmit_pending {
+            XmitTimer::LossProbe | XmitTimer::ReoTimeout => self.rto_delta_us(now).max(1) as u64,
+            XmitTimer::Off | XmitTimer::Retrans => self.current_rto() / NS_PER_US,
+        };
+        self.reset_xmit_timer(XmitTimer::Retrans, rto_us, out);
+    }
+
+    /// `tcp_schedule_loss_probe` (RFC 8985 §7): in the Open or CWR state
+    /// with SACK and data out, a probe 2·srtt ahead plus the minimum RTO
+    /// when one segment is out (for a delayed ACK), else plus
+    /// TCP_TIMEOUT_MIN_US; not after the RTO (`advancing_rto`: a full RTO
+    /// from now, as an ACK that advanced snd_una restarts it; else the
+    /// head's). A jiffies timer: on a 0.3 ms path at 250 Hz the probe is one
+    /// 4 ms jiffy and fires at the next tick. Whether a probe is then
+    /// outstanding is the handler's business (`send_loss_probe`).
+    pub(super) fn schedule_loss_probe(&mut self, now: Nanos, out: &mut Out, advancing_rto: bool) -> bool {
+        if !self.cfg.sack
+            || self.c.packets_out == 0
+            || !matches!(self.c.ca_state, CaState::Open | CaState::Cwr)
         {
-            let extra_us = if self.c.packets_out == 1 { self.cfg.min_rto_ns / NS_PER_US } else { TIMEOUT_MIN_US };
-            let pto = jiffies_timer_ns(&self.c, 2 * (self.rtt.srtt_ns() / NS_PER_US) + extra_us);
-            at = at.min(pto);
-            self.probe_armed = true;
+            return false;
         }
-        if let Some(t) = self.rto_timer.arm(self.opts.timer_at(at)) {
-            out.timers.push((t, self.conn_id, TimerKind::Rto));
+        let srtt_us = self.rtt.srtt_ns() / NS_PER_US;
+        let mut timeout_us = if srtt_us == 0 {
+            TIMEOUT_INIT_US
+        } else if self.c.packets_out == 1 {
+            2 * srtt_us + self.cfg.min_rto_ns / NS_PER_US
+        } else {
+            2 * srtt_us + TIMEOUT_MIN_US
+        };
+        let rto_delta_us = if advancing_rto { (self.current_rto() / NS_PER_US) as i64 } else { self.rto_delta_us(now) };
+        if rto_delta_us > 0 {
+            timeout_us = timeout_us.min(rto_delta_us as u64);
+        }
+        self.reset_xmit_timer(XmitTimer::LossProbe, timeout_us, out);
+        true
+    }
+
+    /// `tcp_set_xmit_timer`, on an ACK that acked data (unless RACK set
+    /// its reordering timer on it): a loss probe if one may be, else the RTO.
+    pub(super) fn set_xmit_timer(&mut self, now: Nanos, out: &mut Out) {
+        if !self.schedule_loss_probe(now, out, true) {
+            self.rearm_rto(now, out);
         }
     }
 
-    /// `tcp_ack` arms the timer (Linux `tcp_set_xmit_timer`) before the
-    /// sends the ACK allows, and every send that sends something arms it
-    /// again, which is what the timer then holds. So the ACK's arming is
-    /// made here, after those sends, only if none of them re-armed the
-    /// timer. Its inputs are then as they were at the ACK: no send moved
-    /// the deadline or the segments out, and whether new data could go out
-    /// (an application write may have come since) was kept in
-    /// `stale_xmit_timer`. Most ACKs send, so this saves one arming per ACK.
-    pub(super) fn rearm_stale_xmit_timer(&mut self, now: Nanos, out: &mut Out) {
-        if let Some(could_send_new) = self.stale_xmit_timer {
-            self.arm_xmit_timer(now, out, could_send_new);
+    /// The arming `tcp_ack` made (`tcp_set_xmit_timer`) before the sends
+    /// the ACK allows, made now if still due. Most ACKs send new data, and
+    /// the probe `tcp_write_xmit` then schedules replaces the ACK's arming
+    /// (`write_xmit` drops it); the sends in between leave its inputs as
+    /// they were (retransmissions keep the head's time unless they resend
+    /// the head, which sets the same RTO), so putting it off saves an
+    /// arming per ACK with the same timer.
+    pub(super) fn settle_ack_timer(&mut self, now: Nanos, out: &mut Out) {
+        if self.ack_timer_due {
+            self.ack_timer_due = false;
+            self.set_xmit_timer(now, out);
         }
     }
 
-    /// At the ACK: the timer is due to be armed (see `rearm_stale_xmit_timer`).
-    pub(super) fn xmit_timer_due(&mut self) {
-        self.stale_xmit_timer = Some(self.could_send_new());
-    }
-
-    /// The probe: one new segment if there is one (cwnd notwithstanding),
-    /// else the last segment again, so that a lost tail is reported by SACK
-    /// and repaired by fast recovery instead of waiting for the RTO.
+    /// `tcp_send_loss_probe`: one new segment if there is one (cwnd
+    /// notwithstanding), else the last segment again, so that a lost tail
+    /// is reported by SACK and repaired by fast recovery instead of waiting
+    /// for the RTO. At most one probe is outstanding; a probe sent restarts
+    /// the RTO from now, one not sent re-arms it from the head.
     pub(super) fn send_loss_probe(&mut self, now: Nanos, out: &mut Out) {
-        self.probe_armed = false;
-        self.stats.tlp_count += 1;
+        if self.tlp_high_seq.is_some() {
+            self.rearm_rto(now, out);
+            return;
+        }
         self.tlp_retrans = false;
         let len = (self.write_seq - self.snd_nxt).min(self.cfg.mss as u64);
-        if len > 0 && len <= self.send_win() {
+        let sent = if len > 0 && len <= self.send_win() {
+            // `tcp_write_xmit` with push_one = 2: one segment.
             self.start_skb(1);
             self.transmit_new(len, now, out);
-        } else if let Some(last) = self.rtxq.len().checked_sub(1) {
-            if self.rtxq[last].flags & (SACKED | RETRANS) == 0 {
-                self.retransmit(last, now, out);
-                self.tlp_retrans = true;
+            true
+        } else {
+            match self.rtxq.len().checked_sub(1) {
+                Some(last) if self.rtxq[last].flags & (SACKED | RETRANS) == 0 => {
+                    self.retransmit(last, now, out);
+                    self.tlp_retrans = true;
+                    true
+                }
+                _ => false,
             }
+        };
+        if sent {
+            self.tlp_high_seq = Some(self.snd_nxt);
+            self.stats.tlp_count += 1;
+            self.xmit_pending = XmitTimer::Off;
         }
-        self.tlp_high_seq = Some(self.snd_nxt);
-        // `tcp_rearm_rto` after a probe: the RTO counts from the last
-        // transmission of the head, not from now.
-        let head_sent = self.rtxq.front().map_or(now, |h| h.tx.sent_ns);
-        self.rto_deadline = head_sent + self.current_rto();
-        self.set_xmit_timer(now, out);
+        self.rearm_rto(now, out);
     }
 }
