@@ -43,7 +43,7 @@ mod recovery;
 mod sack;
 mod timers;
 
-pub use timers::XmitTimer;
+use timers::XmitTimer;
 
 const SACKED: u8 = 1;
 const LOST: u8 = 2;
@@ -155,7 +155,7 @@ pub struct Sender {
     /// The retransmission timer, and what it is set for: the RTO, the tail
     /// loss probe or RACK's reordering timeout, one at a time as in Linux.
     pub xmit_timer: Timer,
-    pub xmit_pending: XmitTimer,
+    xmit_pending: XmitTimer,
     /// RACK set the timer for its reordering timeout on this ACK, so the
     /// ACK leaves it (Linux clears FLAG_SET_XMIT_TIMER).
     rack_set_timer: bool,

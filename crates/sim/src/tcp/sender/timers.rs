@@ -12,7 +12,7 @@ const TIMEOUT_INIT_US: u64 = 1_000_000;
 /// has one timer for all three: arming one replaces the one pending, and
 /// how the RTO is re-armed depends on which it replaces (`tcp_rearm_rto`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum XmitTimer {
+pub(super) enum XmitTimer {
     Off,
     Retrans,
     LossProbe,
