@@ -4,9 +4,7 @@
 //! pacing timer.
 
 use super::*;
-
-/// Linux TCP_TIMEOUT_INIT: the probe's timeout before any RTT sample.
-const TIMEOUT_INIT_US: u64 = 1_000_000;
+use crate::tcp::rtt::RTO_INIT;
 
 /// What the retransmission timer is set for (Linux `icsk_pending`). Linux
 /// has one timer for all three: arming one replaces the one pending, and
@@ -207,7 +205,7 @@ impl Sender {
         }
         let srtt_us = self.rtt.srtt_ns() / NS_PER_US;
         let mut timeout_us = if srtt_us == 0 {
-            TIMEOUT_INIT_US
+            RTO_INIT / NS_PER_US // TCP_TIMEOUT_INIT: no RTT sample yet
         } else if self.c.packets_out == 1 {
             2 * srtt_us + self.cfg.min_rto_ns / NS_PER_US
         } else {
