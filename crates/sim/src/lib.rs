@@ -30,7 +30,7 @@ pub mod trace;
 pub mod world;
 
 pub use config::RunConfig;
-pub use world::{simulate, SimResult};
+pub use world::{simulate, SimResult, LOAD_HEADER_BYTES};
 
 /// Run one simulation from its JSON config; the JSON result or an error text.
 pub fn simulate_json(input: &str) -> Result<String, String> {

@@ -39,6 +39,12 @@ enum Ev {
     SenderResume(u32),
 }
 
+/// The header the load generator's client writes first on every
+/// connection (`crates/load/src/proto.rs`, `HEADER_LEN`), on the linux and
+/// hosts backends alike; the simulated application writes it too, and,
+/// as those backends do, results count the flow's bytes after it.
+pub const LOAD_HEADER_BYTES: u64 = 44;
+
 struct Connection {
     sender: Sender,
     receiver: Receiver,
@@ -47,6 +53,16 @@ struct Connection {
     /// exchange, one connection in Linux): every data segment this one
     /// sends carries that one's receiver's ACK (`Packet::piggyback`).
     peer: Option<usize>,
+    /// Bytes its client writes before the flow's own (the load
+    /// generator's header; none on an RPC's response stream).
+    header: u64,
+}
+
+impl Connection {
+    /// The flow's own bytes that reached the receiving application.
+    fn app_delivered(&self) -> u64 {
+        self.receiver.delivered().saturating_sub(self.header)
+    }
 }
 
 struct Flow {
@@ -293,6 +309,7 @@ impl World {
                 receiver: Receiver::new(main as u32, back, tcp.clone(), opts),
                 flow: fi,
                 peer: None,
+                header: LOAD_HEADER_BYTES,
             });
             let resp = if f.kind == FlowKind::Rpc {
                 let id = w.conns.len();
@@ -302,6 +319,7 @@ impl World {
                     receiver: Receiver::new(id as u32, path, tcp.clone(), opts),
                     flow: fi,
                     peer: Some(main),
+                    header: 0,
                 });
                 w.conns[main].peer = Some(id);
                 w.has_peers = true;
@@ -589,6 +607,8 @@ impl World {
             self.conns[r].sender.establish(now);
         }
         let main = flow.main;
+        let header = self.conns[main].header;
+        self.conns[main].sender.set_app_header(header);
         match flow.kind {
             FlowKind::Bulk => self.conns[main].sender.set_unlimited(true, now, &mut self.out),
             // The whole transfer is written at once; it leaves after the handshake.
@@ -697,7 +717,7 @@ impl World {
         if flow.kind != FlowKind::Rpc {
             if flow.kind == FlowKind::Transfer
                 && flow.completion.is_none()
-                && self.conns[c].receiver.delivered() >= flow.size
+                && self.conns[c].app_delivered() >= flow.size
             {
                 flow.completion = Some(now - flow.start);
             }
@@ -706,7 +726,7 @@ impl World {
         let (main, resp) = (flow.main, flow.resp.expect("rpc flow"));
         if c == main {
             // Server: answer every complete request.
-            let due = self.conns[main].receiver.delivered() / flow.request_bytes;
+            let due = self.conns[main].app_delivered() / flow.request_bytes;
             let bytes = flow.response_bytes;
             while self.flows[f].responses_sent < due {
                 self.flows[f].responses_sent += 1;
@@ -753,7 +773,7 @@ impl World {
             out.time_us.push(t);
             out.cwnd_bytes.push(s.c.cwnd as u64 * mss);
             out.srtt_us.push(s.srtt_us());
-            out.delivered_bytes.push(conn.receiver.delivered());
+            out.delivered_bytes.push(conn.app_delivered());
             out.retrans_segs.push(s.stats.retrans_segs);
             out.inflight_bytes.push(s.c.packets_in_flight() as u64 * mss);
             out.pacing_rate_bps.push(s.pacing_rate_bps());
@@ -805,7 +825,7 @@ impl World {
                 None => flow.stop.unwrap_or(cfg.duration_ns).min(cfg.duration_ns),
             };
             let active = stop.saturating_sub(flow.start);
-            let bytes = conn.receiver.delivered();
+            let bytes = conn.app_delivered();
             self.res.flows.push(FlowSummary {
                 flow_id: self.flow_ids[fi],
                 bytes_delivered: bytes,
@@ -890,7 +910,7 @@ impl World {
                 Candidate {
                     flow: self.flow_ids[fi],
                     rate_bps: conn.sender.stats.delivery_rate_bps,
-                    bytes_left: transfer.then(|| flow.size.saturating_sub(conn.receiver.delivered())),
+                    bytes_left: transfer.then(|| flow.size.saturating_sub(conn.app_delivered())),
                     done: flow.completion.is_some() || flow.stopped,
                 }
             })
@@ -931,4 +951,15 @@ fn utilisation(link: &Link<Packet>, now: Nanos, last_tx: u64, dt: Nanos) -> f64 
         return 0.0;
     }
     (link.sent(now).1 - last_tx) as f64 * 8.0 * NS_PER_SEC as f64 / (link.rate_bps as f64 * dt as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LOAD_HEADER_BYTES;
+
+    /// The simulated application writes the header the real one does.
+    #[test]
+    fn the_header_is_the_load_generators() {
+        assert_eq!(LOAD_HEADER_BYTES, load::proto::HEADER_LEN as u64);
+    }
 }
