@@ -490,6 +490,7 @@ impl Sender {
         if want == 0 || self.state != State::Established {
             return;
         }
+        self.check_app_limited();
         let goal = self.sndbuf.size_goal();
         let mut take = 0;
         // Unsent data of at most one skb is that skb: the send head.
@@ -523,6 +524,24 @@ impl Sender {
         }
         if take < want {
             self.sndbuf.set_nospace();
+        }
+    }
+
+    /// `tcp_rate_check_app_limited`, which Linux runs at every application
+    /// write (`tcp_sendmsg_locked`) and nowhere else: less than a segment
+    /// unsent, cwnd not full and every lost packet retransmitted mean the
+    /// application, not the network, limits the rate, so the delivery-rate
+    /// samples of what leaves until that much more is delivered are marked
+    /// application-limited. (Linux also wants none of the socket's packets
+    /// left in the host's qdisc or NIC; the simulator does not track that,
+    /// and TSQ keeps it to a packet or two.)
+    fn check_app_limited(&mut self) {
+        let in_flight = self.c.packets_in_flight();
+        if self.write_seq - self.snd_nxt < self.cfg.mss as u64
+            && in_flight < self.c.cwnd
+            && self.c.lost_out <= self.c.retrans_out
+        {
+            self.c.app_limited = (self.c.delivered + in_flight as u64).max(1);
         }
     }
 

@@ -72,8 +72,6 @@ impl Sender {
                 break;
             }
             if !self.has_data() {
-                // Linux tcp_rate_check_app_limited: the app left cwnd unused.
-                self.c.app_limited = (self.c.delivered + in_flight as u64).max(1);
                 break;
             }
             let head_end = *self.wq_ends.front().expect("unsent data is in the write queue");

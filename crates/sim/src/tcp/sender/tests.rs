@@ -183,6 +183,43 @@ fn the_app_header_leaves_alone_before_the_data() {
     assert_eq!(s.write_seq, 44 + 20 * 1448);
 }
 
+/// Linux checks for an application-limited sender at each application
+/// write (`tcp_rate_check_app_limited` from `tcp_sendmsg_locked`), and only
+/// there: a connection's first write finds nothing unsent and cwnd empty,
+/// so the rate samples of what it sends are application-limited until
+/// that much is delivered; a write while cwnd is full, or while a lost
+/// segment waits for its retransmission, marks nothing.
+#[test]
+fn the_application_limited_mark_is_set_at_a_write() {
+    let rates = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let rec = Box::new(Recorder(Default::default(), rates.clone()));
+    let (mut s, mut out) = connected_with(&tcp_cfg(), rec, Some(4 * 1448), 10_000_000);
+    assert_eq!(s.snd_nxt, 4 * 1448);
+    let mark = s.c.app_limited;
+    assert!(mark > 0 && mark <= s.c.delivered.max(1), "marked with nothing in flight: {mark}");
+    s.on_ack(&ack(4, 20_000_000), 20_000_000, &mut out);
+    assert!(rates.borrow().last().unwrap().is_app_limited, "the first write's segments give application-limited samples");
+    assert_eq!(s.c.app_limited, 0, "cleared once more than the mark is delivered");
+    // The next write finds everything delivered: marked again.
+    s.write(30 * 1448, 20_000_000, &mut out);
+    assert_eq!(s.c.app_limited, s.c.delivered);
+    // With cwnd full (and data unsent) a write marks nothing.
+    s.c.app_limited = 0;
+    assert!(s.c.packets_in_flight() >= s.c.cwnd);
+    s.write(1448, 20_000_000, &mut out);
+    assert_eq!(s.c.app_limited, 0);
+    // Nor with a lost segment not yet retransmitted, though cwnd has room.
+    let (mut s, mut out) = connected(&tcp_cfg(), "reno", Some(4 * 1448), 10_000_000);
+    s.c.app_limited = 0;
+    s.c.lost_out = 1;
+    s.write(1448, 10_000_000, &mut out);
+    assert_eq!(s.c.app_limited, 0);
+    s.c.lost_out = 0;
+    let mark = s.c.delivered + s.c.packets_in_flight() as u64;
+    s.write(1448, 10_000_000, &mut out);
+    assert_eq!(s.c.app_limited, mark);
+}
+
 /// Linux's `tcp_tso_segs`: ~1 ms at the pacing rate, plus 64 KB halved
 /// per 512 µs of min RTT, within 64 KB; the floor is the CCA's.
 #[test]
