@@ -6,6 +6,7 @@ both hosts, then test.
     python bench/pcap_bursts.py simulate STUDY.toml OUTDIR [--run N] [--seed N] [--flow ID]
     python bench/pcap_bursts.py analyse OUTDIR --rate 1Gbit --buffer-pkts 194
     python bench/pcap_bursts.py rates OUTDIR --capacity 96.533Mbit
+    python bench/pcap_bursts.py drops OUTDIR [OUTDIR ...] --delay 5ms
 
 `capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
 (one run: give the study one configuration and one repetition) and, as soon
@@ -79,6 +80,23 @@ estimate is the maximum of, and, for the samples above 1.01 of it, how
 often they start from an ACK that came after a gap in the ACK stream
 (docs/validation/README.md, "Session 27").
 
+`drops` tells, per flow, which of its data segments the bottleneck
+dropped: those that entered it (tun.pcap; for a simulated run, which has
+no TUN, sender.pcap: its access link adds only a constant) and never
+reached the receiver. Each segment seen at the receiver is matched with
+the latest transmission of its sequence that entered at least `--delay`
+(the bottleneck's one-way delay) before it; the rest were dropped (on a
+simulated one-flow run this gives the bottleneck's own drop count
+exactly; segments of the capture's last second are not judged). It
+prints each flow's drop rate after `--after` seconds (default 3), split
+into the second segments of back-to-back pairs (a two-segment skb: a
+segment of the same flow less than 50 us after the previous one) and the
+others: in a drop-tail queue the second of a pair finds the queue fuller
+than the first. A kernel capture holds every flow of the first sender; a
+simulated one holds the traced flow only (`simulate --flow`, one
+directory per flow; docs/sim-model.md, "What keeps the smaller flow
+pinned").
+
 Why: a single flow through a shallow buffer loses packets whenever the ACKs
 of a stretch of time S arrive at once (a stall on the ACK path, or a
 receiver that takes many segments in one batch) and S's worth of data then
@@ -119,6 +137,13 @@ def parse_rate(text: str, option: str) -> float:
         return float(units.parse_rate(text))
     except units.UnitError as e:
         sys.exit(f"{option}: {text!r}: {e.problem} ({units.RATE_ALLOWED})")
+
+
+def parse_time_s(text: str, option: str) -> float:
+    try:
+        return float(units.parse_time(text)) / 1e9
+    except units.UnitError as e:
+        sys.exit(f"{option}: {text!r}: {e.problem} ({units.TIME_ALLOWED})")
 
 
 def namespaces() -> list[str]:
@@ -686,6 +711,64 @@ def rate_samples(tx, capacity: float, mss: int) -> None:
               f"/ {q[8]:.3f} of the capacity (p10 / median / p90)")
 
 
+PAIR_GAP_S = 50e-6  # a segment this soon after the previous one of its flow is the second of a pair
+
+
+def data_segments(pcap: Path) -> list[tuple[float, int, int]]:
+    """(time, client port, sequence) of every data segment to the server in
+    `pcap`, in capture order, each flow's sequence unwrapped on its own."""
+    if not pcap.is_file():
+        sys.exit(f"{pcap}: no such capture (write it with `capture` or `simulate` first)")
+    p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
+    last: dict[int, int] = {}
+    out = []
+    for line in p.stdout.splitlines():
+        m = re.match(r"(\d+\.\d+) .*?IP \S+\.(\d+) > \S+\.5201: .*?seq (\d+):\d+,.* length (\d+)", line)
+        if not m or int(m.group(4)) == 0:
+            continue
+        port, raw = int(m.group(2)), int(m.group(3))
+        last[port] = raw if port not in last else nearest(raw, last[port])
+        out.append((float(m.group(1)), port, last[port]))
+    return out
+
+
+def drops(outdirs: list[Path], delay_s: float, after_s: float) -> None:
+    for d in outdirs:
+        entered = data_segments(d / "tun.pcap" if (d / "tun.pcap").is_file() else d / "sender.pcap")
+        received = data_segments(d / "receiver.pcap")
+        if not entered:
+            sys.exit(f"{d}: no data segments in its captures")
+        sent_at: dict[tuple[int, int], list[tuple[float, int]]] = collections.defaultdict(list)
+        for i, (t, port, seq) in enumerate(entered):
+            sent_at[(port, seq)].append((t, i))
+        delivered = set()
+        for t, port, seq in received:
+            tries = sent_at.get((port, seq), [])
+            k = bisect.bisect_right([x for x, _ in tries], t - delay_s) - 1
+            if k >= 0:
+                delivered.add(tries[k][1])
+        # What entered in the capture's last second may still have been on
+        # its way when the capture ended: not judged.
+        t0, t_end, prev = entered[0][0], received[-1][0] - delay_s - 1.0, {}
+        count: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+        for i, (t, port, _) in enumerate(entered):
+            second = port in prev and t - prev[port] < PAIR_GAP_S
+            prev[port] = t
+            if t - t0 < after_s or t > t_end:
+                continue
+            kind = "second" if second else "other"
+            count[port][kind] += 1
+            count[port][kind + " dropped"] += i not in delivered
+        print(f"{d}: drops at the bottleneck from {after_s:g} s to the capture's last second")
+        for port, c in sorted(count.items(), key=lambda pc: -(pc[1]["second"] + pc[1]["other"])):
+            n, lost = c["second"] + c["other"], c["second dropped"] + c["other dropped"]
+            print(f"  flow on port {port}: {n} segments, {lost} dropped ({lost / n:.1%}); the second of a pair "
+                  f"{c['second'] / n:.0%} of them, dropped {c['second dropped'] / max(1, c['second']):.1%}; "
+                  f"the others dropped {c['other dropped'] / max(1, c['other']):.1%}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -711,11 +794,17 @@ def main() -> None:
     r.add_argument("outdir", type=Path)
     r.add_argument("--capacity", required=True, help="the bottleneck's payload rate, e.g. 96.533Mbit")
     r.add_argument("--mss", type=int, default=1448)
+    dr = sub.add_parser("drops")
+    dr.add_argument("outdirs", type=Path, nargs="+")
+    dr.add_argument("--delay", required=True, help="the bottleneck's one-way delay, e.g. 5ms")
+    dr.add_argument("--after", type=float, default=3.0, help="seconds from the first segment to leave out")
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
     elif args.cmd == "simulate":
         simulate(args.study, args.outdir, args.run, args.seed, args.flow)
+    elif args.cmd == "drops":
+        drops(args.outdirs, parse_time_s(args.delay, "--delay"), args.after)
     elif args.cmd == "rates":
         rate_samples(events(args.outdir / "sender.pcap"), parse_rate(args.capacity, "--capacity"), args.mss)
     else:
