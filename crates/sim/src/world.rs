@@ -85,7 +85,6 @@ struct Flow {
     response_bytes: u64,
     think: Nanos,
     // RPC progress
-    started: bool,
     stopped: bool,
     requests_issued: u64,
     responses_sent: u64,
@@ -340,7 +339,6 @@ impl World {
                 request_bytes: f.request_bytes.unwrap_or(0),
                 response_bytes: f.response_bytes.unwrap_or(0).max(1),
                 think: f.think_ns.unwrap_or(0),
-                started: false,
                 stopped: false,
                 requests_issued: 0,
                 responses_sent: 0,
@@ -606,25 +604,27 @@ impl World {
             // The server's stream shares the connection's handshake.
             self.conns[r].sender.establish(now);
         }
-        let main = flow.main;
-        let header = self.conns[main].header;
-        self.conns[main].sender.set_app_header(header);
-        match flow.kind {
-            FlowKind::Bulk => self.conns[main].sender.set_unlimited(true, now, &mut self.out),
-            // The whole transfer is written at once; it leaves after the handshake.
-            FlowKind::Transfer => self.conns[main].sender.write(flow.size, now, &mut self.out),
-            FlowKind::Rpc => {}
-        }
-        self.conns[main].sender.connect(now, &mut self.out);
+        self.conns[flow.main].sender.connect(now, &mut self.out);
         self.flush();
     }
 
+    /// The client's `connect` returned: as the load generator's client
+    /// (`crates/load/src/client.rs`), it writes its header in a `send()` of
+    /// its own, then the flow's data (a bulk flow all it can, a transfer
+    /// all of it, an RPC flow its first request).
     fn on_established(&mut self, f: usize) {
-        let flow = &mut self.flows[f];
-        if flow.kind == FlowKind::Rpc && !flow.started {
-            flow.started = true;
-            self.issue_request(f);
+        let (now, flow) = (self.now, &self.flows[f]);
+        let main = flow.main;
+        let header = self.conns[main].header;
+        self.conns[main].sender.write(header, now, &mut self.out);
+        match flow.kind {
+            // A bulk flow stopped before it connected writes nothing more.
+            FlowKind::Bulk if !flow.stopped => self.conns[main].sender.set_unlimited(true, now, &mut self.out),
+            FlowKind::Bulk => {}
+            FlowKind::Transfer => self.conns[main].sender.write(flow.size, now, &mut self.out),
+            FlowKind::Rpc => self.issue_request(f),
         }
+        self.flush();
     }
 
     fn on_flow_stop(&mut self, f: usize) {

@@ -126,9 +126,6 @@ pub struct Sender {
     /// Bytes the application still has to write (not bulk): the send
     /// buffer takes them as it has room.
     app_pending: u64,
-    /// Bytes the application writes on their own as soon as it is
-    /// connected, before anything else (the load generator's header).
-    app_header: u64,
     /// Ends of the application's writes not yet sent; the segment holding
     /// each gets PSH (`tcp_push`).
     push_seqs: VecDeque<u64>,
@@ -286,7 +283,6 @@ impl Sender {
             write_seq: 0,
             unlimited: false,
             app_pending: 0,
-            app_header: 0,
             push_seqs: VecDeque::new(),
             wq_ends: VecDeque::new(),
             sndbuf: SendBuffer::new(&cfg),
@@ -424,31 +420,8 @@ impl Sender {
         // The SYN-ACK's window field is unscaled: at most 64 KB.
         self.sndbuf.see_window(self.peer_window.min(SYN_WINDOW_MAX));
         self.init_buffer_space();
-        let header = std::mem::take(&mut self.app_header);
-        if header > 0 {
-            self.write_alone(header, now, out);
-        }
         self.app_write(now, out);
         self.send(now, out);
-    }
-
-    /// The application's first write once connected, `bytes` on their own
-    /// (the load generator's header: `crates/load/src/client.rs` writes it
-    /// after `connect` returns, before the flow's own data).
-    pub fn set_app_header(&mut self, bytes: u64) {
-        self.app_header = bytes;
-    }
-
-    /// One `send()` of `bytes`, ahead of whatever else the application has
-    /// queued to write: its own skb, pushed (with Nagle nothing is in
-    /// flight yet, so it leaves at once).
-    fn write_alone(&mut self, bytes: u64, now: Nanos, out: &mut Out) {
-        let (unlimited, pending) = (self.unlimited, self.app_pending);
-        (self.unlimited, self.app_pending) = (false, bytes);
-        self.app_write(now, out);
-        debug_assert_eq!(self.app_pending, 0, "a fresh send buffer takes a small first write whole");
-        self.send(now, out);
-        (self.unlimited, self.app_pending) = (unlimited, pending);
     }
 
     /// Bulk: an endless supply of data from now on (or, `on` false, no

@@ -160,26 +160,25 @@ fn psh_ends_each_multi_segment_skb_and_each_write() {
     assert_eq!(got, vec![(1448, false), (100, true)]);
 }
 
-/// A header set with `set_app_header` (the load generator's
-/// header) leaves on its own as soon as the SYN-ACK arrives, ahead of the
-/// data the application had already written, then the initial window
-/// goes on with full segments: as a Linux client's 44-byte header write
-/// after `connect`, then its transfer.
+/// The load generator's client writes its 44-byte header once `connect`
+/// returns, then its transfer: the header leaves on its own, pushed (with
+/// Nagle nothing is in flight yet), and the initial window goes on with
+/// full segments.
 #[test]
-fn the_app_header_leaves_alone_before_the_data() {
+fn a_header_written_first_leaves_alone_before_the_data() {
     let cca = crate::cc::by_name("reno").unwrap();
     let mut s = Sender::new(0, 0, tcp_cfg().into(), cca, ConnOpts::default());
     let mut out = Out::default();
-    s.set_app_header(44);
-    s.write(20 * 1448, 0, &mut out);
     s.connect(0, &mut out);
-    out.clear();
     s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    out.clear();
+    s.write(44, 10_000_000, &mut out);
+    s.write(20 * 1448, 10_000_000, &mut out);
     let got: Vec<_> = out.pkts.iter().map(|p| (p.seq, p.len, p.psh)).collect();
     assert_eq!(got[0], (0, 44, true), "the header first, alone and pushed");
     assert_eq!(got.len(), 10, "the initial window: the header and nine segments");
     assert!(got[1..].iter().enumerate().all(|(i, &(seq, len, _))| seq == 44 + i as u64 * 1448 && len == 1448));
-    // The data written before the connection completed is all there, after it.
+    // All the data written is there, after it.
     assert_eq!(s.write_seq, 44 + 20 * 1448);
 }
 
