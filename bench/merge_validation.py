@@ -1,49 +1,64 @@
 """Judge a new simulator half against an earlier table's linux half, by the
-grid's rules, and write the merged table (the layout of `validation.csv`):
+grid's own rules, and write the merged table (the layout of `validation.csv`):
 
     python3 bench/merge_validation.py LINUX.csv SIM.csv OUT.csv
 
 LINUX.csv gives the linux columns (e.g. docs/validation/validation-full-s31-wq.csv),
 SIM.csv the simulator columns (a grid's simulator half, run without its
-kernel half); per scenario and metric the ratio (relative metrics) or the
-difference (absolute ones), whether it is within tolerance, whether it
-exceeds the two backends' spreads (and 1 %), and per scenario the verdict
-from the judged metrics. It reproduces validation-full-s35-sim-vs-s31-linux.csv
-from its two halves; bench/compare_validation.py prints the counts.
+kernel half). Each scenario and metric is judged again with
+`ccbench.validate.comparison` (`compare_spreads`, `Scenario.verdict`) and the
+table written with `ccbench.validate.output.csv_text`, as `ccbench validate`
+does; bench/compare_validation.py prints the counts.
 """
 
 from __future__ import annotations
 
+import math
 import sys
+from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-SIM_COLUMNS = ["sim_median", "sim_min", "sim_max", "sim_n"]
+from ccbench.analysis.stats import Spread
+from ccbench.validate.comparison import METRIC, Scenario, Validation, compare_spreads
+from ccbench.validate.output import csv_text
+
+PARAMS = ("cca", "flows", "rate", "rtt", "buffer", "loss")
 
 
-def merge(linux: pd.DataFrame, sim: pd.DataFrame) -> pd.DataFrame:
-    key = ["scenario", "metric"]
-    m = linux.drop(columns=SIM_COLUMNS).merge(sim[key + SIM_COLUMNS], on=key, how="left")[linux.columns]
-    rel = m.tolerance_kind == "relative"
-    m["ratio"] = np.where(rel, m.sim_median / m.linux_median, np.nan)
-    m["diff"] = m.sim_median - m.linux_median
-    within = np.where(rel, (m.ratio - 1).abs() <= m.tolerance, m["diff"].abs() <= m.tolerance)
-    m["within"] = np.where(m.tolerance.isna(), np.nan, within.astype(float))
-    spread = (m.sim_max - m.sim_min) + (m.linux_max - m.linux_min)
-    beyond_one_percent = np.where(rel, (m.ratio - 1).abs() > 0.01, m["diff"].abs() > 0.01)
-    m["exceeds_spread"] = ((m["diff"].abs() > spread) & beyond_one_percent).astype(int)
-    judged = m[m.judged == 1].groupby("scenario").within.apply(lambda s: bool((s == 1).all()))
-    m["verdict"] = m.scenario.map(lambda s: "agree" if judged[s] else "disagree")
-    return m
+def spread(row: pd.Series, side: str) -> Spread:
+    """A side's median, min, max and count as written in the table (the
+    runs' values themselves are not in it)."""
+    n = row[f"{side}_n"]
+    if not n or math.isnan(n):
+        return Spread(0, None, None, None, None, [])
+    return Spread(int(n), float(row[f"{side}_median"]), None, float(row[f"{side}_min"]), float(row[f"{side}_max"]), [])
+
+
+def merge(linux: pd.DataFrame, sim: pd.DataFrame) -> list[Scenario]:
+    sims = sim.set_index(["scenario", "metric"])
+    scenarios = []
+    for label, rows in linux.groupby("scenario", sort=False):
+        first = rows.iloc[0]
+        judged = {}
+        for _, r in rows.iterrows():
+            s = sims.loc[(label, r.metric)] if (label, r.metric) in sims.index else None
+            sim_spread = spread(s, "sim") if s is not None else Spread(0, None, None, None, None, [])
+            judged[r.metric] = compare_spreads(METRIC[r.metric], sim_spread, spread(r, "linux"))
+        runs = {"linux": {"suspect": int(first.linux_suspect), "failed": int(first.linux_failed)}}
+        scenarios.append(Scenario(first.config_id, {p: first[p] for p in PARAMS}, judged, runs, {},
+                                  rechecked=bool(first.rechecked)))
+    return scenarios
 
 
 def main(argv: list[str]) -> None:
     if len(argv) != 3:
         sys.exit(__doc__)
-    m = merge(pd.read_csv(argv[0]), pd.read_csv(argv[1]))
-    m.to_csv(argv[2], index=False)
-    print(m.drop_duplicates("scenario").verdict.value_counts().to_dict())
+    scenarios = merge(pd.read_csv(argv[0], dtype={"flows": str}), pd.read_csv(argv[1], dtype={"flows": str}))
+    # csv_text reads only the scenarios of a Validation.
+    v = Validation(grid=None, duration_us=0, warmup_us=0, reps=0, scenarios=scenarios, out=Path(argv[2]))
+    Path(argv[2]).write_text(csv_text(v))
+    print(v.counts())
 
 
 if __name__ == "__main__":
