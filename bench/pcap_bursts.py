@@ -213,16 +213,21 @@ def nearest(raw: int, ref: int) -> int:
     return ref + ((raw - ref + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
-def events(pcap: Path):
-    """(time, kind, value, x): kind "A" an ACK from the server (value: its
-    cumulative ACK; x: its SACK blocks, (start, end) pairs, empty if none),
-    "D" a data segment to it (value: its sequence; x: its length)."""
+def tcpdump_text(pcap: Path) -> str:
+    """`pcap` as tcpdump prints it (absolute times and sequence numbers)."""
     if not pcap.is_file():
         sys.exit(f"{pcap}: no such capture (write it with `capture` or `simulate` first)")
     p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
-    text = p.stdout
+    return p.stdout
+
+
+def events(pcap: Path):
+    """(time, kind, value, x): kind "A" an ACK from the server (value: its
+    cumulative ACK; x: its SACK blocks, (start, end) pairs, empty if none),
+    "D" a data segment to it (value: its sequence; x: its length)."""
+    text = tcpdump_text(pcap)
     out = []
     # Sequence and ACK numbers are absolute (-S) and wrap at 2^32 (a random
     # initial sequence wraps within the first GB): each is taken as the
@@ -712,20 +717,17 @@ def rate_samples(tx, capacity: float, mss: int) -> None:
 
 
 PAIR_GAP_S = 50e-6  # a segment this soon after the previous one of its flow is the second of a pair
+# A data segment to the server: time, client port, sequence, length.
+DATA_SEGMENT = re.compile(r"(\d+\.\d+) .*?IP \S+\.(\d+) > \S+\.5201: .*?seq (\d+):\d+,.* length (\d+)")
 
 
 def data_segments(pcap: Path) -> list[tuple[float, int, int]]:
     """(time, client port, sequence) of every data segment to the server in
     `pcap`, in capture order, each flow's sequence unwrapped on its own."""
-    if not pcap.is_file():
-        sys.exit(f"{pcap}: no such capture (write it with `capture` or `simulate` first)")
-    p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
     last: dict[int, int] = {}
     out = []
-    for line in p.stdout.splitlines():
-        m = re.match(r"(\d+\.\d+) .*?IP \S+\.(\d+) > \S+\.5201: .*?seq (\d+):\d+,.* length (\d+)", line)
+    for line in tcpdump_text(pcap).splitlines():
+        m = DATA_SEGMENT.match(line)
         if not m or int(m.group(4)) == 0:
             continue
         port, raw = int(m.group(2)), int(m.group(3))
