@@ -154,6 +154,12 @@ mod tests {
         assert!(!resting());
         set_load(0.0);
         drop(k);
+        // join returns when the kernel clears the thread's tid, a moment before
+        // it leaves /proc/self/task: allow it that moment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while !spinners().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert!(spinners().is_empty(), "the spinner ended");
     }
 }
