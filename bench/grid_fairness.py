@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 import ccbench
+from ccbench.analysis.series import jain_index
 
 KEYS = ("flows.0.count", "topology.bottleneck.rate", "topology.bottleneck.buffer", "topology.bottleneck.loss",
         "cases.rtt")
@@ -151,8 +152,9 @@ def ranks(args: argparse.Namespace) -> None:
                 if scenario_key(json.loads(run.params)) != want:
                     continue
                 figs = flow_figures(r, run.run_id, min_flat)
-                g = [x[0] for x in figs]
-                jain.append(sum(g) ** 2 / (len(g) * sum(x * x for x in g)))
+                j = jain_index(x[0] for x in figs)
+                if j is not None:  # no flow delivered anything
+                    jain.append(j)
                 for i, x in enumerate(figs):
                     by_rank.setdefault(i, []).append(x)
         if not jain:
