@@ -4,6 +4,7 @@ real `ccbench run` process is writing the results."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -76,6 +77,19 @@ def test_metrics_and_by_config_are_the_pipeline(results):
     assert set(g.metric) == {"goodput"} and set(g.group) == {"reno bulk"}
     assert set(by[by.key == "jfi"].group.dropna()) == set()
     assert list(flagged.columns) == ["run_id", "config_id", "kind", "reason", "flow_id"]
+
+
+def test_timeouts_and_loss_probes_come_from_the_runs_stats(results):
+    with ccbench.open(results) as r:
+        runs, m = r.runs, r.metrics()
+    counted = 0
+    for run_id, text in zip(runs.run_id, runs.stats):
+        stats = json.loads(text)
+        for key, stat in (("timeouts", "rto_count"), ("loss_probes", "tlp_count")):
+            (value,) = m[(m.run_id == run_id) & (m.key == key)]["value"].tolist()
+            assert value == stats[stat], (run_id, key)
+            counted += value
+    assert counted > 0, "the 1 % loss runs time out or probe at least once"
 
 
 def test_report_and_plot(results, tmp_path):

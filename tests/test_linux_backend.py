@@ -243,6 +243,18 @@ def test_plan_names_and_addresses():
         netns.plan("0123abcd", 64, 1500)
 
 
+def test_netstat_tables_parse_by_group():
+    text = ("TcpExt: SyncookiesSent TCPTimeouts TCPLossProbes\nTcpExt: 0 7 23\n"
+            "IpExt: InNoRoutes InOctets\nIpExt: 0 123456789012\n")
+    assert netns.parse_netstat(text) == {"TcpExt": {"SyncookiesSent": 0, "TCPTimeouts": 7, "TCPLossProbes": 23},
+                                         "IpExt": {"InNoRoutes": 0, "InOctets": 123456789012}}
+    with pytest.raises(ValueError, match="not a netstat table"):
+        netns.parse_netstat("TcpExt: A B\nIpExt: 1 2\n")
+    # This machine's own table parses, with the counters the run stats read.
+    own = netns.parse_netstat(Path("/proc/self/net/netstat").read_text())["TcpExt"]
+    assert {"TCPTimeouts", "TCPLossProbes"} <= own.keys()
+
+
 def test_names_of_others_are_not_ours():
     for n in ("ccb", "ccbx", "ccb0123abc-r", "ccb0123abcd", "ccb0123ABCD-r", "xccb0123abcd-r", "ccb0123abcd-r-x",
               "ccb0123abcd-"):
@@ -564,6 +576,30 @@ def test_random_loss_rate_and_retransmissions(core):
         assert "spurious retransmission" in res.note
     # ...and nothing was lost outside the emulator.
     assert st["interface_drops"] == {} and st["tun_drops"] == 0
+
+
+def test_timeouts_and_loss_probes_are_counted_as_the_simulator_counts_them(core):
+    """stats rto_count and tlp_count: one segment in flight and 10 % random
+    loss, so nothing but a tail loss probe (2 srtt + 200 ms after the send,
+    one segment out) or, when the probe is lost too, the retransmission
+    timer repairs a loss. Both backends count each per firing (Linux's
+    TcpExt TCPTimeouts and TCPLossProbes). The simulator on this study,
+    seeds 1 to 3: 5, 7, 4 timeouts and 24, 23, 27 probes in 12 s."""
+    text = (BULK.format(duration="12s", loss="10%", cca="reno")
+            + "cwnd_clamp = 1\n[tcp]\ndelayed_ack = 'off'\n")
+    _, linux = run_measured(text)
+    assert linux.status == "ok", linux.note
+    (sim_run,) = study(text, backend="sim").runs()
+    counts = {}
+    for backend, res in (("linux", linux), ("sim", backends.get("sim").run(sim_run))):
+        counts[backend] = (res.stats["rto_count"], res.stats["tlp_count"], res.flows[0]["retrans_segs"])
+        print(f"{backend}: {counts[backend][0]} timeouts, {counts[backend][1]} loss probes, "
+              f"{counts[backend][2]} retransmitted segments")
+    (lr, lt, lx), (sr, st, sx) = counts["linux"], counts["sim"]
+    # Every retransmission is a probe's or the timer's (one segment at a time).
+    assert lr + lt >= lx > 0 and sr + st >= sx > 0
+    assert 10 <= lt <= 60 and 1 <= lr <= 20, counts
+    assert 0.5 <= (lr + lt) / (sr + st) <= 2, counts
 
 
 def test_max_rate_caps_the_kernel_pacing_rate(core):

@@ -70,6 +70,8 @@ METRICS: tuple[Metric, ...] = (
            "the backend's rtt_mean_us: raw RTT samples, one per round trip (docs/analysis.md)", "rtt"),
     Metric("retrans_pct", "%", "abs", 0.5, False, "100 · Σ retransmitted / Σ sent segments (percentage points)", "retrans"),
     Metric("jfi_steady", "", "abs", 0.05, False, "Jain's index over the flows' goodput after the warm-up", "jfi_steady"),
+    Metric("timeouts", "", "abs", None, False,
+           "retransmission timeouts in the run, all flows (stats rto_count: the kernel's TCPTimeouts)", "timeouts"),
 )
 METRIC = {m.name: m for m in METRICS}
 JUDGED = tuple(m.name for m in METRICS if m.judged)

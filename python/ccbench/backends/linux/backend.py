@@ -61,6 +61,10 @@ STALL_MAX_NS = 10_000_000  # one packet this late means the emulator stalled →
 # rest of the period). Below it the emulator is busy but keeping up, which
 # lateness and drops (checked separately) show.
 CPU_BUSY_MARGIN = 0.02
+# Run stats shared with the simulator → the kernel's TcpExt counter that gives
+# them: every retransmission timeout that fired with data outstanding, and
+# every tail loss probe sent.
+TCP_EXT_COUNTERS = {"rto_count": "TCPTimeouts", "tlp_count": "TCPLossProbes"}
 
 
 def cpu_busy_level(runtime_us: Optional[int], period_us: Optional[int]) -> float:
@@ -211,6 +215,9 @@ class _Run:
         self.closed = False
         self.iface: dict[str, dict] = {}
         self.tun_qdisc_drops = 0
+        # The hosts' TcpExt counters summed at the end of the run (netns.tcp_ext_counters), or why not.
+        self.tcp_ext: dict[str, int] = {}
+        self.tcp_ext_problem: Optional[str] = None
         self.cgroups: dict[str, Path] = {}  # client name → its cgroup, for cwnd-clamped flows
         self.servers: list[str] = ["server"]  # the load servers' process names
         self.bpf: list[bpf_cca.Registration] = []  # BPF CCAs registered for this run (bpf_cca.py)
@@ -450,6 +457,14 @@ class _Run:
         for ns in self.topo.namespaces:
             for ifname, st in netns.link_stats(ns).items():
                 self.iface[f"{ns}/{ifname}"] = st
+        # Retransmission timeouts and tail loss probes: every namespace is this
+        # run's own, so its counters start at zero.
+        try:
+            per_host = [netns.tcp_ext_counters(h.ns) for h in self.topo.hosts]
+        except (OSError, ValueError) as e:
+            self.tcp_ext_problem = f"the hosts' TCP counters could not be read: {e}"
+        else:
+            self.tcp_ext = {k: sum(c.get(k, 0) for c in per_host) for k in TCP_EXT_COUNTERS.values()}
         p = netns.ip("netns", "exec", self.topo.router_ns, "tc", "-s", "-j", "qdisc", "show", "dev",
                      self.topo.tun, check=False) if shutil.which("tc") else None
         if p is not None and p.returncode == 0:
@@ -651,6 +666,8 @@ class _Run:
         elif self.watch_problem:
             info.append(f"windows were only checked at the sample interval: {self.watch_problem}")
 
+        if self.tcp_ext_problem:
+            info.append(self.tcp_ext_problem)
         if emu_out.get("placement_error"):
             info.append(f"the emulator ran unpinned: {emu_out['placement_error']}")
 
@@ -671,6 +688,8 @@ class _Run:
             "emu_link_drops": {k: link_counter(k, "drops") + link_counter(k, "random_losses")
                                for k in (emu_out.get("links") or last.get("links") or {})},
             "spurious_retrans_segs": spurious,
+            # As the simulator's stats count them, over all hosts' TCP (the kernel's TcpExt counters).
+            **{key: self.tcp_ext.get(name) for key, name in TCP_EXT_COUNTERS.items()},
             "tun_packets_in": tun_in,
             "tun_drops": tun_drops,
             "late_pkts": late_pkts,

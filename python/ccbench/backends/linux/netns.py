@@ -123,6 +123,26 @@ def in_netns(ns: str, fn: Callable[[], Any]) -> Any:
     return box.get("value")
 
 
+def parse_netstat(text: str) -> dict[str, dict[str, int]]:
+    """/proc/net/netstat (or /proc/net/snmp) as {group: {counter: value}}:
+    each group is a line of names followed by a line of values."""
+    out: dict[str, dict[str, int]] = {}
+    lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+    for names, values in zip(lines[::2], lines[1::2]):
+        if not names or names[0] != values[0] or not names[0].endswith(":"):
+            raise ValueError(f"not a netstat table: {' '.join(names[:3])} / {' '.join(values[:3])}")
+        out[names[0][:-1]] = {k: int(v) for k, v in zip(names[1:], values[1:])}
+    return out
+
+
+def tcp_ext_counters(ns: str) -> dict[str, int]:
+    """The kernel's TcpExt counters of namespace ``ns`` (each network
+    namespace counts its own sockets' events: retransmission timeouts,
+    loss probes, ...)."""
+    text = in_netns(ns, lambda: Path("/proc/thread-self/net/netstat").read_text())
+    return parse_netstat(text).get("TcpExt", {})
+
+
 def set_sysctls(ns: str, values: dict[str, Any]) -> None:
     """Write sysctls (dotted names) inside namespace ``ns``."""
 

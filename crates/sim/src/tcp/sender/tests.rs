@@ -122,6 +122,8 @@ fn handshake_after_syn_retransmissions() {
             assert!(out.pkts.last().unwrap().syn);
             sent.push(out.pkts.last().unwrap().ts_val);
         }
+        // Each SYN timeout counts as Linux's TCPTimeouts counts it.
+        assert_eq!(s.stats.rto_count, n as u64);
         let now = sent.last().unwrap() + 30_500_000;
         s.on_synack(&Packet { syn: true, ts_ecr: sent[echo], ..Packet::default() }, now, &mut out);
         (s.srtt_us(), s.c.cwnd)

@@ -92,7 +92,10 @@ impl Sender {
 
     /// Retransmission timeout (Linux `tcp_retransmit_timer` + `tcp_enter_loss`).
     pub(super) fn on_rto(&mut self, now: Nanos, out: &mut Out) {
+        // Every firing with something outstanding counts, the SYN's too
+        // (Linux's TCPTimeouts).
         if self.state == State::SynSent {
+            self.stats.rto_count += 1;
             self.rtt.syn_timeout();
             self.send_syn(now, out);
             return;
