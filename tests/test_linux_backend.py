@@ -251,8 +251,10 @@ def test_netstat_tables_parse_by_group():
     with pytest.raises(ValueError, match="not a netstat table"):
         netns.parse_netstat("TcpExt: A B\nIpExt: 1 2\n")
     # This machine's own table parses, with the counters the run stats read.
+    from ccbench.backends.linux.backend import TCP_EXT_COUNTERS
+
     own = netns.parse_netstat(Path("/proc/self/net/netstat").read_text())["TcpExt"]
-    assert {"TCPTimeouts", "TCPLossProbes"} <= own.keys()
+    assert {name for names in TCP_EXT_COUNTERS.values() for name in names} <= own.keys()
 
 
 def test_names_of_others_are_not_ours():
@@ -593,8 +595,11 @@ def test_timeouts_and_loss_probes_are_counted_as_the_simulator_counts_them(core)
     counts = {}
     for backend, res in (("linux", linux), ("sim", backends.get("sim").run(sim_run))):
         counts[backend] = (res.stats["rto_count"], res.stats["tlp_count"], res.flows[0]["retrans_segs"])
+        first = {k: res.stats[k] for k in ("rto_in_recovery", "rto_in_loss", "rto_in_disorder")}
         print(f"{backend}: {counts[backend][0]} timeouts, {counts[backend][1]} loss probes, "
-              f"{counts[backend][2]} retransmitted segments")
+              f"{counts[backend][2]} retransmitted segments; first timeouts by state {first}")
+        # The first timeouts by state are some of the timeouts.
+        assert sum(first.values()) <= res.stats["rto_count"]
     (lr, lt, lx), (sr, st, sx) = counts["linux"], counts["sim"]
     # Every retransmission is a probe's or the timer's (one segment at a time).
     assert lr + lt >= lx > 0 and sr + st >= sx > 0

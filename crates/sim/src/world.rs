@@ -181,6 +181,12 @@ pub struct RunStats {
     /// Retransmission timeouts and tail loss probes over all connections.
     pub rto_count: u64,
     pub tlp_count: u64,
+    /// First timeouts by the state they ended, as Linux's TcpExt counts
+    /// them: Recovery (TCPSackRecoveryFail), Loss (TCPLossFailures),
+    /// Disorder or with segments SACKed (TCPSackFailures).
+    pub rto_in_recovery: u64,
+    pub rto_in_loss: u64,
+    pub rto_in_disorder: u64,
 }
 
 struct World {
@@ -849,6 +855,9 @@ impl World {
             if self.dumbbell { sent(&self.links[0]) } else { self.sampled.iter().map(|&l| sent(&self.links[l])).sum() };
         self.res.stats.rto_count = self.conns.iter().map(|c| c.sender.stats.rto_count).sum();
         self.res.stats.tlp_count = self.conns.iter().map(|c| c.sender.stats.tlp_count).sum();
+        self.res.stats.rto_in_recovery = self.conns.iter().map(|c| c.sender.stats.rto_in_recovery).sum();
+        self.res.stats.rto_in_loss = self.conns.iter().map(|c| c.sender.stats.rto_in_loss).sum();
+        self.res.stats.rto_in_disorder = self.conns.iter().map(|c| c.sender.stats.rto_in_disorder).sum();
         self.res.stats.sim_time_us = self.now / NS_PER_US;
         self.res
     }

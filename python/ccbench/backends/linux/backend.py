@@ -61,10 +61,18 @@ STALL_MAX_NS = 10_000_000  # one packet this late means the emulator stalled →
 # rest of the period). Below it the emulator is busy but keeping up, which
 # lateness and drops (checked separately) show.
 CPU_BUSY_MARGIN = 0.02
-# Run stats shared with the simulator → the kernel's TcpExt counter that gives
-# them: every retransmission timeout that fired with data outstanding, and
-# every tail loss probe sent.
-TCP_EXT_COUNTERS = {"rto_count": "TCPTimeouts", "tlp_count": "TCPLossProbes"}
+# Run stats shared with the simulator → the kernel's TcpExt counters that sum
+# to them: every retransmission timeout that fired with data outstanding,
+# every tail loss probe sent, and a connection's first timeout (its backoff
+# not started) once more by the state it ended: Recovery, Loss, Disorder or
+# with segments SACKed (the SACK and the non-SACK counter of each).
+TCP_EXT_COUNTERS = {
+    "rto_count": ("TCPTimeouts",),
+    "tlp_count": ("TCPLossProbes",),
+    "rto_in_recovery": ("TCPSackRecoveryFail", "TCPRenoRecoveryFail"),
+    "rto_in_loss": ("TCPLossFailures",),
+    "rto_in_disorder": ("TCPSackFailures", "TCPRenoFailures"),
+}
 
 
 def cpu_busy_level(runtime_us: Optional[int], period_us: Optional[int]) -> float:
@@ -464,7 +472,8 @@ class _Run:
         except (OSError, ValueError) as e:
             self.tcp_ext_problem = f"the hosts' TCP counters could not be read: {e}"
         else:
-            self.tcp_ext = {k: sum(c.get(k, 0) for c in per_host) for k in TCP_EXT_COUNTERS.values()}
+            self.tcp_ext = {key: sum(c.get(name, 0) for c in per_host for name in names)
+                            for key, names in TCP_EXT_COUNTERS.items()}
         p = netns.ip("netns", "exec", self.topo.router_ns, "tc", "-s", "-j", "qdisc", "show", "dev",
                      self.topo.tun, check=False) if shutil.which("tc") else None
         if p is not None and p.returncode == 0:
@@ -689,7 +698,7 @@ class _Run:
                                for k in (emu_out.get("links") or last.get("links") or {})},
             "spurious_retrans_segs": spurious,
             # As the simulator's stats count them, over all hosts' TCP (the kernel's TcpExt counters).
-            **{key: self.tcp_ext.get(name) for key, name in TCP_EXT_COUNTERS.items()},
+            **{key: self.tcp_ext.get(key) for key in TCP_EXT_COUNTERS},
             "tun_packets_in": tun_in,
             "tun_drops": tun_drops,
             "late_pkts": late_pkts,

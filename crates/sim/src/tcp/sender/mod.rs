@@ -244,6 +244,10 @@ pub struct SenderStats {
     pub delivery_rate_bps: f64,
     pub rto_count: u64,
     pub tlp_count: u64,
+    /// First timeouts (no backoff yet) by the state they ended (`on_rto`).
+    pub rto_in_recovery: u64,
+    pub rto_in_loss: u64,
+    pub rto_in_disorder: u64,
     /// Reductions undone as spurious (D-SACK, timestamps or F-RTO).
     pub undo_count: u64,
 }

@@ -934,6 +934,32 @@ fn real_fast_recovery_is_kept() {
     assert_eq!(s.c.ssthresh, ssthresh);
 }
 
+/// A connection's first timeout counts once more by the state it ends
+/// (Linux's TcpExt TCPSackRecoveryFail, TCPLossFailures, TCPSackFailures);
+/// the backed-off timeouts after it, and one in the Open state, only in
+/// `rto_count`.
+#[test]
+fn first_timeouts_count_by_the_state_they_end() {
+    let counts = |s: &Sender| (s.stats.rto_count, s.stats.rto_in_recovery, s.stats.rto_in_loss, s.stats.rto_in_disorder);
+    let fire_until_rto = |s: &mut Sender, out: &mut Out, n: u64| {
+        while s.stats.rto_count < n {
+            let t = s.xmit_timer.deadline().unwrap();
+            s.on_timer(TimerKind::Retransmit, t, out);
+        }
+    };
+    // Segment 0 lost (1..3 SACKed) and its retransmission too: twice.
+    let (mut s, mut out) = ten_out("cubic");
+    s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    fire_until_rto(&mut s, &mut out, 2);
+    assert_eq!(counts(&s), (2, 1, 0, 0));
+    // Nothing acknowledged at all: a loss probe, then timeouts in Open.
+    let (mut s, mut out) = ten_out("cubic");
+    fire_until_rto(&mut s, &mut out, 2);
+    assert_eq!(s.stats.tlp_count, 1);
+    assert_eq!(counts(&s), (2, 0, 0, 0));
+}
+
 /// Retransmitting the head restarts the retransmission timer (Linux
 /// `tcp_xmit_retransmit_queue` re-arms it when the head went out again
 /// and no reordering timer is pending), so a repaired head gets a whole

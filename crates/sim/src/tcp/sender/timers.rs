@@ -107,6 +107,18 @@ impl Sender {
         self.reord.on_timeout(self.c.ca_state, self.c.sacked_out);
         let new_recovery = self.c.ca_state < CaState::Recovery;
         let repeated_timeout = self.rtt.backoff > 0;
+        // Linux counts a connection's first timeout once more by the state it
+        // ends: Recovery, Loss, or Disorder / anything SACKed (TcpExt
+        // TCPSackRecoveryFail, TCPLossFailures, TCPSackFailures).
+        if !repeated_timeout {
+            match self.c.ca_state {
+                CaState::Recovery => self.stats.rto_in_recovery += 1,
+                CaState::Loss => self.stats.rto_in_loss += 1,
+                CaState::Disorder => self.stats.rto_in_disorder += 1,
+                _ if self.c.sacked_out > 0 => self.stats.rto_in_disorder += 1,
+                _ => {}
+            }
+        }
         // `tcp_timeout_mark_lost`: the head and everything not sacked that
         // RACK would time out (sent more than its RTT ago) is presumed lost;
         // those retransmissions restart.
