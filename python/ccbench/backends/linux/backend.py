@@ -386,7 +386,15 @@ class _Run:
     def _finish(self, configs: dict[str, dict], t0: int, end: int, clients: dict, servers: list[str]) -> RunResult:
         self.procs.go(configs)
         deadline = (end + END_GRACE_NS) / 1e9 + EXIT_TIMEOUT_S
+        # The hosts' TCP counters as the run's time ends: after it the clients
+        # close their sockets with data unsent, the emulator stops, and what
+        # those sockets then time out or probe is not the run's.
+        cut = threading.Event()
+        reader = threading.Thread(target=self._read_tcp_ext_at, args=(end, cut), name="tcp-ext", daemon=True)
+        reader.start()
         late_exit = [p.name for p in self.procs.wait(deadline)]
+        cut.set()  # a run that ended early is read when it ended
+        reader.join()
         if late_exit:
             self.procs.stop()
         self._read_kernel_counters()
@@ -461,12 +469,11 @@ class _Run:
             configs[name]["cgroup"] = f"/proc/{os.getpid()}/root{self.cgroups[name]}"
         return self._finish(configs, t0, end, clients, list(servers))
 
-    def _read_kernel_counters(self) -> None:
-        for ns in self.topo.namespaces:
-            for ifname, st in netns.link_stats(ns).items():
-                self.iface[f"{ns}/{ifname}"] = st
-        # Retransmission timeouts and tail loss probes: every namespace is this
-        # run's own, so its counters start at zero.
+    def _read_tcp_ext_at(self, end_ns: int, cut: threading.Event) -> None:
+        """Retransmission timeouts and tail loss probes at the run's end (or
+        when ``cut`` is set): every namespace is this run's own, so its
+        counters started at zero."""
+        cut.wait(max(0.0, (end_ns - time.monotonic_ns()) / 1e9))
         try:
             per_host = [netns.tcp_ext_counters(h.ns) for h in self.topo.hosts]
         except (OSError, ValueError) as e:
@@ -474,6 +481,11 @@ class _Run:
         else:
             self.tcp_ext = {key: sum(c.get(name, 0) for c in per_host for name in names)
                             for key, names in TCP_EXT_COUNTERS.items()}
+
+    def _read_kernel_counters(self) -> None:
+        for ns in self.topo.namespaces:
+            for ifname, st in netns.link_stats(ns).items():
+                self.iface[f"{ns}/{ifname}"] = st
         p = netns.ip("netns", "exec", self.topo.router_ns, "tc", "-s", "-j", "qdisc", "show", "dev",
                      self.topo.tun, check=False) if shutil.which("tc") else None
         if p is not None and p.returncode == 0:
