@@ -853,11 +853,15 @@ impl World {
         let sent = |l: &Link<Packet>| l.sent(self.end + 1).0;
         self.res.stats.bottleneck_pkts =
             if self.dumbbell { sent(&self.links[0]) } else { self.sampled.iter().map(|&l| sent(&self.links[l])).sum() };
-        self.res.stats.rto_count = self.conns.iter().map(|c| c.sender.stats.rto_count).sum();
-        self.res.stats.tlp_count = self.conns.iter().map(|c| c.sender.stats.tlp_count).sum();
-        self.res.stats.rto_in_recovery = self.conns.iter().map(|c| c.sender.stats.rto_in_recovery).sum();
-        self.res.stats.rto_in_loss = self.conns.iter().map(|c| c.sender.stats.rto_in_loss).sum();
-        self.res.stats.rto_in_disorder = self.conns.iter().map(|c| c.sender.stats.rto_in_disorder).sum();
+        let stats = &mut self.res.stats;
+        for c in &self.conns {
+            let s = &c.sender.stats;
+            stats.rto_count += s.rto_count;
+            stats.tlp_count += s.tlp_count;
+            stats.rto_in_recovery += s.rto_in_recovery;
+            stats.rto_in_loss += s.rto_in_loss;
+            stats.rto_in_disorder += s.rto_in_disorder;
+        }
         self.res.stats.sim_time_us = self.now / NS_PER_US;
         self.res
     }

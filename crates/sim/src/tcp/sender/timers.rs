@@ -114,8 +114,7 @@ impl Sender {
             match self.c.ca_state {
                 CaState::Recovery => self.stats.rto_in_recovery += 1,
                 CaState::Loss => self.stats.rto_in_loss += 1,
-                CaState::Disorder => self.stats.rto_in_disorder += 1,
-                _ if self.c.sacked_out > 0 => self.stats.rto_in_disorder += 1,
+                _ if self.c.ca_state == CaState::Disorder || self.c.sacked_out > 0 => self.stats.rto_in_disorder += 1,
                 _ => {}
             }
         }
