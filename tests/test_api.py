@@ -79,17 +79,18 @@ def test_metrics_and_by_config_are_the_pipeline(results):
     assert list(flagged.columns) == ["run_id", "config_id", "kind", "reason", "flow_id"]
 
 
-def test_timeouts_and_loss_probes_come_from_the_runs_stats(results):
+def test_timeouts_probes_and_recoveries_come_from_the_runs_stats(results):
     with ccbench.open(results) as r:
         runs, m = r.runs, r.metrics()
-    counted = 0
+    counted = {"timeouts": 0, "loss_probes": 0, "recoveries": 0}
     for run_id, text in zip(runs.run_id, runs.stats):
         stats = json.loads(text)
-        for key, stat in (("timeouts", "rto_count"), ("loss_probes", "tlp_count")):
+        for key, stat in (("timeouts", "rto_count"), ("loss_probes", "tlp_count"), ("recoveries", "recoveries")):
             (value,) = m[(m.run_id == run_id) & (m.key == key)]["value"].tolist()
             assert value == stats[stat], (run_id, key)
-            counted += value
-    assert counted > 0, "the 1 % loss runs time out or probe at least once"
+            counted[key] += value
+    assert counted["timeouts"] + counted["loss_probes"] > 0, "the 1 % loss runs time out or probe at least once"
+    assert counted["recoveries"] > 0, "the 1 % loss runs recover fast at least once"
 
 
 def test_report_and_plot(results, tmp_path):

@@ -31,8 +31,9 @@ per transmission and a transmission's end came first at a tie with an
 arrival (session 32, docs/sim-model.md "No event per transmission");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
-alone since session 31 (another kernel's entry, written by an older core,
-could not be rewritten here and was dropped).
+since session 31 (another kernel's entry, written by an older core,
+could not be rewritten here and was dropped) and, since session 40, the
+build that session's machine ran (6.18.44-fc-v669), whose BTF differs.
 
 A study with a BPF CCA compiles it against the running kernel's BTF
 (vmlinux.h), which enters the object's name and so the run ids and seeds:

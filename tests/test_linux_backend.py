@@ -561,17 +561,25 @@ def test_bulk_goodput_and_rtt(core, cca):
 
 
 def test_random_loss_rate_and_retransmissions(core):
-    r, res = run_measured(BULK.format(duration="10s", loss="1%", cca="bbr"))
+    text = BULK.format(duration="10s", loss="1%", cca="bbr")
+    r, res = run_measured(text)
     bn = res.stats["emulator"]["links"]["bottleneck"]
     offered = bn["tx_pkts"] + bn["drops"] + bn["random_losses"] + bn["backlog_pkts"]
     rate = bn["random_losses"] / offered
     st = res.stats
+    (sim_run,) = study(text, backend="sim").runs()
+    sim = backends.get("sim").run(sim_run).stats
     print(f"loss {100 * rate:.3f}% of {offered}; retrans {st['kernel_retrans_segs']}, drops "
           f"{st['emu_bottleneck_drops']} + {st['emu_bottleneck_random_losses']}, spurious {st['spurious_retrans_segs']}; "
-          f"{res.status} {res.note}")
+          f"recoveries {st['recoveries']} (simulator {sim['recoveries']}); {res.status} {res.note}")
+    # Fast recoveries (TcpExt TCPSackRecovery) as the simulator counts them
+    # on the same path: each needs a loss (measured: 245 in the kernel, 249
+    # in the simulator, of 1,252 losses).
+    drops = st["emu_bottleneck_drops"] + st["emu_bottleneck_random_losses"]
+    assert 0 < st["recoveries"] <= drops
+    assert 0.8 <= st["recoveries"] / sim["recoveries"] <= 1.25
     assert 0.008 <= rate <= 0.012
     # Every retransmission is accounted for by an emulator drop or reported as spurious...
-    drops = st["emu_bottleneck_drops"] + st["emu_bottleneck_random_losses"]
     assert st["kernel_retrans_segs"] <= drops + st["spurious_retrans_segs"]
     assert st["spurious_retrans_segs"] == max(0, st["kernel_retrans_segs"] - drops)
     if st["spurious_retrans_segs"]:
@@ -595,18 +603,23 @@ def test_timeouts_and_loss_probes_are_counted_as_the_simulator_counts_them(core)
     assert linux.status == "ok", linux.note
     (sim_run,) = study(text, backend="sim").runs()
     counts = {}
-    for backend, res in (("linux", linux), ("sim", backends.get("sim").run(sim_run))):
+    sim = backends.get("sim").run(sim_run)
+    for backend, res in (("linux", linux), ("sim", sim)):
         counts[backend] = (res.stats["rto_count"], res.stats["tlp_count"], res.flows[0]["retrans_segs"])
-        first = {k: res.stats[k] for k in ("rto_in_recovery", "rto_in_loss", "rto_in_disorder")}
+        first = {k: res.stats[k] for k in ("rto_in_recovery", "rto_in_loss", "rto_in_disorder", "recoveries")}
         print(f"{backend}: {counts[backend][0]} timeouts, {counts[backend][1]} loss probes, "
               f"{counts[backend][2]} retransmitted segments; first timeouts by state {first}")
         # The first timeouts by state are some of the timeouts.
-        assert sum(first.values()) <= res.stats["rto_count"]
+        assert sum(first.values()) - first["recoveries"] <= res.stats["rto_count"]
     (lr, lt, lx), (sr, st, sx) = counts["linux"], counts["sim"]
     # Every retransmission is a probe's or the timer's (one segment at a time).
     assert lr + lt >= lx > 0 and sr + st >= sx > 0
     assert 10 <= lt <= 60 and 1 <= lr <= 20, counts
     assert 0.5 <= (lr + lt) / (sr + st) <= 2, counts
+    # Fast recoveries (a probe sends new data past the clamp, whose SACK
+    # lets RACK find the loss): 21 on both backends, measured.
+    recoveries = {backend: res.stats["recoveries"] for backend, res in (("linux", linux), ("sim", sim))}
+    assert recoveries["linux"] > 0 and 0.5 <= recoveries["linux"] / recoveries["sim"] <= 2, recoveries
 
 
 def test_max_rate_caps_the_kernel_pacing_rate(core):

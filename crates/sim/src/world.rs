@@ -187,6 +187,8 @@ pub struct RunStats {
     pub rto_in_recovery: u64,
     pub rto_in_loss: u64,
     pub rto_in_disorder: u64,
+    /// Entries into fast recovery (TCPSackRecovery).
+    pub recoveries: u64,
 }
 
 struct World {
@@ -861,6 +863,7 @@ impl World {
             stats.rto_in_recovery += s.rto_in_recovery;
             stats.rto_in_loss += s.rto_in_loss;
             stats.rto_in_disorder += s.rto_in_disorder;
+            stats.recoveries += s.recoveries;
         }
         self.res.stats.sim_time_us = self.now / NS_PER_US;
         self.res

@@ -64,10 +64,12 @@ class RunData:
     config: Optional[dict] = None
     wall_time_s: Optional[float] = None
     tool_version: Optional[str] = None
-    #: the run's retransmission timeouts and tail loss probes over all its
-    #: connections (stats rto_count, tlp_count; None where the backend has none)
+    #: the run's retransmission timeouts, tail loss probes and entries into
+    #: fast recovery over all its connections (stats rto_count, tlp_count,
+    #: recoveries; None where the backend has none)
     timeouts: Optional[int] = None
     loss_probes: Optional[int] = None
+    recoveries: Optional[int] = None
 
     @property
     def label(self) -> str:
@@ -122,6 +124,7 @@ def load_runs(store: Any, study: Optional[str] = None, run_ids: Optional[Iterabl
             study=r.study, backend=r.backend, repetition=r.repetition, seed=r.seed, status=r.status,
             error=r.error, config=r.config, wall_time_s=r.wall_time_s, tool_version=r.tool_version,
             timeouts=(r.stats or {}).get("rto_count"), loss_probes=(r.stats or {}).get("tlp_count"),
+            recoveries=(r.stats or {}).get("recoveries"),
         )
         if not runs[r.run_id].duration_us:
             stops = [f["stop_us"] for f in runs[r.run_id].flows if f.get("stop_us") is not None]

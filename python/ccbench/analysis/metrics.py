@@ -71,9 +71,10 @@ Per run (:class:`RunMetrics`)
                      stop (or the end of the run); None = never converged.
   backlog_mean/max_bytes (and _pkts): over the bottleneck queue samples.
   drops, ecn_marks   at the bottleneck over the run (last cumulative sample).
-  timeouts, loss_probes  the run's retransmission timeouts and tail loss
-                     probes over all its connections (stats rto_count and
-                     tlp_count, counted alike by the simulator and the
+  timeouts, loss_probes, recoveries  the run's retransmission timeouts,
+                     tail loss probes and entries into fast recovery over all
+                     its connections (stats rto_count, tlp_count and
+                     recoveries, counted alike by the simulator and the
                      kernel; None on a backend that has no such count).
 """
 
@@ -388,6 +389,7 @@ class RunMetrics:
             "jfi": self.jfi, "utilisation": self.utilisation, "utilisation_steady": self.utilisation_steady,
             "backlog_mean_bytes": self.backlog_mean_bytes, "drops": to_float(self.drops),
             "timeouts": to_float(self.run.timeouts), "loss_probes": to_float(self.run.loss_probes),
+            "recoveries": to_float(self.run.recoveries),
             "convergence_us": _mean([c.converged_after_us for c in self.convergence])
             if self.convergence and all(c.converged_after_us is not None for c in self.convergence) else None,
             # 1 when every join converged, 0 when one did not (the mean over runs is the fraction that did)
@@ -500,6 +502,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("drops", "drops", "run", "", "bottleneck drops"),
     Metric("timeouts", "timeouts", "run", "", "retransmission timeouts"),
     Metric("loss_probes", "loss_probes", "run", "", "tail loss probes"),
+    Metric("recoveries", "recoveries", "run", "", "entries into fast recovery"),
     Metric("convergence", "convergence_us", "run", "us", "time to converge to fairness"),
     Metric("converged", "converged", "run", "", "share of runs where every join converged"),
 )}

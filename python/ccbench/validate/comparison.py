@@ -72,6 +72,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("jfi_steady", "", "abs", 0.05, False, "Jain's index over the flows' goodput after the warm-up", "jfi_steady"),
     Metric("timeouts", "", "abs", None, False,
            "retransmission timeouts in the run, all flows (stats rto_count: the kernel's TCPTimeouts)", "timeouts"),
+    Metric("recoveries", "", "abs", None, False,
+           "entries into fast recovery in the run, all flows (stats recoveries: the kernel's TCPSackRecovery)", "recoveries"),
 )
 METRIC = {m.name: m for m in METRICS}
 JUDGED = tuple(m.name for m in METRICS if m.judged)

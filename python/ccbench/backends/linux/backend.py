@@ -65,13 +65,15 @@ CPU_BUSY_MARGIN = 0.02
 # to them: every retransmission timeout that fired with data outstanding,
 # every tail loss probe sent, and a connection's first timeout (its backoff
 # not started) once more by the state it ended: Recovery, Loss, Disorder or
-# with segments SACKed (the SACK and the non-SACK counter of each).
+# with segments SACKed (the SACK and the non-SACK counter of each); and every
+# entry into fast recovery.
 TCP_EXT_COUNTERS = {
     "rto_count": ("TCPTimeouts",),
     "tlp_count": ("TCPLossProbes",),
     "rto_in_recovery": ("TCPSackRecoveryFail", "TCPRenoRecoveryFail"),
     "rto_in_loss": ("TCPLossFailures",),
     "rto_in_disorder": ("TCPSackFailures", "TCPRenoFailures"),
+    "recoveries": ("TCPSackRecovery", "TCPRenoRecovery"),
 }
 
 

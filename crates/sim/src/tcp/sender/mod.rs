@@ -248,6 +248,8 @@ pub struct SenderStats {
     pub rto_in_recovery: u64,
     pub rto_in_loss: u64,
     pub rto_in_disorder: u64,
+    /// Entries into fast recovery (`tcp_enter_recovery`).
+    pub recoveries: u64,
     /// Reductions undone as spurious (D-SACK, timestamps or F-RTO).
     pub undo_count: u64,
 }

@@ -440,6 +440,7 @@ impl Sender {
     /// ssthresh (one reduction per window). The ssthresh to restore on undo
     /// is kept unless ECN asked for the reduction.
     pub(super) fn enter_recovery(&mut self, ece: bool) {
+        self.stats.recoveries += 1;
         self.undo.prior_ssthresh = 0;
         self.undo.init(self.snd_una, self.c.retrans_out);
         if self.c.ca_state == CaState::Cwr {

@@ -937,7 +937,7 @@ fn real_fast_recovery_is_kept() {
 /// A connection's first timeout counts once more by the state it ends
 /// (Linux's TcpExt TCPSackRecoveryFail, TCPLossFailures, TCPSackFailures);
 /// the backed-off timeouts after it, and one in the Open state, only in
-/// `rto_count`.
+/// `rto_count`. Entering fast recovery counts as Linux's TCPSackRecovery.
 #[test]
 fn first_timeouts_count_by_the_state_they_end() {
     let counts = |s: &Sender| (s.stats.rto_count, s.stats.rto_in_recovery, s.stats.rto_in_loss, s.stats.rto_in_disorder);
@@ -950,14 +950,16 @@ fn first_timeouts_count_by_the_state_they_end() {
     // Segment 0 lost (1..3 SACKed) and its retransmission too: twice.
     let (mut s, mut out) = ten_out("cubic");
     s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
-    assert_eq!(s.c.ca_state, CaState::Recovery);
+    assert_eq!((s.c.ca_state, s.stats.recoveries), (CaState::Recovery, 1));
     fire_until_rto(&mut s, &mut out, 2);
     assert_eq!(counts(&s), (2, 1, 0, 0));
+    assert_eq!((s.c.ca_state, s.stats.recoveries), (CaState::Loss, 1));
     // Nothing acknowledged at all: a loss probe, then timeouts in Open.
     let (mut s, mut out) = ten_out("cubic");
     fire_until_rto(&mut s, &mut out, 2);
     assert_eq!(s.stats.tlp_count, 1);
     assert_eq!(counts(&s), (2, 0, 0, 0));
+    assert_eq!(s.stats.recoveries, 0);
 }
 
 /// Retransmitting the head restarts the retransmission timer (Linux
