@@ -28,7 +28,10 @@ ends where its skb ends, and TSO deferral sends an skb short of the
 queue's tail once it fits (session 31, docs/sim-model.md "The write
 queue's skbs"), and the five Cebinae runs when links lost their event
 per transmission and a transmission's end came first at a tie with an
-arrival (session 32, docs/sim-model.md "No event per transmission");
+arrival (session 32, docs/sim-model.md "No event per transmission"),
+and two netdev-sizes runs when a loss probe's resend of the last segment
+stopped counting as a retransmission in flight, as in Linux (session 40,
+docs/sim-model.md "Tail loss probe");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 since session 31 (another kernel's entry, written by an older core,

@@ -189,6 +189,8 @@ pub struct RunStats {
     pub rto_in_disorder: u64,
     /// Entries into fast recovery (TCPSackRecovery).
     pub recoveries: u64,
+    /// Retransmissions in flight found lost again (TCPLostRetransmit).
+    pub lost_retransmits: u64,
 }
 
 struct World {
@@ -864,6 +866,7 @@ impl World {
             stats.rto_in_loss += s.rto_in_loss;
             stats.rto_in_disorder += s.rto_in_disorder;
             stats.recoveries += s.recoveries;
+            stats.lost_retransmits += s.lost_retransmits;
         }
         self.res.stats.sim_time_us = self.now / NS_PER_US;
         self.res

@@ -65,8 +65,8 @@ CPU_BUSY_MARGIN = 0.02
 # to them: every retransmission timeout that fired with data outstanding,
 # every tail loss probe sent, and a connection's first timeout (its backoff
 # not started) once more by the state it ended: Recovery, Loss, Disorder or
-# with segments SACKed (the SACK and the non-SACK counter of each); and every
-# entry into fast recovery.
+# with segments SACKed (the SACK and the non-SACK counter of each); every
+# entry into fast recovery; and every retransmission found lost again.
 TCP_EXT_COUNTERS = {
     "rto_count": ("TCPTimeouts",),
     "tlp_count": ("TCPLossProbes",),
@@ -74,6 +74,7 @@ TCP_EXT_COUNTERS = {
     "rto_in_loss": ("TCPLossFailures",),
     "rto_in_disorder": ("TCPSackFailures", "TCPRenoFailures"),
     "recoveries": ("TCPSackRecovery", "TCPRenoRecovery"),
+    "lost_retransmits": ("TCPLostRetransmit",),
 }
 
 

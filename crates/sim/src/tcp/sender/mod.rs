@@ -250,6 +250,8 @@ pub struct SenderStats {
     pub rto_in_disorder: u64,
     /// Entries into fast recovery (`tcp_enter_recovery`).
     pub recoveries: u64,
+    /// Retransmissions in flight marked lost again (`mark_lost`).
+    pub lost_retransmits: u64,
     /// Reductions undone as spurious (D-SACK, timestamps or F-RTO).
     pub undo_count: u64,
 }

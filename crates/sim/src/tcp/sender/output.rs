@@ -372,16 +372,27 @@ impl Sender {
         None
     }
 
-    /// Send the queued segment `i` again.
+    /// Send the queued segment `i` again as a retransmission in flight
+    /// (Linux `tcp_retransmit_skb`: TCPCB_SACKED_RETRANS, `retrans_out`,
+    /// and the count undo waits to see D-SACKed).
     pub(super) fn retransmit(&mut self, i: usize, now: Nanos, out: &mut Out) {
+        self.rtxq[i].flags |= RETRANS;
+        self.c.retrans_out += 1;
+        self.undo.on_retransmit(now);
+        self.resend(i, now, out);
+    }
+
+    /// Send the queued segment `i` again, no more (Linux
+    /// `__tcp_retransmit_skb`, which a loss probe calls alone): it counts as
+    /// retransmitted (Karn, the retransmission counters) and RACK judges
+    /// it by this transmission, but it is in flight once, as before.
+    pub(super) fn resend(&mut self, i: usize, now: Nanos, out: &mut Out) {
         let tx = self.rate.on_send(&self.c, now);
         let s = &mut self.rtxq[i];
         s.tx = tx;
-        s.flags |= RETRANS | EVER_RETRANS;
+        s.flags |= EVER_RETRANS;
         let (seq, len, push) = (s.seq, s.len, s.flags & PUSH != 0);
-        self.c.retrans_out += 1;
         self.stats.retrans_segs += 1;
-        self.undo.on_retransmit(now);
         self.rexmits.push_back(seq);
         self.emit(seq, len, push, true, now, out);
     }

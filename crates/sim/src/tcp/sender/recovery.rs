@@ -9,7 +9,8 @@ use super::*;
 impl Sender {
     /// Mark segment `i` lost (Linux `tcp_mark_skb_lost`): a lost
     /// retransmission goes back to the to-send list, and `lost` counts a
-    /// segment newly lost or a retransmission lost again (`tcp_sum_lost`).
+    /// segment newly lost or a retransmission lost again (`tcp_sum_lost`),
+    /// `lost_retransmits` the latter (TcpExt TCPLostRetransmit).
     pub(super) fn mark_lost(&mut self, i: usize) {
         let s = &mut self.rtxq[i];
         if s.flags & SACKED != 0 {
@@ -21,6 +22,7 @@ impl Sender {
         if s.flags & RETRANS != 0 {
             s.flags &= !RETRANS;
             self.c.retrans_out -= 1;
+            self.stats.lost_retransmits += 1;
         }
         if s.flags & LOST == 0 {
             s.flags |= LOST;
@@ -80,10 +82,13 @@ impl Sender {
                 break;
             }
         }
-        // Retransmissions in flight, oldest transmission first.
+        // Segments sent again, oldest transmission first: a retransmission
+        // in flight, or a loss probe's (Linux judges all but what is marked
+        // lost and not yet sent again).
+        let on_list = |s: &Seg| s.flags & SACKED == 0 && (s.flags & RETRANS != 0 || s.flags & LOST == 0);
         while let Some(&seq) = self.rexmits.front() {
             let j = self.index_of(seq);
-            let live = j < self.rtxq.len() && self.rtxq[j].seq == seq && self.rtxq[j].flags & RETRANS != 0;
+            let live = j < self.rtxq.len() && self.rtxq[j].seq == seq && on_list(&self.rtxq[j]);
             if !live {
                 self.rexmits.pop_front();
                 continue;
@@ -94,13 +99,15 @@ impl Sender {
             };
             if deadline <= now {
                 self.mark_lost(j);
-                self.lost_retrans = true;
+                // FLAG_LOST_RETRANS: a retransmission in flight was lost
+                // (Linux sees `retrans_out` fall), not a probe's.
+                self.lost_retrans |= s.flags & RETRANS != 0;
                 self.rexmits.pop_front();
             } else {
                 let mut last = deadline;
                 for &seq in self.rexmits.iter().skip(1) {
                     let k = self.index_of(seq);
-                    if k >= self.rtxq.len() || self.rtxq[k].seq != seq || self.rtxq[k].flags & RETRANS == 0 {
+                    if k >= self.rtxq.len() || self.rtxq[k].seq != seq || !on_list(&self.rtxq[k]) {
                         continue;
                     }
                     let r = self.rtxq[k];

@@ -954,6 +954,8 @@ fn first_timeouts_count_by_the_state_they_end() {
     fire_until_rto(&mut s, &mut out, 2);
     assert_eq!(counts(&s), (2, 1, 0, 0));
     assert_eq!((s.c.ca_state, s.stats.recoveries), (CaState::Loss, 1));
+    // Each timeout found the head's retransmission lost (TCPLostRetransmit).
+    assert_eq!(s.stats.lost_retransmits, 2);
     // Nothing acknowledged at all: a loss probe, then timeouts in Open.
     let (mut s, mut out) = ten_out("cubic");
     fire_until_rto(&mut s, &mut out, 2);
@@ -1260,6 +1262,35 @@ fn a_reordering_timeout_holds_the_timer_through_an_ack() {
     assert!(at < 20_500_000 + s.current_rto(), "the RTO replaced RACK's timeout");
     s.on_timer(TimerKind::Retransmit, at, &mut out);
     assert_eq!((s.c.lost_out, s.c.ca_state), (1, CaState::Recovery));
+}
+
+/// A probe that resends the tail is not a retransmission in flight:
+/// Linux sends it with `__tcp_retransmit_skb` alone (no
+/// TCPCB_SACKED_RETRANS, nothing in `retrans_out`), so it counts in flight
+/// once. RACK judges it by the probe's transmission: a segment written
+/// and sent after it is SACKed, and once the probe's RTT plus the
+/// reordering window has passed it is lost as a first loss, not a lost
+/// retransmission, and fast recovery resends it.
+#[test]
+fn a_probes_resend_is_in_flight_once_and_rack_judges_it() {
+    let (mut s, mut out) = probed_tail();
+    let last = s.rtxq.len() - 1;
+    assert_eq!(s.rtxq[last].flags & (RETRANS | EVER_RETRANS), EVER_RETRANS);
+    assert_eq!((s.c.retrans_out, s.c.packets_out, s.c.packets_in_flight()), (0, 2, 2));
+    assert_eq!(s.stats.retrans_segs, 1);
+    // New data at 101 ms, SACKed at 111 ms: segment 8 (sent at 10 ms) is
+    // lost at once, the probe (100 ms) waits for RACK's window.
+    s.write(1448, 101_000_000, &mut out);
+    assert_eq!(s.snd_nxt, 11 * 1448);
+    let p = Packet { ack: 8 * 1448, ts_ecr: 101_000_000, ..Packet::default() }.with_sacks(&[(10 * 1448, 11 * 1448)]);
+    s.on_ack(&p, 111_000_000, &mut out);
+    assert_eq!((s.c.ca_state, s.c.lost_out), (CaState::Recovery, 1));
+    assert_eq!(s.rtxq[last].flags & LOST, 0);
+    assert_eq!(s.xmit_pending, XmitTimer::ReoTimeout);
+    let at = s.xmit_timer.deadline().unwrap();
+    s.on_timer(TimerKind::Retransmit, at, &mut out);
+    assert_eq!(s.rtxq[last].flags & (LOST | RETRANS), LOST | RETRANS, "the probed segment was not resent");
+    assert_eq!((s.stats.lost_retransmits, s.c.retrans_out, s.stats.recoveries), (0, 2, 1));
 }
 
 /// A D-SACK of the probe: original and probe both arrived, no loss.

@@ -128,7 +128,7 @@ impl Sender {
                 continue;
             }
             if i > 0 && !self.rack.timed_out(s.tx.sent_ns, now) {
-                if s.flags & RETRANS != 0 {
+                if s.flags & EVER_RETRANS != 0 {
                     self.rexmits.push_back(s.seq);
                 }
                 continue;
@@ -275,7 +275,7 @@ impl Sender {
         } else {
             match self.rtxq.len().checked_sub(1) {
                 Some(last) if self.rtxq[last].flags & (SACKED | RETRANS) == 0 => {
-                    self.retransmit(last, now, out);
+                    self.resend(last, now, out);
                     self.tlp_retrans = true;
                     true
                 }
