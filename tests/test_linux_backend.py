@@ -571,7 +571,8 @@ def test_random_loss_rate_and_retransmissions(core):
     sim = backends.get("sim").run(sim_run).stats
     print(f"loss {100 * rate:.3f}% of {offered}; retrans {st['kernel_retrans_segs']}, drops "
           f"{st['emu_bottleneck_drops']} + {st['emu_bottleneck_random_losses']}, spurious {st['spurious_retrans_segs']}; "
-          f"recoveries {st['recoveries']} (simulator {sim['recoveries']}); {res.status} {res.note}")
+          f"recoveries {st['recoveries']} (simulator {sim['recoveries']}), retransmissions lost again "
+          f"{st['lost_retransmits']} (simulator {sim['lost_retransmits']}); {res.status} {res.note}")
     # Fast recoveries (TcpExt TCPSackRecovery) as the simulator counts them
     # on the same path: each needs a loss (measured: 245 in the kernel, 249
     # in the simulator, of 1,252 losses).
