@@ -92,7 +92,8 @@ prints each flow's drop rate after `--after` seconds (default 3), split
 into the second segments of back-to-back pairs (a two-segment skb: a
 segment of the same flow less than 50 us after the previous one) and the
 others: in a drop-tail queue the second of a pair finds the queue fuller
-than the first. A kernel capture holds every flow of the first sender; a
+than the first; and the runs of the flow's consecutive segments dropped
+(a retransmission RACK cannot judge is one followed by such a run). A kernel capture holds every flow of the first sender; a
 simulated one holds the traced flow only (`simulate --flow`, one
 directory per flow; docs/sim-model.md, "What keeps the smaller flow
 pinned").
@@ -755,6 +756,10 @@ def drops(outdirs: list[Path], delay_s: float, after_s: float) -> None:
         # its way when the capture ended: not judged.
         t0, t_end, prev = entered[0][0], received[-1][0] - delay_s - 1.0, {}
         count: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+        # Runs of a flow's consecutive segments dropped (in its own order of
+        # arrival): their lengths, for how often a whole flight is lost.
+        run: dict[int, int] = collections.defaultdict(int)
+        runs: dict[int, list[int]] = collections.defaultdict(list)
         for i, (t, port, _) in enumerate(entered):
             second = port in prev and t - prev[port] < PAIR_GAP_S
             prev[port] = t
@@ -763,12 +768,24 @@ def drops(outdirs: list[Path], delay_s: float, after_s: float) -> None:
             kind = "second" if second else "other"
             count[port][kind] += 1
             count[port][kind + " dropped"] += i not in delivered
+            if i not in delivered:
+                run[port] += 1
+            elif run[port]:
+                runs[port].append(run.pop(port))
+        for port, n in run.items():
+            if n:
+                runs[port].append(n)
         print(f"{d}: drops at the bottleneck from {after_s:g} s to the capture's last second")
         for port, c in sorted(count.items(), key=lambda pc: -(pc[1]["second"] + pc[1]["other"])):
             n, lost = c["second"] + c["other"], c["second dropped"] + c["other dropped"]
             print(f"  flow on port {port}: {n} segments, {lost} dropped ({lost / n:.1%}); the second of a pair "
                   f"{c['second'] / n:.0%} of them, dropped {c['second dropped'] / max(1, c['second']):.1%}; "
                   f"the others dropped {c['other dropped'] / max(1, c['other']):.1%}")
+            r = runs[port]
+            if r:
+                long = sum(x for x in r if x >= 3)
+                print(f"    runs of consecutive drops: {len(r)}, mean length {sum(r) / len(r):.2f}, "
+                      f"{long / sum(r):.1%} of the drops in runs of 3 or more, longest {max(r)}")
 
 
 def main() -> None:
