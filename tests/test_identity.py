@@ -31,7 +31,9 @@ per transmission and a transmission's end came first at a tie with an
 arrival (session 32, docs/sim-model.md "No event per transmission"),
 and two netdev-sizes runs when a loss probe's resend of the last segment
 stopped counting as a retransmission in flight, as in Linux (session 40,
-docs/sim-model.md "Tail loss probe");
+docs/sim-model.md "Tail loss probe"), and the 23 paced runs with
+retransmissions when a paced sender started resending one skb per
+pacing slot, as Linux does (session 40, docs/sim-model.md "Pacing");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 since session 31 (another kernel's entry, written by an older core,

@@ -63,6 +63,13 @@ impl Sender {
                     let rto_us = self.current_rto() / NS_PER_US;
                     self.reset_xmit_timer(XmitTimer::Retrans, rto_us, out);
                 }
+                // Linux resends one skb per pacing slot (`tcp_pacing_check`
+                // before each in `tcp_xmit_retransmit_queue`, and before the
+                // new data after them): the paced burst ends with the lost
+                // part of the skb, which new data does not join.
+                if self.burst_segs > 0 && !self.resend_continues_skb(i) {
+                    self.end_burst(now);
+                }
                 continue;
             }
             if self.rexmit_only {
@@ -370,6 +377,14 @@ impl Sender {
         self.retx_hint = self.snd_nxt;
         self.retx_end = 0;
         None
+    }
+
+    /// Whether the segment after the just resent `i` goes in the same
+    /// retransmitted skb: `i` does not end its skb and the next one is
+    /// waiting to be resent too.
+    fn resend_continues_skb(&self, i: usize) -> bool {
+        self.rtxq[i].flags & SKB_END == 0
+            && self.rtxq.get(i + 1).is_some_and(|n| n.flags & LOST != 0 && n.flags & (RETRANS | SACKED) == 0)
     }
 
     /// Send the queued segment `i` again as a retransmission in flight

@@ -797,6 +797,56 @@ fn paced_after_handshake() -> (Sender, Out) {
     (s, out)
 }
 
+/// Linux paces each skb, a retransmitted one too (`tcp_pacing_check`
+/// before each in `tcp_xmit_retransmit_queue` and in `tcp_write_xmit`):
+/// a paced burst of retransmissions is the lost part of one sent skb, and
+/// new data waits for the next slot instead of joining it.
+#[test]
+fn a_paced_sender_resends_one_skb_per_slot_and_new_data_waits() {
+    let (mut s, mut out) = paced_after_handshake();
+    let ends = |s: &Sender| (0..s.rtxq.len()).filter(|&i| s.rtxq[i].flags & SKB_END != 0).collect::<Vec<_>>();
+    // Paced bursts until three skbs have left after the initial window.
+    while ends(&s).iter().filter(|&&i| i >= 10).count() < 3 {
+        let slot = s.pace_next_ns;
+        s.send(slot, &mut out);
+    }
+    let e = ends(&s);
+    let (a, b) = (e[e.len() - 3] + 1, e[e.len() - 2]);
+    assert!(b > a, "a paced skb of two segments or more: {e:?}");
+    // All before skb a..=b acked, the skb after it SACKed: RACK (no
+    // reordering seen) marks a..=b lost, sent before what was delivered.
+    let sent_at = s.rtxq[b + 1].tx.sent_ns;
+    let nxt = s.snd_nxt;
+    let now = s.pace_next_ns.max(sent_at + 20_000_000);
+    let p = Packet { ack: a as u64 * 1448, ts_ecr: sent_at, ..Packet::default() }.with_sacks(&[((b as u64 + 1) * 1448, nxt)]);
+    out.clear();
+    s.on_ack(&p, now, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    // The lost skb leaves in slots of at most the TSO size (Linux cuts
+    // it there, `__tcp_retransmit_skb`), without new data; new data waits
+    // for the slot after the last of it.
+    let lost: Vec<u64> = (a..=b).map(|i| i as u64 * 1448).collect();
+    let mut resent = Vec::new();
+    let mut slots = 0;
+    loop {
+        let seqs: Vec<u64> = out.pkts.iter().map(|p| p.seq).collect();
+        assert!(!seqs.is_empty(), "a slot sent nothing");
+        if seqs[0] >= nxt {
+            assert!(seqs.iter().all(|&q| q >= nxt), "new data after retransmissions: {seqs:?}");
+            break;
+        }
+        assert!(seqs.iter().all(|&q| q < nxt), "new data joined a burst of retransmissions: {seqs:?}");
+        resent.extend(seqs);
+        slots += 1;
+        let slot = s.pace_next_ns;
+        assert!(slot > s.c.now_ns, "the next burst waits for its slot");
+        out.clear();
+        s.send(slot, &mut out);
+    }
+    assert_eq!(resent, lost);
+    assert!(slots >= 2 && b - a + 1 > 2, "the skb outgrew one slot: {slots} slots, {} segments", b - a + 1);
+}
+
 /// The CCA sees Linux's `tcp_wstamp_ns`: an ACK that comes before the
 /// paced sender's next slot finds that slot, later than the ACK (BBR counts
 /// what the path delivers until then, `bbr_packets_in_net_at_edt`).
