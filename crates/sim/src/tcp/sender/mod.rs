@@ -78,6 +78,11 @@ impl Seg {
     fn end(&self) -> u64 {
         self.seq + self.len as u64
     }
+
+    /// Marked lost and not yet sent again (nor SACKed since).
+    fn awaits_resend(&self) -> bool {
+        self.flags & LOST != 0 && self.flags & (RETRANS | SACKED) == 0
+    }
 }
 
 /// What one ACK brought for the loss state machine.

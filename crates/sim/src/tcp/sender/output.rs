@@ -66,7 +66,10 @@ impl Sender {
                 // Linux resends one skb per pacing slot (`tcp_pacing_check`
                 // before each in `tcp_xmit_retransmit_queue`, and before the
                 // new data after them): the paced burst ends with the lost
-                // part of the skb, which new data does not join.
+                // part of the skb, which new data does not join. (New skbs
+                // do share a burst: `tcp_write_xmit` grows the head skb from
+                // the next ones, `tcp_grow_skb`; a retransmitted skb is not
+                // grown.)
                 if self.burst_segs > 0 && !self.resend_continues_skb(i) {
                     self.end_burst(now);
                 }
@@ -367,13 +370,13 @@ impl Sender {
         let mut i = self.index_of(self.retx_hint.max(self.snd_una));
         while i < self.rtxq.len() && self.rtxq[i].seq < self.retx_end {
             let s = &self.rtxq[i];
-            if s.flags & LOST != 0 && s.flags & (RETRANS | SACKED) == 0 {
+            if s.awaits_resend() {
                 self.retx_hint = s.seq;
                 return Some(i);
             }
             i += 1;
         }
-        debug_assert!(!self.rtxq.iter().any(|s| s.flags & LOST != 0 && s.flags & (RETRANS | SACKED) == 0));
+        debug_assert!(!self.rtxq.iter().any(Seg::awaits_resend));
         self.retx_hint = self.snd_nxt;
         self.retx_end = 0;
         None
@@ -384,7 +387,7 @@ impl Sender {
     /// waiting to be resent too.
     fn resend_continues_skb(&self, i: usize) -> bool {
         self.rtxq[i].flags & SKB_END == 0
-            && self.rtxq.get(i + 1).is_some_and(|n| n.flags & LOST != 0 && n.flags & (RETRANS | SACKED) == 0)
+            && self.rtxq.get(i + 1).is_some_and(Seg::awaits_resend)
     }
 
     /// Send the queued segment `i` again as a retransmission in flight
