@@ -20,7 +20,8 @@ ratio and the goodput difference. Then:
   diagnostic, the many-flow ratio with every window clamped so that both
   scenarios do the same work per packet (see `equal_work_ratio`), and
   another with FQ-CoDel serving each flow runs of packets instead of one
-  at a time (see `interleaving_ratio`);
+  at a time (see `interleaving_ratio`), and the same flows on a FIFO and
+  on CoDel (see `discipline_ratios`);
 - "1040 flows": 1024 NewReno + 16 CUBIC over 10 Gbit/s, 50 ms, a 41667-packet
   FIFO (one BDP), each run in its own child process so that its peak memory
   can be read honestly: the child's peak resident set (`ru_maxrss`, the
@@ -289,6 +290,7 @@ def main() -> int:
                   f"packets per second (one run each)")
     equal_work_ratio(by_label["headline"], by_label["many flows"], max(args.reps, 5))
     interleaving_ratio(by_label["headline"], by_label["many flows"], max(args.reps, 5))
+    discipline_ratios(by_label["headline"], by_label["many flows"], max(args.reps, 5))
     r = run_sim_child(large, args.reps)
     print(f"{'ccbench  ' + title(large):<72} {r['wall']:7.3f} {large['duration_s'] / r['wall']:8.1f} "
           f"{r['pkts'] / r['wall'] / 1e6:7.2f} {r['goodput'] / 1e6:8.1f} {r['jain']:5.3f}")
@@ -343,6 +345,19 @@ def interleaving_ratio(headline, many, reps, run_pkts=20):
     print(f"{'':<9}many flows served in runs (FQ-CoDel quantum {run_pkts} packets, not 1): "
           f"{statistics.median(ratios):.2f} of the headline's packets per second "
           f"(a diagnostic; {min(ratios):.2f}-{max(ratios):.2f})")
+
+
+def discipline_ratios(headline, many, reps, qdiscs=("fifo", "codel")):
+    """A diagnostic beside the target, not the target: the same hundred
+    flows on other disciplines. On a drop-tail FIFO their packets leave in
+    per-flow bursts and each flow's state stays cached across its burst;
+    CoDel keeps the queue short, FQ-CoDel alternates flows packet by
+    packet, each packet then meeting its flow's state cold
+    (docs/sim-model.md, "Session 41")."""
+    for qdisc in qdiscs:
+        ratios = interleaved_ratios(headline, dict(many, qdisc=qdisc), reps)
+        print(f"{'':<9}many flows on {qdisc} instead: {statistics.median(ratios):.2f} of the headline's packets "
+              f"per second (a diagnostic; {min(ratios):.2f}-{max(ratios):.2f})")
 
 
 def bpf_vs_native(headline, reps):
