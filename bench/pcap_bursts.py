@@ -93,8 +93,9 @@ into the second segments of back-to-back pairs (a two-segment skb: a
 segment of the same flow less than 50 us after the previous one) and the
 others: in a drop-tail queue the second of a pair finds the queue fuller
 than the first; and the runs of the flow's consecutive segments dropped
-(a retransmission RACK cannot judge is one followed by such a run). A kernel capture holds every flow of the first sender; a
-simulated one holds the traced flow only (`simulate --flow`, one
+(a retransmission RACK cannot judge is one followed by such a run). A
+kernel capture holds every flow of the first sender; a simulated one
+holds the traced flow only (`simulate --flow`, one
 directory per flow; docs/sim-model.md, "What keeps the smaller flow
 pinned").
 

@@ -581,8 +581,9 @@ def test_random_loss_rate_and_retransmissions(core):
     assert 0.8 <= st["recoveries"] / sim["recoveries"] <= 1.25
     # Retransmissions lost again (TCPLostRetransmit), nearly all in the
     # queue's overflow at the end of Startup, where the pacer resends one
-    # lost skb per slot: measured 68-71 in the kernel and 52 in the
-    # simulator (36 when it let new data join a burst of retransmissions).
+    # lost skb per slot: measured 68-78 in the kernel (sessions 40 and 41)
+    # and 52 in the simulator (36 when it let new data join a burst of
+    # retransmissions).
     assert 0.5 <= st["lost_retransmits"] / sim["lost_retransmits"] <= 2
     assert 0.008 <= rate <= 0.012
     # Every retransmission is accounted for by an emulator drop or reported as spurious...
