@@ -7,6 +7,7 @@ both hosts, then test.
     python bench/pcap_bursts.py analyse OUTDIR --rate 1Gbit --buffer-pkts 194
     python bench/pcap_bursts.py rates OUTDIR --capacity 96.533Mbit
     python bench/pcap_bursts.py drops OUTDIR [OUTDIR ...] --delay 5ms
+    python bench/pcap_bursts.py resends OUTDIR [OUTDIR ...] --delay 5ms
 
 `capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
 (one run: give the study one configuration and one repetition) and, as soon
@@ -98,6 +99,16 @@ kernel capture holds every flow of the first sender; a simulated one
 holds the traced flow only (`simulate --flow`, one
 directory per flow; docs/sim-model.md, "What keeps the smaller flow
 pinned").
+
+`resends` sorts each flow's retransmissions at the sender (sender.pcap,
+GSO packets split into segments) by what sent them: an ACK (one arrived
+less than 0.2 ms before) or a timer (RACK's reordering timeout, the loss
+probe, the RTO: Linux runs them on the jiffies tick), and prints how many
+of each the bottleneck dropped (matched at the receiver as `drops` does)
+and, for the timer's, how long after the flow's last ACK they went out:
+the timer wheel runs a timer of n jiffies n to n + 1 jiffies after it is
+armed (docs/sim-model.md, "The timer wheel"). Give it the directories of
+one kernel capture, or of one simulated run traced once per flow.
 
 Why: a single flow through a shallow buffer loses packets whenever the ACKs
 of a stretch of time S arrive at once (a stall on the ACK path, or a
@@ -788,6 +799,76 @@ def drops(outdirs: list[Path], delay_s: float, after_s: float) -> None:
                 print(f"    runs of consecutive drops: {len(r)}, mean length {sum(r) / len(r):.2f}, "
                       f"{long / sum(r):.1%} of the drops in runs of 3 or more, longest {max(r)}")
 
+RESEND_ACK_S = 0.0002  # a retransmission this soon after an ACK of its flow was sent by that ACK
+SEGMENT = re.compile(r"(\d+\.\d+) .*?IP \S+\.(\d+) > \S+\.(\d+): .* length (\d+)")
+SEQ = re.compile(r", seq (\d+):")
+ACK = re.compile(r", ack (\d+)")
+
+
+def flow_packets(pcap: Path, mss: int) -> tuple[dict, dict]:
+    """Per client port: its data segments to the server as (time, sequence),
+    GSO packets split into `mss` segments, and the times of the server's
+    ACKs to it; sequences unwrapped per flow."""
+    data: dict[int, list[tuple[float, int]]] = collections.defaultdict(list)
+    acks: dict[int, list[float]] = collections.defaultdict(list)
+    last: dict[int, int] = {}
+    for line in tcpdump_text(pcap).splitlines():
+        m = SEGMENT.match(line)
+        if not m:
+            continue
+        t, src, dst, n = float(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4))
+        seq = SEQ.search(line)
+        if dst == 5201 and n > 0 and seq:
+            raw = int(seq.group(1))
+            last[src] = raw if src not in last else nearest(raw, last[src])
+            data[src] += [(t, last[src] + k * mss) for k in range(max(1, n // mss))]
+        elif src == 5201 and ACK.search(line):
+            acks[dst].append(t)
+    return data, acks
+
+
+def resends(outdirs: list[Path], delay_s: float, after_s: float, mss: int) -> None:
+    count: collections.Counter = collections.Counter()
+    since_ack: collections.Counter = collections.Counter()
+    for d in outdirs:
+        sent, acks = flow_packets(d / "sender.pcap", mss)
+        received, _ = flow_packets(d / "receiver.pcap", mss)
+        if not sent:
+            sys.exit(f"{d}: no data segments in its sender capture")
+        end = max(t for r in received.values() for t, _ in r) - delay_s - 1.0
+        for port, segs in sent.items():
+            arrivals: dict[int, list[float]] = collections.defaultdict(list)
+            for t, seq in received.get(port, []):
+                arrivals[seq].append(t)
+            tries: dict[int, list[float]] = collections.defaultdict(list)
+            for t, seq in segs:
+                tries[seq].append(t)
+            a = acks.get(port, [])
+            t0 = segs[0][0]
+            for t, seq in segs:
+                if tries[seq][0] == t or t - t0 < after_s or t > end:
+                    continue
+                # Delivered: reached the receiver after this send and before the next one could.
+                later = [x for x in tries[seq] if x > t]
+                upto = (later[0] if later else math.inf) + delay_s
+                delivered = any(t + delay_s <= r < upto for r in arrivals.get(seq, []))
+                j = bisect.bisect_right(a, t) - 1
+                gap = t - a[j] if j >= 0 else math.inf
+                kind = "ACK" if gap < RESEND_ACK_S else "timer"
+                count[kind] += 1
+                count[kind + " dropped"] += not delivered
+                if kind == "timer":
+                    since_ack[min(int(gap * 1000), 12)] += 1
+    names = ", ".join(str(d) for d in outdirs)
+    print(f"{names}: retransmissions from {after_s:g} s to the captures' last second")
+    for kind in ("ACK", "timer"):
+        n = count[kind]
+        print(f"  sent by {'an ACK' if kind == 'ACK' else 'a timer'}: {n}, dropped {count[kind + ' dropped'] / max(1, n):.1%}")
+    n = sum(since_ack.values())
+    if n:
+        print("  the timer's, by ms after the flow's last ACK: "
+              + " ".join(f"{b}{'+' if b == 12 else ''}:{since_ack[b] / n:.0%}" for b in range(13)))
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -818,11 +899,18 @@ def main() -> None:
     dr.add_argument("outdirs", type=Path, nargs="+")
     dr.add_argument("--delay", required=True, help="the bottleneck's one-way delay, e.g. 5ms")
     dr.add_argument("--after", type=float, default=3.0, help="seconds from the first segment to leave out")
+    rs = sub.add_parser("resends")
+    rs.add_argument("outdirs", type=Path, nargs="+")
+    rs.add_argument("--delay", required=True, help="the bottleneck's one-way delay, e.g. 5ms")
+    rs.add_argument("--after", type=float, default=3.0, help="seconds from the first segment to leave out")
+    rs.add_argument("--mss", type=int, default=1448)
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
     elif args.cmd == "simulate":
         simulate(args.study, args.outdir, args.run, args.seed, args.flow)
+    elif args.cmd == "resends":
+        resends(args.outdirs, parse_time_s(args.delay, "--delay"), args.after, args.mss)
     elif args.cmd == "drops":
         drops(args.outdirs, parse_time_s(args.delay, "--delay"), args.after)
     elif args.cmd == "rates":

@@ -25,22 +25,46 @@ pub fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
 }
 
 /// When a Linux `timer_list` armed now for `usecs_to_jiffies(delay_us)`
-/// jiffies fires (ns): at the tick where jiffies reaches its expiry, so up
-/// to one jiffy sooner than the delay rounded up. The retransmission timer
-/// (RTO, tail loss probe, RACK's reordering timeout) is such a timer; a
-/// timeout is at least one jiffy, as `tcp_rearm_rto` makes it.
+/// jiffies fires (ns). The retransmission timer (RTO, tail loss probe,
+/// RACK's reordering timeout) is such a timer; a timeout is at least one
+/// jiffy, as `tcp_rearm_rto` makes it. The timer wheel files it one bucket
+/// past its expiry (`timer_wheel_jiffy`), so it fires n to n + 1 jiffies
+/// after it was armed, never sooner.
 pub fn jiffies_timer_ns(c: &Conn, delay_us: u64) -> u64 {
-    let expires = jiffies(c) + usecs_to_jiffies(c, delay_us).max(1);
-    // Start of jiffy `expires` on the µs clock `jiffies` reads. The usual
+    let now = jiffies(c);
+    let fires = timer_wheel_jiffy(now + usecs_to_jiffies(c, delay_us).max(1), now);
+    // Start of jiffy `fires` on the µs clock `jiffies` reads. The usual
     // HZ values get constant divisors: this runs once or twice per ACK, and a
     // division by a variable costs tens of cycles.
     let start_us = match c.hz {
-        1000 => expires * 1000,
-        250 => expires * 4000,
-        100 => expires * 10_000,
-        hz => (expires * 1_000_000).div_ceil(hz),
+        1000 => fires * 1000,
+        250 => fires * 4000,
+        100 => fires * 10_000,
+        hz => (fires * 1_000_000).div_ceil(hz),
     };
     start_us * 1000
+}
+
+/// The jiffy on whose tick a `timer_list` due at jiffy `expires` runs,
+/// armed when the timer base's clock read `clk` (kernel/time/timer.c,
+/// `calc_wheel_index` and `calc_index`). The wheel's level n holds timers
+/// 63·8^(n-1) jiffies away or more, in buckets of 8^n jiffies, and a timer
+/// goes into the bucket after the one its expiry falls in, so that one
+/// armed just before a tick cannot fire early: under 63 jiffies away it
+/// runs on jiffy `expires + 1`, further away on the next multiple of its
+/// level's granularity after `expires` (up to 8 jiffies later at level 1,
+/// the RTO's level at 1000 Hz). The clock is taken as the current jiffy
+/// (the base is brought forward to jiffies when a timer is armed).
+pub fn timer_wheel_jiffy(expires: u64, clk: u64) -> u64 {
+    const LVL_CLK_SHIFT: u64 = 3;
+    const LVL_DEPTH: u64 = 9;
+    let delta = expires.saturating_sub(clk);
+    let mut lvl = 0;
+    while lvl + 1 < LVL_DEPTH && delta >= 63 << (LVL_CLK_SHIFT * lvl) {
+        lvl += 1;
+    }
+    let shift = LVL_CLK_SHIFT * lvl;
+    ((expires >> shift) + 1) << shift
 }
 
 /// Whole µs from now to the next departure (`tcp_wstamp_ns`, never
@@ -162,26 +186,47 @@ mod tests {
         assert_eq!(msecs_to_jiffies(&c, 200), 50);
     }
 
-    /// A timer fires on a tick: 2.05 ms armed at 5.9 ms is one 4 ms jiffy
-    /// at 250 Hz, so it fires at the next tick (8 ms), only 2.1 ms later;
-    /// at 1000 Hz it is 3 jiffies from jiffy 5, so 8 ms too.
+    /// A timer fires on a tick, one jiffy after its expiry: 2.05 ms armed
+    /// at 5.9 ms is one 4 ms jiffy at 250 Hz (expiry jiffy 2, the 8 ms
+    /// tick), so it fires at 12 ms, 6.1 ms later; at 1000 Hz it is 3
+    /// jiffies from jiffy 5, so 9 ms.
     #[test]
     fn timers_fire_on_ticks() {
         let mut c = Conn::new(1448, 10);
         c.now_us = 5_900;
         c.hz = 250;
-        assert_eq!(jiffies_timer_ns(&c, 2_050), 8_000_000);
-        assert_eq!(jiffies_timer_ns(&c, 4_001), 12_000_000);
+        assert_eq!(jiffies_timer_ns(&c, 2_050), 12_000_000);
+        assert_eq!(jiffies_timer_ns(&c, 4_001), 16_000_000);
+        // The RTO's 200 ms: 50 jiffies, level 0.
+        assert_eq!(jiffies_timer_ns(&c, 200_000), 208_000_000);
         c.hz = 1000;
-        assert_eq!(jiffies_timer_ns(&c, 2_050), 8_000_000);
-        assert_eq!(jiffies_timer_ns(&c, 0), 6_000_000);
+        assert_eq!(jiffies_timer_ns(&c, 2_050), 9_000_000);
+        assert_eq!(jiffies_timer_ns(&c, 0), 7_000_000);
+        // 200 jiffies is level 1 (buckets of 8): expiry 205 runs on 208.
+        assert_eq!(jiffies_timer_ns(&c, 200_000), 208_000_000);
         c.hz = 100;
-        assert_eq!(jiffies_timer_ns(&c, 2_050), 10_000_000);
+        assert_eq!(jiffies_timer_ns(&c, 2_050), 20_000_000);
         // CONFIG_HZ=300: ticks at whole µs on the jiffies clock.
         c.hz = 300;
         let t = jiffies_timer_ns(&c, 1);
         c.now_us = t / 1000;
-        assert_eq!(jiffies(&c), 2);
+        assert_eq!(jiffies(&c), 3);
+    }
+
+    /// The wheel's levels (kernel/time/timer.c): one bucket past the
+    /// expiry at the level the distance from the clock selects.
+    #[test]
+    fn timer_wheel_rounds_up_by_level() {
+        assert_eq!(timer_wheel_jiffy(1, 0), 2);
+        assert_eq!(timer_wheel_jiffy(62, 0), 63);
+        // 63 jiffies away: level 1, granularity 8.
+        assert_eq!(timer_wheel_jiffy(63, 0), 64);
+        assert_eq!(timer_wheel_jiffy(64, 0), 72);
+        assert_eq!(timer_wheel_jiffy(1000 + 503, 1000), 1504);
+        // 504 away: level 2, granularity 64.
+        assert_eq!(timer_wheel_jiffy(1000 + 504, 1000), 1536);
+        // A timer due now still waits for the next tick.
+        assert_eq!(timer_wheel_jiffy(7, 7), 8);
     }
 
     #[test]

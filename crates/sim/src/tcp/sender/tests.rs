@@ -1028,9 +1028,12 @@ fn head_retransmission_restarts_the_rto() {
     assert_eq!(s.c.ca_state, CaState::Recovery);
     assert!(s.rtxq[0].flags & RETRANS != 0, "the head was not retransmitted");
     assert_eq!(s.xmit_pending, XmitTimer::Retrans);
-    // A whole RTO from 20 ms, in 1 ms jiffies.
+    // A whole RTO from 20 ms, in 1 ms jiffies: over 63 jiffies away, the
+    // timer wheel's level 1, which runs it on the next multiple of 8
+    // jiffies after its expiry.
     let deadline = s.xmit_timer.deadline().unwrap();
-    assert_eq!(deadline, (20_000_000 + s.current_rto()).div_ceil(1_000_000) * 1_000_000);
+    let expires = 20 + s.current_rto().div_ceil(1_000_000);
+    assert_eq!(deadline, ((expires >> 3) + 1) * 8 * 1_000_000);
     assert!(deadline > first_deadline);
     // The old deadline passes without a timeout.
     s.on_timer(TimerKind::Retransmit, first_deadline, &mut out);
@@ -1081,11 +1084,13 @@ fn short_path(hz: u32, data: Option<u64>) -> (Sender, Out) {
 }
 
 /// The loss probe is a jiffies timer (Linux `tcp_schedule_loss_probe`:
-/// usecs_to_jiffies(2·srtt + 2 ms) from the current jiffy): on a 0.3 ms
-/// path it fires at the next tick at 250 Hz, the third at 1000 Hz.
+/// usecs_to_jiffies(2·srtt + 2 ms) from the current jiffy, run by the
+/// timer wheel a jiffy after that): on a 0.3 ms path it fires at the
+/// second tick at 250 Hz (8 ms, as Linux's commit 1c2709cfff1d reports
+/// for short paths at 250 Hz), the fourth at 1000 Hz.
 #[test]
 fn loss_probe_fires_on_a_jiffy_tick() {
-    for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
+    for (hz, at) in [(250, 8_000_000), (1000, 4_000_000)] {
         let (s, _) = short_path(hz, None);
         assert_eq!(s.xmit_pending, XmitTimer::LossProbe);
         assert_eq!(s.xmit_timer.deadline(), Some(at), "{hz} Hz");
@@ -1114,20 +1119,23 @@ fn single_segment_gets_a_probe_at_the_rto_time() {
     let (s, _) = short_path(1000, Some(1448));
     assert_eq!(s.c.packets_out, 1);
     assert_eq!(s.xmit_pending, XmitTimer::LossProbe);
-    // RTO 0.3 + 200 ms from 0.3 ms: 200.3 ms rounds up to 201 jiffies.
-    assert_eq!(s.xmit_timer.deadline(), Some(201_000_000));
+    // RTO 0.3 + 200 ms from 0.3 ms: 200.3 ms rounds up to 201 jiffies,
+    // and the wheel's 8-jiffy buckets at that distance run it at 208.
+    assert_eq!(s.xmit_timer.deadline(), Some(208_000_000));
 }
 
 /// RACK's reordering timer waits TCP_TIMEOUT_MIN_US more than the
-/// reordering window, in jiffies (`tcp_rack_mark_lost`); when it fires
-/// before the window has passed (a 250 Hz tick can come sooner), Linux's
-/// `tcp_rack_reo_timeout` does not arm it again.
+/// reordering window, in jiffies (`tcp_rack_mark_lost`), and the timer
+/// wheel runs it a jiffy after that, so it never fires before the window
+/// has passed; when it fires it marks what is due and leaves the timer
+/// to the RTO (`tcp_rack_reo_timeout` does not arm itself again).
 #[test]
 fn reordering_timer_is_a_jiffies_timer_and_fires_once() {
     // Segment 2 sacked, segment 1 (sent with it) not: RACK waits
-    // min_rtt/4 = 75 µs, plus 2 ms, as jiffies.
+    // min_rtt/4 = 75 µs, plus 2 ms, as jiffies: one at 250 Hz, three at
+    // 1000 Hz, each run a jiffy later.
     let sack2 = Packet { ack: 0, ts_ecr: 300_000, ..Packet::default() }.with_sacks(&[(1448, 2 * 1448)]);
-    for (hz, at) in [(250, 4_000_000), (1000, 3_000_000)] {
+    for (hz, at) in [(250, 8_000_000), (1000, 4_000_000)] {
         let (mut s, mut out) = short_path(hz, None);
         s.on_ack(&sack2, 600_000, &mut out);
         assert_eq!(s.c.lost_out, 0);
@@ -1136,19 +1144,21 @@ fn reordering_timer_is_a_jiffies_timer_and_fires_once() {
         assert_eq!(s.c.lost_out, 1, "{hz} Hz");
         assert_eq!(s.c.ca_state, CaState::Recovery);
     }
-    // The same SACK at 3.95 ms: the window ends at 4.025 ms, the timer
-    // (one jiffy) fires at the 4 ms tick and finds nothing due.
+    // The same SACK at 3.95 ms: the window ends at 4.025 ms. Its one jiffy
+    // from jiffy 0 ends at the 4 ms tick, before the window does; the
+    // wheel runs the timer at the next one (8 ms), when the hole is due.
     let (mut s, mut out) = short_path(250, None);
     s.on_ack(&sack2, 3_950_000, &mut out);
-    assert_eq!(s.xmit_timer.deadline(), Some(4_000_000));
-    s.on_timer(TimerKind::Retransmit, 4_000_000, &mut out);
-    assert_eq!(s.c.lost_out, 0);
-    // The timer held no RTO meanwhile: the RTO counts from the head's
-    // transmission at 0.3 ms (`tcp_rearm_rto` after a reordering timeout):
-    // 0.3 + 200.3 ms is 196.6 ms after the 4 ms tick, 50 jiffies, so it
-    // fires at jiffy 51 (from now it would be 52: 208 ms).
+    assert_eq!(s.xmit_timer.deadline(), Some(8_000_000));
+    s.on_timer(TimerKind::Retransmit, 8_000_000, &mut out);
+    assert_eq!(s.c.lost_out, 1);
+    assert!(s.rtxq[0].flags & RETRANS != 0, "the hole was not retransmitted");
+    // The head's retransmission re-arms the RTO from now: 200.7 ms (after
+    // the SACK's RTT sample) is 51 jiffies from jiffy 2, run on jiffy 54
+    // (216 ms).
     assert_eq!(s.xmit_pending, XmitTimer::Retrans);
-    assert_eq!(s.xmit_timer.deadline(), Some(204_000_000));
+    assert!((200_000_001..204_000_000).contains(&s.current_rto()), "RTO {}", s.current_rto());
+    assert_eq!(s.xmit_timer.deadline(), Some(216_000_000));
 }
 
 /// An ACK that only SACKs (the hole not yet judged lost) does not grow
@@ -1255,14 +1265,15 @@ fn probed_tail() -> (Sender, Out) {
 
 /// A probe sent restarts the RTO from now (`tcp_send_loss_probe` clears
 /// the pending probe before `tcp_rearm_rto`): the probe went at 100 ms
-/// with srtt 10 ms and an RTO of 210 ms, so the RTO is due at 310 ms,
-/// not 220 ms (from the head's transmission at 10 ms).
+/// with srtt 10 ms and an RTO of 210 ms, so the RTO is due at 310 ms
+/// (run at 312 ms, the timer wheel's next 8-jiffy bucket), not 220 ms
+/// (from the head's transmission at 10 ms).
 #[test]
 fn a_probe_sent_restarts_the_rto_from_now() {
     let (s, _) = probed_tail();
     assert_eq!(s.current_rto(), 210_000_000);
     assert_eq!(s.xmit_pending, XmitTimer::Retrans);
-    assert_eq!(s.xmit_timer.deadline(), Some(310_000_000));
+    assert_eq!(s.xmit_timer.deadline(), Some(312_000_000));
 }
 
 /// With a probe outstanding the probe timer is still armed, and when it
@@ -1286,8 +1297,11 @@ fn a_probe_timer_with_a_probe_out_rearms_the_rto_from_the_head() {
     s.on_timer(TimerKind::Retransmit, at, &mut out);
     assert_eq!((s.stats.tlp_count, s.snd_nxt), (1, sent), "a second probe went out");
     assert_eq!(s.xmit_pending, XmitTimer::Retrans);
-    // Segment 1, the head, went out at 10 ms.
-    let head_rto = (10_000_000 + s.current_rto()).div_ceil(1_000_000) * 1_000_000;
+    // Segment 1, the head, went out at 10 ms: the RTO is due then plus
+    // the RTO, in jiffies from now, and runs on the timer wheel's bucket.
+    let now_j = at / 1_000_000;
+    let expires = now_j + (10_000_000 + s.current_rto() - at).div_ceil(1_000_000);
+    let head_rto = crate::cc::util::timer_wheel_jiffy(expires, now_j) * 1_000_000;
     assert!(head_rto < at + s.current_rto());
     assert_eq!(s.xmit_timer.deadline(), Some(head_rto));
 }
