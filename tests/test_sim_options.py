@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import struct
 from pathlib import Path
 
@@ -123,12 +124,17 @@ def test_host_jitter_spreads_fifo_drops_over_the_flows():
     # window increment adds, so CUBIC (0.53 segments/RTT in its TCP-friendly
     # region, a larger window) loses under half of Reno's share of packets;
     # with hosts' jitter both lose the same share, as with the kernel
-    # (docs/sim-model.md, "Many-flow mixes").
+    # (docs/sim-model.md, "Many-flow mixes"). The median of five seeds: one
+    # run's ratio with jitter spreads 0.81-1.18 over seeds 1-8.
     ratios = {}
     for extra in ("", 'host_jitter = "200us"'):
-        ((_, res),) = run_text(MIX.format(extra=extra))
-        flows = res["flows"]
-        ratios[extra] = _loss_share(flows[16:]) / _loss_share(flows[:16])
+        per_seed = []
+        for seed in range(1, 6):
+            text = MIX.format(extra=extra).replace('duration = "10s"', f'duration = "10s"\nseed = {seed}')
+            ((_, res),) = run_text(text)
+            flows = res["flows"]
+            per_seed.append(_loss_share(flows[16:]) / _loss_share(flows[:16]))
+        ratios[extra] = statistics.median(per_seed)
     assert ratios[""] < 0.6, ratios
     assert 0.85 < ratios['host_jitter = "200us"'] < 1.2, ratios
 
