@@ -800,9 +800,7 @@ def drops(outdirs: list[Path], delay_s: float, after_s: float) -> None:
                       f"{long / sum(r):.1%} of the drops in runs of 3 or more, longest {max(r)}")
 
 RESEND_ACK_S = 0.0002  # a retransmission this soon after an ACK of its flow was sent by that ACK
-SEGMENT = re.compile(r"(\d+\.\d+) .*?IP \S+\.(\d+) > \S+\.(\d+): .* length (\d+)")
-SEQ = re.compile(r", seq (\d+):")
-ACK = re.compile(r", ack (\d+)")
+ACK_TO_CLIENT = re.compile(r"(\d+\.\d+) .*?IP \S+\.5201 > \S+\.(\d+): .*, ack \d+")
 
 
 def flow_packets(pcap: Path, mss: int) -> tuple[dict, dict]:
@@ -813,17 +811,13 @@ def flow_packets(pcap: Path, mss: int) -> tuple[dict, dict]:
     acks: dict[int, list[float]] = collections.defaultdict(list)
     last: dict[int, int] = {}
     for line in tcpdump_text(pcap).splitlines():
-        m = SEGMENT.match(line)
-        if not m:
-            continue
-        t, src, dst, n = float(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4))
-        seq = SEQ.search(line)
-        if dst == 5201 and n > 0 and seq:
-            raw = int(seq.group(1))
-            last[src] = raw if src not in last else nearest(raw, last[src])
-            data[src] += [(t, last[src] + k * mss) for k in range(max(1, n // mss))]
-        elif src == 5201 and ACK.search(line):
-            acks[dst].append(t)
+        m = DATA_SEGMENT.match(line)
+        if m and int(m.group(4)) > 0:
+            t, port, raw, n = float(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4))
+            last[port] = raw if port not in last else nearest(raw, last[port])
+            data[port] += [(t, last[port] + k * mss) for k in range(max(1, n // mss))]
+        elif a := ACK_TO_CLIENT.match(line):
+            acks[int(a.group(2))].append(float(a.group(1)))
     return data, acks
 
 
@@ -858,7 +852,7 @@ def resends(outdirs: list[Path], delay_s: float, after_s: float, mss: int) -> No
                 count[kind] += 1
                 count[kind + " dropped"] += not delivered
                 if kind == "timer":
-                    since_ack[min(int(gap * 1000), 12)] += 1
+                    since_ack[12 if gap >= 0.012 else int(gap * 1000)] += 1
     names = ", ".join(str(d) for d in outdirs)
     print(f"{names}: retransmissions from {after_s:g} s to the captures' last second")
     for kind in ("ACK", "timer"):

@@ -33,9 +33,10 @@ and two netdev-sizes runs when a loss probe's resend of the last segment
 stopped counting as a retransmission in flight, as in Linux (session 40,
 docs/sim-model.md "Tail loss probe"), and the 23 paced runs with
 retransmissions when a paced sender started resending one skb per
-pacing slot, as Linux does (session 40, docs/sim-model.md "Pacing"), and 27 runs when the retransmission timer
-started running a jiffy after its expiry, as Linux's timer wheel does
-(session 42, docs/sim-model.md "The timer wheel");
+pacing slot, as Linux does (session 40, docs/sim-model.md "Pacing"),
+and 27 runs when the retransmission timer started running a jiffy after
+its expiry, as Linux's timer wheel does (session 42, docs/sim-model.md
+"The timer wheel");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 since session 31 (another kernel's entry, written by an older core,
