@@ -184,8 +184,8 @@ class Results:
     def by_config(self) -> "pd.DataFrame":
         """Statistics over repetitions, one row per configuration and metric key:
         study, backend, config_id, the swept parameters, metric, group, key, n,
-        median, mean, ci_low, ci_high (95 % bootstrap CI of the mean), min, max,
-        and the configuration's reps, failed runs and anomalies."""
+        median, mean, ci_low, ci_high (95 % Student-t CI of the mean; None with
+        one repetition), min, max, and the configuration's reps, failed runs and anomalies."""
         import pandas as pd
 
         a = self.analysis()

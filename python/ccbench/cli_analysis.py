@@ -229,7 +229,8 @@ def show_results(args: argparse.Namespace) -> int:
             if not s.n:
                 continue
             t.add_row(escape(k), str(s.n), _val(k, s.median), _val(k, s.mean),
-                      f"{_val(k, s.ci_low)}–{_val(k, s.ci_high)}", _val(k, s.min), _val(k, s.max))
+                      console.NONE if s.ci_low is None else f"{_val(k, s.ci_low)}–{_val(k, s.ci_high)}",
+                      _val(k, s.min), _val(k, s.max))
         con.print(t)
     flags = a.flags()
     if flags:

@@ -4,8 +4,8 @@
     (data.py)                       (metrics.py, anomalies.py)   (study.py, stats.py)
 
 Analysis.configs holds per configuration the statistics over repetitions of
-every metric (stats.Spread: median, mean, bootstrap CI, min, max), outliers
-and anomalies. The summary table (summary.py), ``show``, the report, plots
+every metric (stats.Spread: median, mean, Student-t CI of the mean, min,
+max), outliers and anomalies. The summary table (summary.py), ``show``, the report, plots
 (sweeps.py), ``compare``, ``validate``, expectations (expect.py) and the
 public API (ccbench.api) all read it. A metric is defined once, in
 metrics.py (METRICS names them); see docs/analysis.md.

@@ -3,8 +3,8 @@ ccbench.spec.expect) on its analysed results: a view of the pipeline.
 
 For each configuration an expectation selects, the measured value is the
 chosen statistic (median by default) over the repetitions of the metric's
-ConfigResult.stats entry; its interval is the 95 % bootstrap CI of the mean
-(study.py / stats.py). For a ratio the value is stat(of) / stat(to) and the
+ConfigResult.stats entry; its interval is the 95 % CI of the mean (Student's
+t; study.py / stats.py). For a ratio the value is stat(of) / stat(to) and the
 interval [ci_low(of) / ci_high(to), ci_high(of) / ci_low(to)] (both sides'
 intervals at their extremes). The expectation holds when ``value op
 threshold``; the margin is value − threshold (negative on the failing side

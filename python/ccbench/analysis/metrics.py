@@ -477,6 +477,16 @@ class Metric:
         return self.attr if self.level == "run" else f"{self.attr}[{pool}]"
 
 
+# Keys of metrics that cannot exceed 1 (Jain's index, a share of runs): their
+# confidence interval is clipped there, as every metric's is at 0.
+AT_MOST_ONE = frozenset({"jfi", "jfi_steady", "converged"})
+
+
+def upper_bound(key: str) -> Optional[float]:
+    """The most a metric key's value can be ('jfi[reno]' → 1.0), None if unbounded."""
+    return 1.0 if key.split("[")[0] in AT_MOST_ONE else None
+
+
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("goodput", "goodput_mean_bps", "class", "bps", "goodput per flow"),
     Metric("goodput_sum", "goodput_sum_bps", "class", "bps", "aggregate goodput"),

@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 from ccbench import console, degenerate
 from ccbench.analysis.anomalies import KINDS
 from ccbench.analysis.data import RunData, load_runs
-from ccbench.analysis.metrics import RunMetrics, run_metrics
+from ccbench.analysis.metrics import RunMetrics, run_metrics, upper_bound
 from ccbench.analysis.settings import AnalysisSettings, from_study_text
 from ccbench.analysis.stats import Spread, outliers, spread
 
@@ -106,7 +106,7 @@ def config_result(study: str, backend: Optional[str], config_id: str, params: di
     keys = list(dict.fromkeys(k for r in runs for k in r.values()))
     vals = [r.values() for r in runs]
     for k in keys:
-        c.stats[k] = spread(v.get(k) for v in vals)
+        c.stats[k] = spread((v.get(k) for v in vals), upper_bound(k))
     for r in runs:
         if r.run.status == "suspect":
             kind = "degenerate" if degenerate.is_degenerate_note(r.run.error) else "suspect"

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from ccbench.analysis.metrics import METRICS, RunMetrics, pooled
+from ccbench.analysis.metrics import METRICS, RunMetrics, pooled, upper_bound
 from ccbench.analysis.stats import Spread, spread
 from ccbench.analysis.study import Analysis, ConfigResult
 from ccbench.errors import UsageError
@@ -166,7 +166,7 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
             if cell is None:
                 continue
             rtts = sorted(cell["rtt"])
-            s.points.append(Point(xl, parsed[xl][0], spread(cell["values"]), cell["runs"],
+            s.points.append(Point(xl, parsed[xl][0], spread(cell["values"], upper_bound(attr)), cell["runs"],
                                   rtts[len(rtts) // 2] if rtts else None, cell["config"]))
     plot = SweepPlot(metric, x_key, x_unit, numeric, unit, f"{label} vs {x_key}", list(series.values()))
     if metric in ("goodput", "goodput_steady") and x_unit == "%" and x_key.endswith("loss"):

@@ -2,7 +2,7 @@
 
 The same series as the HTML report's sweep plots (ccbench.analysis.sweeps):
 the line is the mean over repetitions, the band (numeric x) or error bars
-(categorical x) the 95 % bootstrap confidence interval of the mean, small
+(categorical x) the 95 % confidence interval (Student's t) of the mean, small
 dots every repetition; beside loss sweeps the Mathis and Padhye models.
 """
 
@@ -41,8 +41,9 @@ def sweep_figure(plot: SweepPlot, width_in: float = 6.0, height_in: float = 4.0)
         colour = f"C{i % 10}"
         xs = [xv(p) for p in pts]
         mean = [p.spread.mean / div for p in pts]
-        lo = [p.spread.ci_low / div for p in pts]
-        hi = [p.spread.ci_high / div for p in pts]
+        # One repetition has no interval: its bar (or band) is the point itself.
+        lo = [(p.spread.mean if p.spread.ci_low is None else p.spread.ci_low) / div for p in pts]
+        hi = [(p.spread.mean if p.spread.ci_high is None else p.spread.ci_high) / div for p in pts]
         if plot.numeric and len(pts) > 1:
             ax.plot(xs, mean, "-o", color=colour, label=s.label, markersize=4)
             ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)

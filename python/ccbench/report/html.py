@@ -10,8 +10,8 @@ for display (min/max per bucket, so spikes survive) to a total point budget.
 
 Sections: study and environment; summary table; sweep plots (metric vs each
 swept parameter, one line per flow class and other swept parameter, mean
-with a 95 % bootstrap band and every repetition as a dot; Mathis and Padhye
-beside loss sweeps); flagged runs; JFI over time per configuration; RPC
+with a 95 % confidence band (Student's t) and every repetition as a dot;
+Mathis and Padhye beside loss sweeps); flagged runs; JFI over time per configuration; RPC
 latency CDFs; per-run time series (goodput, cwnd, RTT, bottleneck backlog,
 JFI) and per-flow metrics.
 """
@@ -61,23 +61,27 @@ def sweep_figure(plot: SweepPlot) -> dict:
         pts = [p for p in s.points if p.spread.n]
         xs = [xval(p) for p in pts]
         hover = [f"{esc(s.label)}<br>{esc(plot.x_key)} = {esc(p.x_label)}<br>mean {console.value(p.spread.mean, plot.unit)}"
-                 f" (95% CI {console.value(p.spread.ci_low, plot.unit)}–{console.value(p.spread.ci_high, plot.unit)})<br>"
+                 + ("" if p.spread.ci_low is None else f" (95% CI {console.value(p.spread.ci_low, plot.unit)}–"
+                    f"{console.value(p.spread.ci_high, plot.unit)})") + "<br>"
                  f"median {console.value(p.spread.median, plot.unit)}, min–max {console.value(p.spread.min, plot.unit)}–"
                  f"{console.value(p.spread.max, plot.unit)}, n={p.spread.n}" for p in pts]
         line: dict = {"type": "scatter", "mode": "lines+markers", "name": s.label, "legendgroup": s.label,
                       "x": xs, "y": [y(p.spread.mean) for p in pts], "line": {"color": colour},
                       "text": hover, "hoverinfo": "text", "meta": {"role": "mean"}}
+        # One repetition has no interval: its bar (or band) is the point itself.
+        lo = [p.spread.mean if p.spread.ci_low is None else p.spread.ci_low for p in pts]
+        hi = [p.spread.mean if p.spread.ci_high is None else p.spread.ci_high for p in pts]
         if plot.numeric and len(pts) > 1:
             data.append({"type": "scatter", "mode": "lines", "name": f"{s.label} 95% CI", "legendgroup": s.label,
                          "showlegend": False, "hoverinfo": "skip", "fill": "toself",
                          "fillcolor": rgba(colour, 0.18), "line": {"width": 0, "color": rgba(colour, 0)},
                          "x": xs + xs[::-1],
-                         "y": [y(p.spread.ci_high) for p in pts] + [y(p.spread.ci_low) for p in pts][::-1],
+                         "y": [y(v) for v in hi] + [y(v) for v in lo][::-1],
                          "meta": {"role": "band"}})
         else:
             line["error_y"] = {"type": "data", "symmetric": False,
-                               "array": [y(p.spread.ci_high - p.spread.mean) for p in pts],
-                               "arrayminus": [y(p.spread.mean - p.spread.ci_low) for p in pts],
+                               "array": [y(h - p.spread.mean) for p, h in zip(pts, hi)],
+                               "arrayminus": [y(p.spread.mean - v) for p, v in zip(pts, lo)],
                                "color": colour}
         data.append(line)
         rx, ry, rt = [], [], []
@@ -283,7 +287,7 @@ def _num(v: Optional[float], div: float) -> str:
 
 
 def _spread_cell(c: ConfigResult, key: str, div: float) -> str:
-    """Median over repetitions; min–max below it; the bootstrap CI on hover."""
+    """Median over repetitions; min–max below it; the 95 % CI of the mean on hover."""
     s = c.stats.get(key)
     if s is None or not s.n:
         return "–"
@@ -329,7 +333,7 @@ def summary_html(a: Analysis) -> str:
             row += [reps if first else "", f'<span class="flag">{esc(c.anomaly_text())}</span>' if first else ""]
             rows.append(row)
     note = ('<p class="muted">Per configuration: the median over repetitions, below it the min–max over '
-            "repetitions (hover for the mean and its 95% bootstrap confidence interval). goodput/flow = mean "
+            "repetitions (hover for the mean and its 95% confidence interval, Student's t). goodput/flow = mean "
             "goodput of the class's flows; JFI over all flows; utilisation = payload delivered / bottleneck "
             "capacity; queueing = mean RTT − min RTT.</p>")
     return note + table(headers, rows, left=1 + len(keys) + 1, first_rows=firsts, cls="summary")
@@ -444,7 +448,7 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
             eager.append(fid)
             cells.append(f'<div class="plot" id="{fid}"></div>')
     if cells:
-        parts.append('<p class="muted">Lines: mean over repetitions; band / error bars: 95% bootstrap CI of the '
+        parts.append('<p class="muted">Lines: mean over repetitions; band / error bars: 95% CI (Student\'s t) of the '
                      "mean; dots: every repetition. Beside loss sweeps: the Mathis (dashed) and Padhye (dotted) models "
                      "for each series of bulk flows, at that series' own measured RTT.</p>")
         parts.append('<div class="grid">' + "".join(cells) + "</div>")
