@@ -36,7 +36,10 @@ retransmissions when a paced sender started resending one skb per
 pacing slot, as Linux does (session 40, docs/sim-model.md "Pacing"),
 and 27 runs when the retransmission timer started running a jiffy after
 its expiry, as Linux's timer wheel does (session 42, docs/sim-model.md
-"The timer wheel");
+"The timer wheel"), and the 12 netdev-sizes runs when an RPC's receivers
+came to enter ping-pong mode on a reply and leave it when the
+delayed-ACK timer fires or data arrives twice, as Linux does (session
+43, docs/sim-model.md "Applications");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 since session 31 (another kernel's entry, written by an older core,

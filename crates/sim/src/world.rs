@@ -311,7 +311,6 @@ impl World {
                 max_pacing_rate: f.max_rate_bps.map(|b| b / 8),
                 tick_ns: cfg.tcp.hz.map_or(0, |hz| NS_PER_SEC / hz as u64),
                 class: f.queue_class.unwrap_or(0),
-                pingpong: f.kind == FlowKind::Rpc,
             };
             w.conns.push(Connection {
                 sender: Sender::new(main as u32, path, tcp.clone(), cca, opts),
@@ -673,6 +672,9 @@ impl World {
                 continue;
             }
             let Some(peer) = self.conns[p.conn as usize].peer else { continue };
+            // One Linux socket: data sent soon after data received is a
+            // reply (`tcp_event_data_sent`), which sets ping-pong mode.
+            self.conns[peer].receiver.on_reply_sent(self.now);
             let a = self.conns[peer].receiver.ack_with_data();
             let p = &mut self.out.pkts[i];
             p.piggyback = true;

@@ -36,9 +36,6 @@ pub struct ConnOpts {
     /// Timer tick in ns (0 = exact).
     pub tick_ns: u64,
     pub class: u8,
-    /// Data flows both ways (RPC): Linux's receiver is in ping-pong
-    /// (interactive) mode, where PSH alone does not make it ACK.
-    pub pingpong: bool,
 }
 
 impl ConnOpts {

@@ -126,6 +126,15 @@ pub struct Receiver {
     /// the next ACK (D-SACK, RFC 2883; Linux `tcp_dsack_set`).
     dsack: Option<(u64, u64)>,
     quickacks: u32,
+    /// Linux's ping-pong (interactive) mode, `icsk_ack.pingpong` at
+    /// `tcp_pingpong_thresh` 1: set when the application replies within
+    /// `ato` of the last in-order data (`on_reply_sent`); left when the
+    /// delayed-ACK timer fires with an ACK owed, or when data arrives a
+    /// second time. In it neither quick-ACK mode nor PSH makes an ACK go
+    /// at once: it waits for the reply's data to carry it.
+    pingpong: bool,
+    /// When in-order data last arrived (`icsk_ack.lrcvtime`); None before any.
+    lrcvtime: Option<Nanos>,
     window: WindowGrowth,
     /// RFC 3168: echo ECE from a CE mark until the sender's CWR.
     /// Accurate (DCTCP): the CE state of the latest segment.
@@ -167,6 +176,8 @@ impl Receiver {
             ts_recent: 0,
             dsack: None,
             quickacks: QUICKACKS,
+            pingpong: false,
+            lrcvtime: None,
             window: WindowGrowth::new(&cfg),
             ce_state: false,
             delack_timer: Timer::default(),
@@ -245,6 +256,7 @@ impl Receiver {
             self.note_duplicate(p.seq, end);
         }
         if p.seq <= self.rcv_nxt && end > self.rcv_nxt {
+            self.lrcvtime = Some(now);
             self.rcv_nxt = end;
             if !self.ooo.is_empty() {
                 // Filling a hole: pull in what now follows; ACK at once if
@@ -278,7 +290,13 @@ impl Receiver {
             }
             self.insert_ooo(p.seq, end);
         } else {
-            immediate = true; // duplicate
+            // Data that arrived before (Linux `tcp_data_queue`, old data):
+            // an ACK at once, out of ping-pong mode. (Linux's
+            // `tcp_enter_quickack_mode` here also restores up to 16 quick
+            // ACKs on every connection; not modelled: docs/sim-model.md,
+            // "Not modelled".)
+            immediate = true;
+            self.pingpong = false;
         }
         // Linux 6.x: a full-sized segment with PSH (or a short one) sets
         // ICSK_ACK_PUSHED (`tcp_measure_rcv_mss`); when the application has
@@ -287,10 +305,10 @@ impl Receiver {
         // Applications here read in-order data as soon as it arrives (or
         // after their read latency, below), and nothing is left unread
         // once no out-of-order data is held.
-        let pushed = p.psh && !self.opts.pingpong && self.rcv_nxt > before && self.ooo.is_empty();
+        let pushed = p.psh && !self.pingpong && self.rcv_nxt > before && self.ooo.is_empty();
         let unacked = self.rcv_nxt - self.rcv_wup;
         // Linux `tcp_in_quickack_mode`: quick ACKs only outside ping-pong mode.
-        let quick = self.quickacks > 0 && !self.opts.pingpong;
+        let quick = self.quickacks > 0 && !self.pingpong;
         if ce_changed || self.cfg.delayed_ack == DelayedAck::Off || quick {
             immediate = true;
         }
@@ -487,7 +505,21 @@ impl Receiver {
             out.timers.push((t, self.conn_id, TimerKind::DelAck));
         }
         if expired {
+            // The reply did not come to carry the ACK: not interactive
+            // after all (`tcp_delack_timer_handler`).
+            self.pingpong = false;
             self.send_ack(out);
+        }
+    }
+
+    /// The application on this host sent data the other way at `now`
+    /// (Linux `tcp_event_data_sent`): within `ato` of the last in-order
+    /// data it is a reply, and the receiver goes into ping-pong mode. Its
+    /// `ato` is taken as the delayed-ACK time (Linux's TCP_ATO_MIN at first;
+    /// its adaptation is not modelled).
+    pub fn on_reply_sent(&mut self, now: Nanos) {
+        if self.lrcvtime.is_some_and(|t| now.saturating_sub(t) < self.cfg.delack_ns) {
+            self.pingpong = true;
         }
     }
 
@@ -629,18 +661,59 @@ mod tests {
         assert_eq!(out.pkts.len(), 1, "the read acknowledges a pushed segment");
     }
 
+    /// Linux's ping-pong mode comes and goes (`tcp_event_data_sent`,
+    /// `tcp_delack_timer_handler`, `tcp_enter_quickack_mode`): a reply
+    /// within the delayed-ACK time sets it, a later one does not; a
+    /// delayed-ACK timer that fires, or data that arrives twice, ends it,
+    /// and quick ACKs resume while any are left.
+    #[test]
+    fn pingpong_mode_comes_with_replies_and_goes_with_the_timer_or_a_duplicate() {
+        let delack = tcp_cfg().delack_ns;
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
+        let mut out = Out::default();
+        r.on_reply_sent(0);
+        assert!(!r.pingpong, "no data received yet: not a reply");
+        r.on_data(&Packet { len: 1000, ..seg(0, true) }, 0, &mut out);
+        r.on_reply_sent(delack);
+        assert!(!r.pingpong, "a reply a delayed-ACK time later is not interactive");
+        r.on_reply_sent(delack - 1);
+        assert!(r.pingpong, "a reply within it is");
+        // A lone segment in ping-pong mode waits; its timer fires: out of the mode.
+        out.clear();
+        r.on_data(&Packet { len: 1000, ..seg(1000, true) }, delack, &mut out);
+        assert!(out.pkts.is_empty() && r.delack_timer.is_armed());
+        r.on_delack_timer(3 * delack, &mut out);
+        assert_eq!(out.pkts.len(), 1, "the timer's ACK");
+        assert!(!r.pingpong, "the delayed-ACK timer ends ping-pong mode");
+        out.clear();
+        r.on_data(&Packet { len: 1000, ..seg(2000, true) }, 3 * delack, &mut out);
+        assert_eq!(out.pkts.len(), 1, "quick ACKs again");
+        // Back in the mode, a duplicate ends it too.
+        r.on_reply_sent(3 * delack);
+        assert!(r.pingpong);
+        out.clear();
+        r.on_data(&Packet { len: 1000, ..seg(2000, true) }, 3 * delack, &mut out);
+        assert_eq!(out.pkts.len(), 1, "a duplicate is acknowledged at once");
+        assert!(!r.pingpong, "data that arrives twice ends ping-pong mode");
+    }
+
     /// In ping-pong mode (RPC) neither quick-ACK mode nor PSH makes a
     /// receiver ACK a lone small segment at once: the ACK waits for the
     /// application's answer, whose data carries it (`ack_with_data`).
     #[test]
     fn pingpong_receiver_leaves_its_ack_to_the_answer() {
-        let opts = ConnOpts { pingpong: true, ..ConnOpts::default() };
-        let mut r = Receiver::new(0, 0, tcp_cfg().into(), opts);
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
         let mut out = Out::default();
-        let mut seq = 0;
+        // The first request is acknowledged at once (quick-ACK mode); the
+        // answer to it, sent at once, puts the receiver in ping-pong mode.
+        r.on_data(&Packet { len: 1000, ..seg(0, true) }, 0, &mut out);
+        assert_eq!(out.pkts.len(), 1, "not yet interactive: a quick ACK");
+        r.on_reply_sent(0);
+        let mut seq = 1000;
         for _ in 0..20 {
             out.clear();
             r.on_data(&Packet { len: 1000, ..seg(seq, true) }, 0, &mut out);
+            r.on_reply_sent(0);
             seq += 1000;
             assert!(out.pkts.is_empty(), "no ACK of its own for a request (quick ACKs left: {})", r.quickacks);
             assert!(r.delack_timer.is_armed());
