@@ -258,7 +258,10 @@ def test_an_rpcs_acks_ride_on_its_requests_and_responses():
     ((_, res),) = run_text(text.format(jitter=""))
     n = len(res["rpcs"]["latency_us"])
     assert n > 600
-    assert res["stats"]["bottleneck_pkts"] <= n + 3  # the handshake's few besides
+    # Besides: the handshake's few, and the client's quick ACK of the first
+    # response, before its reply (the next request) puts it in ping-pong
+    # mode, as Linux's (tcp_event_data_sent).
+    assert res["stats"]["bottleneck_pkts"] <= n + 4
     back = [b for link, b in zip(res["queue"]["link"], res["queue"]["tx_bytes"]) if link == "reverse"][-1]
     assert back <= (n + 3) * (100 + HEADER), "one response packet per RPC, its ACK on it"
     base = statistics.median(res["rpcs"]["latency_us"])
