@@ -286,6 +286,7 @@ def test_spread_and_mean_ci():
     assert mean_ci([0.86, 0.91], upper=1.0) == pytest.approx((0.885 - 0.3177, 1.0), abs=0.001)  # Jain's index: at most 1
     assert spread([0.86, 0.91], upper=1.0).ci_high == 1.0 and spread([0.86, 0.91]).ci_high > 1.0
     assert mean_ci([5.0]) == (None, None) and mean_ci([4.0, 4.0]) == (4.0, 4.0)
+    assert spread([5.0]).drawn_ci == (5.0, 5.0) and spread([10.0, 12.0, 14.0]).drawn_ci == mean_ci([10.0, 12.0, 14.0])
     assert mean_ci([]) == (None, None)
     assert spread([]).n == 0 and spread([]).median is None
 

@@ -61,6 +61,13 @@ class Spread:
         return self.ci[1]
 
     @property
+    def drawn_ci(self) -> tuple[Optional[float], Optional[float]]:
+        """The interval a figure draws: the CI, or the mean itself where
+        there is none (one repetition)."""
+        lo, hi = self.ci
+        return (self.mean, self.mean) if lo is None else (lo, hi)
+
+    @property
     def range(self) -> Optional[float]:
         return None if self.min is None or self.max is None else self.max - self.min
 

@@ -41,9 +41,8 @@ def sweep_figure(plot: SweepPlot, width_in: float = 6.0, height_in: float = 4.0)
         colour = f"C{i % 10}"
         xs = [xv(p) for p in pts]
         mean = [p.spread.mean / div for p in pts]
-        # One repetition has no interval: its bar (or band) is the point itself.
-        lo = [(p.spread.mean if p.spread.ci_low is None else p.spread.ci_low) / div for p in pts]
-        hi = [(p.spread.mean if p.spread.ci_high is None else p.spread.ci_high) / div for p in pts]
+        lo = [p.spread.drawn_ci[0] / div for p in pts]
+        hi = [p.spread.drawn_ci[1] / div for p in pts]
         if plot.numeric and len(pts) > 1:
             ax.plot(xs, mean, "-o", color=colour, label=s.label, markersize=4)
             ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)

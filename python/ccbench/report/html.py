@@ -60,17 +60,20 @@ def sweep_figure(plot: SweepPlot) -> dict:
         colour = PALETTE[i % len(PALETTE)]
         pts = [p for p in s.points if p.spread.n]
         xs = [xval(p) for p in pts]
+        def ci_text(sp) -> str:
+            if sp.ci_low is None:
+                return ""
+            return f" (95% CI {console.value(sp.ci_low, plot.unit)}–{console.value(sp.ci_high, plot.unit)})"
+
         hover = [f"{esc(s.label)}<br>{esc(plot.x_key)} = {esc(p.x_label)}<br>mean {console.value(p.spread.mean, plot.unit)}"
-                 + ("" if p.spread.ci_low is None else f" (95% CI {console.value(p.spread.ci_low, plot.unit)}–"
-                    f"{console.value(p.spread.ci_high, plot.unit)})") + "<br>"
+                 f"{ci_text(p.spread)}<br>"
                  f"median {console.value(p.spread.median, plot.unit)}, min–max {console.value(p.spread.min, plot.unit)}–"
                  f"{console.value(p.spread.max, plot.unit)}, n={p.spread.n}" for p in pts]
         line: dict = {"type": "scatter", "mode": "lines+markers", "name": s.label, "legendgroup": s.label,
                       "x": xs, "y": [y(p.spread.mean) for p in pts], "line": {"color": colour},
                       "text": hover, "hoverinfo": "text", "meta": {"role": "mean"}}
-        # One repetition has no interval: its bar (or band) is the point itself.
-        lo = [p.spread.mean if p.spread.ci_low is None else p.spread.ci_low for p in pts]
-        hi = [p.spread.mean if p.spread.ci_high is None else p.spread.ci_high for p in pts]
+        lo = [p.spread.drawn_ci[0] for p in pts]
+        hi = [p.spread.drawn_ci[1] for p in pts]
         if plot.numeric and len(pts) > 1:
             data.append({"type": "scatter", "mode": "lines", "name": f"{s.label} 95% CI", "legendgroup": s.label,
                          "showlegend": False, "hoverinfo": "skip", "fill": "toself",
