@@ -156,6 +156,15 @@ def test_open_existing_errors(tmp_path):
         Store.open_existing(tmp_path / "nope")
     with pytest.raises(UsageError, match=f"no {DB_FILENAME} in it"):
         Store.open_existing(tmp_path)
+    # A study file where its results are meant: said so, not "damaged".
+    study = tmp_path / "s.toml"
+    study.write_text("[study]\nname = 's'\n")
+    with pytest.raises(UsageError, match=r"s\.toml: not a results directory or database \(a study file"):
+        Store.open_existing(study)
+    other = tmp_path / "notes.txt"
+    other.write_text("hello, world\n")
+    with pytest.raises(UsageError, match=r"notes\.txt: not a results directory or database$"):
+        Store.open_existing(other)
 
 
 # -- executor ------------------------------------------------------------

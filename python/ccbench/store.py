@@ -201,6 +201,11 @@ def find_db(results: str | Path) -> Path:
     """
     p = Path(results)
     if p.is_file():
+        if not _is_duckdb_file(p):
+            # A study file given where its results are meant is the usual slip.
+            hint = (" (a study file: give the directory its runs were written to, `results/<study name>` "
+                    "unless `ccbench run` had --out)") if p.suffix == ".toml" else ""
+            raise UsageError(f"{p}: not a results directory or database{hint}")
         return p
     db = p / DB_FILENAME
     if db.is_file():
@@ -208,6 +213,17 @@ def find_db(results: str | Path) -> Path:
     if not p.exists():
         raise UsageError(f"{p}: no such results directory")
     raise UsageError(f"{p}: not a results directory (no {DB_FILENAME} in it)")
+
+
+def _is_duckdb_file(p: Path) -> bool:
+    """Whether ``p`` starts as a DuckDB database file does (its magic
+    bytes follow an 8-byte checksum); an empty file may be one being made."""
+    try:
+        with p.open("rb") as f:
+            head = f.read(12)
+    except OSError:
+        return True  # let DuckDB say what is wrong with it
+    return len(head) == 0 or head[8:12] == b"DUCK"
 
 
 @dataclass
