@@ -8,6 +8,7 @@ both hosts, then test.
     python bench/pcap_bursts.py rates OUTDIR --capacity 96.533Mbit
     python bench/pcap_bursts.py drops OUTDIR [OUTDIR ...] --delay 5ms
     python bench/pcap_bursts.py resends OUTDIR [OUTDIR ...] --delay 5ms
+    python bench/pcap_bursts.py quickacks OUTDIR [OUTDIR ...] [--silence 220ms]
 
 `capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
 (one run: give the study one configuration and one repetition) and, as soon
@@ -864,6 +865,72 @@ def resends(outdirs: list[Path], delay_s: float, after_s: float, mss: int) -> No
               + " ".join(f"{b}{'+' if b == 12 else ''}:{since_ack[b] / n:.0%}" for b in range(13)))
 
 
+def quick_acks(outdirs: list[Path], silence_s: float, after: int = 16) -> None:
+    """At the receiver: the share of in-order data segments acknowledged
+    alone (an ACK covering the segment before the next data arrives) among
+    the `after` in-order segments that follow a duplicate (data below what
+    the receiver had), or a silence of more than `silence_s` since in-order
+    data last arrived, or of 0.1 s up to it; and over all in-order segments.
+    Linux gives 16 quick ACKs after both (`tcp_enter_quickack_mode`,
+    `tcp_event_data_recv` past the receiver's RTO), else one ACK per two
+    segments (docs/sim-model.md, "Quick ACKs after old data and silences")."""
+    for outdir in outdirs:
+        ev = events(outdir / "receiver.pcap")
+        segs = []  # (kind, acked alone, silence before it)
+        rcv_nxt = None
+        last_in = None
+        for i, (t, kind, value, x) in enumerate(ev):
+            if kind == "A":
+                rcv_nxt = value if rcv_nxt is None else max(rcv_nxt, value)
+                continue
+            end = value + x
+            if rcv_nxt is None:
+                rcv_nxt = value
+            if end <= rcv_nxt:
+                cls = "dup"
+            elif value <= rcv_nxt:
+                cls = "in"
+            else:
+                cls = "ooo"
+            gap = t - last_in if cls == "in" and last_in is not None else 0.0
+            if cls == "in":
+                last_in = t
+                rcv_nxt = end
+            alone = False
+            for _, k2, v2, _ in ev[i + 1:]:
+                if k2 == "D":
+                    break
+                if v2 >= end:
+                    alone = True
+                    break
+            segs.append((cls, alone, gap))
+
+        def following(trigger) -> tuple[int, int, int]:
+            n = hits = total = 0
+            for i, s in enumerate(segs):
+                if not trigger(s):
+                    continue
+                n += 1
+                nxt = [s2 for s2 in segs[i + 1:] if s2[0] == "in"][:after]
+                hits += sum(s2[1] for s2 in nxt)
+                total += len(nxt)
+            return n, hits, total
+
+        counts = {c: sum(1 for s in segs if s[0] == c) for c in ("in", "ooo", "dup")}
+        print(f"{outdir}: data segments in order {counts['in']}, out of order {counts['ooo']}, "
+              f"duplicates {counts['dup']}")
+        for label, trigger in [("a duplicate", lambda s: s[0] == "dup"),
+                               (f"a silence over {silence_s * 1e3:g} ms", lambda s: s[0] == "in" and s[2] > silence_s),
+                               (f"a silence of 100-{silence_s * 1e3:g} ms",
+                                lambda s: s[0] == "in" and 0.1 < s[2] <= silence_s)]:
+            n, hits, total = following(trigger)
+            share = f"{hits / total:.2f}" if total else "-"
+            print(f"  after {label} ({n}): {hits} of the next {total} in-order segments acknowledged alone, {share}")
+        ins = [s for s in segs if s[0] == "in"]
+        print(f"  all in-order segments: {sum(s[1] for s in ins)} of {len(ins)}, "
+              f"{sum(s[1] for s in ins) / max(1, len(ins)):.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -898,11 +965,17 @@ def main() -> None:
     rs.add_argument("--delay", required=True, help="the bottleneck's one-way delay, e.g. 5ms")
     rs.add_argument("--after", type=float, default=3.0, help="seconds from the first segment to leave out")
     rs.add_argument("--mss", type=int, default=1448)
+    q = sub.add_parser("quickacks")
+    q.add_argument("outdirs", type=Path, nargs="+")
+    q.add_argument("--silence", default="220ms",
+                   help="the receiver's RTO: its handshake RTT R + max(2R, 200 ms); default 220ms, a 20 ms path")
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
     elif args.cmd == "simulate":
         simulate(args.study, args.outdir, args.run, args.seed, args.flow)
+    elif args.cmd == "quickacks":
+        quick_acks(args.outdirs, parse_time_s(args.silence, "--silence"))
     elif args.cmd == "resends":
         resends(args.outdirs, parse_time_s(args.delay, "--delay"), args.after, args.mss)
     elif args.cmd == "drops":

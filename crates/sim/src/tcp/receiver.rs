@@ -22,6 +22,8 @@ use std::sync::Arc;
 
 /// Linux TCP_MAX_QUICKACKS.
 const QUICKACKS: u32 = 16;
+/// The quick ACKs a CE mark asks for (`tcp_ecn_check_ce`).
+const CE_QUICKACKS: u32 = 2;
 /// Segments shorter than this do not grow the window (`tcp_event_data_recv`).
 const GROW_MIN_LEN: u32 = 128;
 
@@ -223,8 +225,16 @@ impl Receiver {
         if let Some(t) = self.synack_ns.take() {
             self.handshake_rtt_ns = now.saturating_sub(t);
         }
+        let end = p.seq + p.len as u64;
+        let new_data = end > self.rcv_nxt;
         let mut ce_changed = false;
+        let mut immediate = false;
         if self.opts.ecn {
+            // Linux `tcp_ecn_accept_cwr`: the sender says it cut its window,
+            // perhaps to one packet: data with CWR is acknowledged at once.
+            if p.cwr && p.len > 0 {
+                immediate = true;
+            }
             if self.opts.accurate_ecn {
                 if p.ce != self.ce_state {
                     // DCTCP: first ACK what arrived under the old CE state,
@@ -235,10 +245,17 @@ impl Receiver {
                     self.ce_state = p.ce;
                     ce_changed = true;
                 }
-            } else if p.cwr {
-                self.ce_state = p.ce;
-            } else if p.ce {
-                self.ce_state = true;
+            } else {
+                if p.cwr {
+                    self.ce_state = false;
+                }
+                // Linux `tcp_ecn_check_ce` (new data only): the first CE
+                // mark since the sender's last CWR gives two quick ACKs, as
+                // the sender may have a very small window.
+                if p.ce && new_data && !self.ce_state {
+                    self.ce_state = true;
+                    self.enter_quickack_mode(CE_QUICKACKS);
+                }
             }
         }
         // RFC 7323: keep the timestamp of the segment that the next ACK
@@ -246,16 +263,21 @@ impl Receiver {
         if p.seq <= self.rcv_wup {
             self.ts_recent = p.ts_val;
         }
-        let end = p.seq + p.len as u64;
         let before = self.rcv_nxt;
-        if end > self.rcv_nxt && self.window.grow(p.len, self.cfg.mss) {
+        if new_data && self.window.grow(p.len, self.cfg.mss) {
             self.quickacks |= 1;
         }
-        let mut immediate = false;
         if self.cfg.sack {
             self.note_duplicate(p.seq, end);
         }
         if p.seq <= self.rcv_nxt && end > self.rcv_nxt {
+            // Linux `tcp_event_data_recv`: in-order data after a silence
+            // longer than the receiver's RTO (the sender "failed to restart
+            // its window", such as after its own retransmission timeout)
+            // restores the quick ACKs.
+            if self.lrcvtime.is_some_and(|t| now.saturating_sub(t) > self.rto_ns()) {
+                self.incr_quickack(QUICKACKS);
+            }
             self.lrcvtime = Some(now);
             self.rcv_nxt = end;
             if !self.ooo.is_empty() {
@@ -290,13 +312,12 @@ impl Receiver {
             }
             self.insert_ooo(p.seq, end);
         } else {
-            // Data that arrived before (Linux `tcp_data_queue`, old data):
-            // an ACK at once, out of ping-pong mode. (Linux's
-            // `tcp_enter_quickack_mode` here also restores up to 16 quick
-            // ACKs on every connection; not modelled: docs/sim-model.md,
-            // "Not modelled".)
+            // Data that arrived before (Linux `tcp_data_queue`, old data: a
+            // retransmission the sender need not have sent, or whose ACK was
+            // lost): an ACK at once, and quick ACKs for what follows, out of
+            // ping-pong mode.
             immediate = true;
-            self.pingpong = false;
+            self.enter_quickack_mode(QUICKACKS);
         }
         // Linux 6.x: a full-sized segment with PSH (or a short one) sets
         // ICSK_ACK_PUSHED (`tcp_measure_rcv_mss`); when the application has
@@ -523,6 +544,30 @@ impl Receiver {
         }
     }
 
+    /// Linux `tcp_incr_quickack`: at least `max` quick ACKs from now on,
+    /// fewer if the window holds fewer than two segments per ACK (the
+    /// advertised window taken as `rcv_ssthresh`, which bounds it while the
+    /// application keeps up).
+    fn incr_quickack(&mut self, max: u32) {
+        let fit = (self.window.rcv_ssthresh / (2 * self.cfg.mss as u64)).min(max as u64) as u32;
+        let n = if fit == 0 { 2.min(max) } else { fit };
+        self.quickacks = self.quickacks.max(n);
+    }
+
+    /// Linux `tcp_enter_quickack_mode`: quick ACKs, out of ping-pong mode.
+    fn enter_quickack_mode(&mut self, max: u32) {
+        self.incr_quickack(max);
+        self.pingpong = false;
+    }
+
+    /// The receiver's retransmission timeout, as the handshake set it
+    /// (Linux's first RTT sample R: R + max(2R, rto_min)); a receiver that
+    /// sends no data takes no other sample.
+    fn rto_ns(&self) -> Nanos {
+        let r = self.handshake_rtt_ns;
+        r + (2 * r).max(self.cfg.min_rto_ns)
+    }
+
     fn ack_packet(&self) -> Packet {
         Packet {
             conn: self.conn_id,
@@ -695,6 +740,108 @@ mod tests {
         r.on_data(&Packet { len: 1000, ..seg(2000, true) }, 3 * delack, &mut out);
         assert_eq!(out.pkts.len(), 1, "a duplicate is acknowledged at once");
         assert!(!r.pingpong, "data that arrives twice ends ping-pong mode");
+    }
+
+    /// Count the segments of `n` in a row from `seq` (at `now`) that are
+    /// acknowledged on arrival; returns that count.
+    fn acked_on_arrival(r: &mut Receiver, seq: u64, n: u64, now: Nanos) -> usize {
+        let mut out = Out::default();
+        (0..n)
+            .filter(|i| {
+                out.clear();
+                r.on_data(&seg(seq + i * 1448, false), now, &mut out);
+                !out.pkts.is_empty()
+            })
+            .count()
+    }
+
+    /// Linux `tcp_enter_quickack_mode` on old data: a segment that arrives
+    /// twice is acknowledged at once and so are the next 15 (16 quick ACKs
+    /// with its own; before, every second one); `tcp_event_data_recv`: so
+    /// are 16 segments after a silence longer than the receiver's RTO (here
+    /// the 200 ms floor over a handshake RTT of 10 ms: 210 ms), and not
+    /// after a shorter one.
+    #[test]
+    fn old_data_and_a_long_silence_restore_quick_acks() {
+        const MS: Nanos = 1_000_000;
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
+        let mut out = Out::default();
+        r.on_syn(&Packet { syn: true, ..Packet::default() }, 0, &mut out);
+        let mut seq = 0;
+        loop {
+            out.clear();
+            r.on_data(&seg(seq, false), 10 * MS, &mut out);
+            seq += 1448;
+            if out.pkts.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(r.rto_ns(), 210 * MS);
+        // Out of quick-ACK mode: one ACK per two segments (the first of
+        // the pair completes the one left unacknowledged above).
+        assert_eq!(acked_on_arrival(&mut r, seq, 32, 10 * MS), 16);
+        seq += 32 * 1448;
+        out.clear();
+        r.on_data(&seg(0, false), 11 * MS, &mut out);
+        assert_eq!(out.pkts.len(), 1, "old data is acknowledged at once");
+        // The old data's own ACK was the first of the 16 (`tcp_dec_quickack_mode`).
+        assert_eq!(acked_on_arrival(&mut r, seq, 32, 11 * MS), 15 + 8, "15 quick ACKs left, then every second");
+        seq += 32 * 1448;
+        // 209 ms later: not yet a silence; 211 ms after that: one.
+        assert_eq!(acked_on_arrival(&mut r, seq, 2, 220 * MS), 1);
+        seq += 2 * 1448;
+        assert_eq!(acked_on_arrival(&mut r, seq, 32, 431 * MS), 16 + 8);
+        // A receive window of under two segments per ACK gives fewer.
+        r.window.rcv_ssthresh = 6 * 1448;
+        r.quickacks = 0;
+        r.incr_quickack(QUICKACKS);
+        assert_eq!(r.quickacks, 3);
+        r.window.rcv_ssthresh = 1448;
+        r.quickacks = 0;
+        r.incr_quickack(QUICKACKS);
+        assert_eq!(r.quickacks, 2);
+    }
+
+    /// RFC 3168 ECN as Linux's receiver: the first CE mark after the
+    /// sender's CWR gives two quick ACKs (`tcp_ecn_check_ce`) and the ECE
+    /// echo until the next CWR; further marks before it give none; a
+    /// data segment with CWR is acknowledged at once (`tcp_ecn_accept_cwr`).
+    #[test]
+    fn ce_asks_for_quick_acks_and_cwr_for_an_ack_now() {
+        let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), opts);
+        let mut out = Out::default();
+        let mut seq = leave_quickack_mode(&mut r, &mut out);
+        // Complete the pair the loop above left open.
+        r.on_data(&seg(seq, false), 0, &mut out);
+        seq += 1448;
+        let ce = |seq| Packet { ce: true, ..seg(seq, false) };
+        let mut acks = Vec::new();
+        for i in 0..6 {
+            out.clear();
+            r.on_data(&ce(seq + i * 1448), 0, &mut out);
+            acks.push(out.pkts.iter().map(|a| a.ece).collect::<Vec<_>>());
+        }
+        seq += 6 * 1448;
+        // Two ACKs at once, then one per two segments, all with ECE.
+        assert_eq!(acks, vec![vec![true], vec![true], vec![], vec![true], vec![], vec![true]]);
+        out.clear();
+        r.on_data(&Packet { cwr: true, ..seg(seq, false) }, 0, &mut out);
+        assert_eq!(out.pkts.len(), 1, "CWR: an ACK at once");
+        assert!(!out.pkts[0].ece, "the echo ends with CWR");
+        seq += 1448;
+        out.clear();
+        r.on_data(&ce(seq), 0, &mut out);
+        assert_eq!(out.pkts.len(), 1, "a new CE mark after the CWR: quick ACKs again");
+        assert!(out.pkts[0].ece);
+        // Without ECN negotiated, none of this.
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts::default());
+        let mut seq = leave_quickack_mode(&mut r, &mut out);
+        r.on_data(&seg(seq, false), 0, &mut out);
+        seq += 1448;
+        out.clear();
+        r.on_data(&Packet { cwr: true, ..ce(seq) }, 0, &mut out);
+        assert!(out.pkts.is_empty());
     }
 
     /// In ping-pong mode (RPC) neither quick-ACK mode nor PSH makes a
