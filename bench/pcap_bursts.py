@@ -9,6 +9,7 @@ both hosts, then test.
     python bench/pcap_bursts.py drops OUTDIR [OUTDIR ...] --delay 5ms
     python bench/pcap_bursts.py resends OUTDIR [OUTDIR ...] --delay 5ms
     python bench/pcap_bursts.py quickacks OUTDIR [OUTDIR ...] [--silence 220ms]
+    python bench/pcap_bursts.py ecnacks OUTDIR [OUTDIR ...]
 
 `capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
 (one run: give the study one configuration and one repetition) and, as soon
@@ -931,6 +932,60 @@ def quick_acks(outdirs: list[Path], silence_s: float, after: int = 16) -> None:
               f"{sum(s[1] for s in ins) / max(1, len(ins)):.2f}")
 
 
+def ecn_acks(outdirs: list[Path], skip: int = 1000) -> None:
+    """At a receiver with RFC 3168 ECN: the share acknowledged alone (an ACK
+    covering it before the next data arrives) of the first CE-marked
+    segment since the sender's last CWR, of the segment after it, and of
+    data segments with CWR, against every other data segment. Linux gives
+    two quick ACKs on that first mark (`tcp_ecn_check_ce`) and acknowledges
+    CWR data at once (`tcp_ecn_accept_cwr`). The first `skip` segments are
+    left out (the window's growth acknowledges every one)."""
+    for outdir in outdirs:
+        pcap = outdir / "receiver.pcap"
+        if not pcap.is_file():
+            sys.exit(f"{pcap}: no such capture (write it with `capture` or `simulate` first)")
+        p = subprocess.run(["tcpdump", "-r", str(pcap), "-n", "-v", "-tt"], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
+        # tcpdump -v prints the IP header (with the ECN field) on one line
+        # and the TCP header on the next.
+        recs = re.findall(r"\(tos 0x[0-9a-f]+(,CE)?[^\n]*\n\s+(\S+) > \S+: Flags \[([^\]]*)\],[^\n]*?"
+                          r"(?:seq (\d+):(\d+))?,? ?(?:ack (\d+))?,[^\n]*length (\d+)", p.stdout)
+        ev = []  # ("D", end, ce, cwr) or ("A", ack)
+        for ce, src, flags, start, end, ack, length in recs:
+            if SERVER_PORT.split()[0] in src + " ":
+                if ack:
+                    ev.append(("A", int(ack), False, False))
+            elif start and int(length) > 0:
+                ev.append(("D", int(end), bool(ce), "W" in flags))
+        counts = {k: [0, 0] for k in ("first CE since CWR", "the segment after it", "data with CWR", "the others")}
+        cwr_seen, after_first, n = True, False, 0
+        for i, (kind, end, ce, cwr) in enumerate(ev):
+            if kind != "D":
+                continue
+            n += 1
+            alone = False
+            for kind2, value, _, _ in ev[i + 1:]:
+                if kind2 == "D":
+                    break
+                if value >= end:
+                    alone = True
+                    break
+            if cwr:
+                key, cwr_seen, after_first = "data with CWR", True, False
+            elif ce and cwr_seen:
+                key, cwr_seen, after_first = "first CE since CWR", False, True
+            elif after_first:
+                key, after_first = "the segment after it", False
+            else:
+                key = "the others"
+            if n > skip:
+                counts[key][0] += alone
+                counts[key][1] += 1
+        print(f"{outdir}: acknowledged alone, " + "; ".join(
+            f"{k} {a} of {t}" + (f" ({a / t:.2f})" if t else "") for k, (a, t) in counts.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -969,11 +1024,15 @@ def main() -> None:
     q.add_argument("outdirs", type=Path, nargs="+")
     q.add_argument("--silence", default="220ms",
                    help="the receiver's RTO: its handshake RTT R + max(2R, 200 ms); default 220ms, a 20 ms path")
+    ea = sub.add_parser("ecnacks")
+    ea.add_argument("outdirs", type=Path, nargs="+")
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
     elif args.cmd == "simulate":
         simulate(args.study, args.outdir, args.run, args.seed, args.flow)
+    elif args.cmd == "ecnacks":
+        ecn_acks(args.outdirs)
     elif args.cmd == "quickacks":
         quick_acks(args.outdirs, parse_time_s(args.silence, "--silence"))
     elif args.cmd == "resends":
