@@ -866,6 +866,17 @@ def resends(outdirs: list[Path], delay_s: float, after_s: float, mss: int) -> No
               + " ".join(f"{b}{'+' if b == 12 else ''}:{since_ack[b] / n:.0%}" for b in range(13)))
 
 
+def acked_alone(ev, i: int, end: int) -> bool:
+    """Whether the data segment at `ev[i]` (events as `events` gives them)
+    was acknowledged alone: an ACK covering `end` before the next data."""
+    for _, kind, value, _ in ev[i + 1:]:
+        if kind == "D":
+            return False
+        if value >= end:
+            return True
+    return False
+
+
 def quick_acks(outdirs: list[Path], silence_s: float, after: int = 16) -> None:
     """At the receiver: the share of in-order data segments acknowledged
     alone (an ACK covering the segment before the next data arrives) among
@@ -897,14 +908,7 @@ def quick_acks(outdirs: list[Path], silence_s: float, after: int = 16) -> None:
             if cls == "in":
                 last_in = t
                 rcv_nxt = end
-            alone = False
-            for _, k2, v2, _ in ev[i + 1:]:
-                if k2 == "D":
-                    break
-                if v2 >= end:
-                    alone = True
-                    break
-            segs.append((cls, alone, gap))
+            segs.append((cls, acked_alone(ev, i, end), gap))
 
         def following(trigger) -> tuple[int, int, int]:
             n = hits = total = 0
@@ -951,26 +955,21 @@ def ecn_acks(outdirs: list[Path], skip: int = 1000) -> None:
         # and the TCP header on the next.
         recs = re.findall(r"\(tos 0x[0-9a-f]+(,CE)?[^\n]*\n\s+(\S+) > \S+: Flags \[([^\]]*)\],[^\n]*?"
                           r"(?:seq (\d+):(\d+))?,? ?(?:ack (\d+))?,[^\n]*length (\d+)", p.stdout)
-        ev = []  # ("D", end, ce, cwr) or ("A", ack)
+        ev = []  # as `events` has them, untimed: (None, "D", end, (ce, cwr)) or (None, "A", ack, None)
         for ce, src, flags, start, end, ack, length in recs:
             if SERVER_PORT.split()[0] in src + " ":
                 if ack:
-                    ev.append(("A", int(ack), False, False))
+                    ev.append((None, "A", int(ack), None))
             elif start and int(length) > 0:
-                ev.append(("D", int(end), bool(ce), "W" in flags))
+                ev.append((None, "D", int(end), (bool(ce), "W" in flags)))
         counts = {k: [0, 0] for k in ("first CE since CWR", "the segment after it", "data with CWR", "the others")}
         cwr_seen, after_first, n = True, False, 0
-        for i, (kind, end, ce, cwr) in enumerate(ev):
+        for i, (_, kind, end, marks) in enumerate(ev):
             if kind != "D":
                 continue
             n += 1
-            alone = False
-            for kind2, value, _, _ in ev[i + 1:]:
-                if kind2 == "D":
-                    break
-                if value >= end:
-                    alone = True
-                    break
+            alone = acked_alone(ev, i, end)
+            ce, cwr = marks
             if cwr:
                 key, cwr_seen, after_first = "data with CWR", True, False
             elif ce and cwr_seen:
