@@ -228,11 +228,12 @@ def nearest(raw: int, ref: int) -> int:
     return ref + ((raw - ref + (1 << 31)) % (1 << 32)) - (1 << 31)
 
 
-def tcpdump_text(pcap: Path) -> str:
-    """`pcap` as tcpdump prints it (absolute times and sequence numbers)."""
+def tcpdump_text(pcap: Path, options: tuple[str, ...] = ("-S",)) -> str:
+    """`pcap` as tcpdump prints it (absolute times; by default absolute
+    sequence numbers too)."""
     if not pcap.is_file():
         sys.exit(f"{pcap}: no such capture (write it with `capture` or `simulate` first)")
-    p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", "-S"], capture_output=True, text=True)
+    p = subprocess.run(["tcpdump", "-r", str(pcap), "-tt", "-n", *options], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
     return p.stdout
@@ -945,19 +946,15 @@ def ecn_acks(outdirs: list[Path], skip: int = 1000) -> None:
     CWR data at once (`tcp_ecn_accept_cwr`). The first `skip` segments are
     left out (the window's growth acknowledges every one)."""
     for outdir in outdirs:
-        pcap = outdir / "receiver.pcap"
-        if not pcap.is_file():
-            sys.exit(f"{pcap}: no such capture (write it with `capture` or `simulate` first)")
-        p = subprocess.run(["tcpdump", "-r", str(pcap), "-n", "-v", "-tt"], capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.exit(f"{pcap}: tcpdump cannot read it: {p.stderr.strip().splitlines()[-1:]}")
         # tcpdump -v prints the IP header (with the ECN field) on one line
-        # and the TCP header on the next.
-        recs = re.findall(r"\(tos 0x[0-9a-f]+(,CE)?[^\n]*\n\s+(\S+) > \S+: Flags \[([^\]]*)\],[^\n]*?"
-                          r"(?:seq (\d+):(\d+))?,? ?(?:ack (\d+))?,[^\n]*length (\d+)", p.stdout)
+        # and the TCP header on the next; sequence numbers relative to the
+        # first, so none wraps.
+        text = tcpdump_text(outdir / "receiver.pcap", ("-v",))
+        recs = re.findall(r"\(tos 0x[0-9a-f]+(,CE)?[^\n]*\n\s+(\S+ > \S+): Flags \[([^\]]*)\],[^\n]*?"
+                          r"(?:seq (\d+):(\d+))?,? ?(?:ack (\d+))?,[^\n]*length (\d+)", text)
         ev = []  # as `events` has them, untimed: (None, "D", end, (ce, cwr)) or (None, "A", ack, None)
-        for ce, src, flags, start, end, ack, length in recs:
-            if SERVER_PORT.split()[0] in src + " ":
+        for ce, hdr, flags, start, end, ack, length in recs:
+            if SERVER_PORT in hdr:
                 if ack:
                     ev.append((None, "A", int(ack), None))
             elif start and int(length) > 0:

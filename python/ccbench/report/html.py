@@ -56,15 +56,15 @@ def sweep_figure(plot: SweepPlot) -> dict:
     def y(v):
         return None if v is None else v / div
 
+    def ci_text(sp) -> str:
+        if sp.ci_low is None:
+            return ""
+        return f" (95% CI {console.value(sp.ci_low, plot.unit)}–{console.value(sp.ci_high, plot.unit)})"
+
     for i, s in enumerate(plot.series):
         colour = PALETTE[i % len(PALETTE)]
         pts = [p for p in s.points if p.spread.n]
         xs = [xval(p) for p in pts]
-        def ci_text(sp) -> str:
-            if sp.ci_low is None:
-                return ""
-            return f" (95% CI {console.value(sp.ci_low, plot.unit)}–{console.value(sp.ci_high, plot.unit)})"
-
         hover = [f"{esc(s.label)}<br>{esc(plot.x_key)} = {esc(p.x_label)}<br>mean {console.value(p.spread.mean, plot.unit)}"
                  f"{ci_text(p.spread)}<br>"
                  f"median {console.value(p.spread.median, plot.unit)}, min–max {console.value(p.spread.min, plot.unit)}–"

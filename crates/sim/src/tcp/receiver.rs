@@ -544,10 +544,10 @@ impl Receiver {
         }
     }
 
-    /// Linux `tcp_incr_quickack`: at least `max` quick ACKs from now on,
-    /// fewer if the window holds fewer than two segments per ACK (the
-    /// advertised window taken as `rcv_ssthresh`, which bounds it while the
-    /// application keeps up).
+    /// Linux `tcp_incr_quickack`: raise the quick ACKs left to `max`, or to
+    /// as many as the window holds two segments per ACK if that is fewer
+    /// (but two at least; the advertised window taken as `rcv_ssthresh`,
+    /// which bounds it while the application keeps up).
     fn incr_quickack(&mut self, max: u32) {
         let fit = (self.window.rcv_ssthresh / (2 * self.cfg.mss as u64)).min(max as u64) as u32;
         let n = if fit == 0 { 2.min(max) } else { fit };
