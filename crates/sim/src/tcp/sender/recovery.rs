@@ -159,7 +159,10 @@ impl Sender {
             self.undo.clear_stamp();
         } else if self.snd_una >= self.high_seq {
             match state {
-                CaState::Cwr => self.end_cwnd_reduction(),
+                // Held until something above high_seq is acknowledged: the
+                // ACK of high_seq itself left the receiver before the CWR
+                // segment reached it, so may still carry ECE.
+                CaState::Cwr if self.snd_una > self.high_seq => self.end_cwnd_reduction(),
                 CaState::Recovery => {
                     if self.try_undo_recovery(a.ts_ecr) {
                         return false;

@@ -596,6 +596,39 @@ fn ack_with_ece_is_not_maybe_delayed() {
     }
 }
 
+/// An ECN echo reduces cwnd once per window (RFC 3168 §6.1.2): CWR is
+/// held until an ACK covers something above high_seq (Linux
+/// `tcp_fastretrans_alert`), because the ACK of high_seq itself left the
+/// receiver before the CWR segment reached it and still carries ECE. The
+/// simulator once ended CWR at high_seq and cut cwnd twice per mark.
+#[test]
+fn ece_on_the_ack_of_high_seq_does_not_reduce_again() {
+    let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("cubic").unwrap(), opts);
+    let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    out.clear();
+    let ece_ack = |n: u64| Packet { ack: n * 1448, ts_ecr: 10_000_000, ece: true, ..Packet::default() };
+    s.on_ack(&ece_ack(2), 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Cwr);
+    let (high_seq, ssthresh) = (s.high_seq, s.c.ssthresh);
+    assert_eq!(high_seq, 10 * 1448, "high_seq is snd_nxt when the echo came");
+    assert!(ssthresh < 10);
+    // The ACKs up to high_seq, still echoing: one reduction, held.
+    s.on_ack(&ece_ack(6), 20_100_000, &mut out);
+    s.on_ack(&ece_ack(10), 20_200_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Cwr, "CWR is held at snd_una == high_seq");
+    assert_eq!((s.high_seq, s.c.ssthresh), (high_seq, ssthresh), "no second reduction");
+    let cwr: Vec<u64> = out.pkts.iter().filter(|p| p.cwr).map(|p| p.seq).collect();
+    assert_eq!(cwr, vec![high_seq], "CWR on the first new segment only");
+    // The CWR segment acknowledged, without ECE: the reduction ends.
+    s.on_ack(&Packet { ack: 11 * 1448, ts_ecr: 20_000_000, ..Packet::default() }, 30_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Open);
+    assert_eq!((s.c.cwnd, s.c.ssthresh), (ssthresh, ssthresh));
+}
+
 /// `pkts_acked` and the rate sample get Linux's `ca_rtt_us`: when the
 /// ACK covers a retransmission (Karn voids the cumulative sample) the
 /// echoed timestamp stands in for it too, where the simulator gave -1
