@@ -942,44 +942,73 @@ def ecn_acks(outdirs: list[Path], skip: int = 1000) -> None:
     covering it before the next data arrives) of the first CE-marked
     segment since the sender's last CWR, of the segment after it, and of
     data segments with CWR, against every other data segment. Linux gives
-    two quick ACKs on that first mark (`tcp_ecn_check_ce`) and acknowledges
-    CWR data at once (`tcp_ecn_accept_cwr`). The first `skip` segments are
-    left out (the window's growth acknowledges every one)."""
+    two quick ACKs on that first mark and on a Not-ECT segment after ECT
+    ones (a retransmission; `tcp_data_ecn_check`), and acknowledges CWR
+    data at once (`tcp_ecn_accept_cwr`). The first `skip` segments are left
+    out (the window's growth acknowledges every one), except Not-ECT ones.
+    At the sender (if sender.pcap is there): how many new data segments and
+    how many retransmissions left ECT (Linux sends retransmissions Not-ECT
+    unless the CCA needs ECN: `tcp_ecn_send`)."""
     for outdir in outdirs:
-        # tcpdump -v prints the IP header (with the ECN field) on one line
-        # and the TCP header on the next; sequence numbers relative to the
-        # first, so none wraps.
-        text = tcpdump_text(outdir / "receiver.pcap", ("-v",))
-        recs = re.findall(r"\(tos 0x[0-9a-f]+(,CE)?[^\n]*\n\s+(\S+ > \S+): Flags \[([^\]]*)\],[^\n]*?"
-                          r"(?:seq (\d+):(\d+))?,? ?(?:ack (\d+))?,[^\n]*length (\d+)", text)
-        ev = []  # as `events` has them, untimed: (None, "D", end, (ce, cwr)) or (None, "A", ack, None)
-        for ce, hdr, flags, start, end, ack, length in recs:
-            if SERVER_PORT in hdr:
-                if ack:
-                    ev.append((None, "A", int(ack), None))
-            elif start and int(length) > 0:
-                ev.append((None, "D", int(end), (bool(ce), "W" in flags)))
-        counts = {k: [0, 0] for k in ("first CE since CWR", "the segment after it", "data with CWR", "the others")}
-        cwr_seen, after_first, n = True, False, 0
+        counts = {k: [0, 0] for k in ("first CE since CWR", "the segment after it", "data with CWR",
+                                      "Not-ECT after ECT", "the segment after that", "the others")}
+        cwr_seen, after, n, ect_seen = True, None, 0, False
+        ev = ecn_segments(outdir / "receiver.pcap")
         for i, (_, kind, end, marks) in enumerate(ev):
             if kind != "D":
                 continue
             n += 1
             alone = acked_alone(ev, i, end)
-            ce, cwr = marks
+            ecn, cwr, _ = marks
+            key = "the others"
             if cwr:
-                key, cwr_seen, after_first = "data with CWR", True, False
-            elif ce and cwr_seen:
-                key, cwr_seen, after_first = "first CE since CWR", False, True
-            elif after_first:
-                key, after_first = "the segment after it", False
-            else:
-                key = "the others"
-            if n > skip:
+                key, cwr_seen, after = "data with CWR", True, None
+            elif ecn == 3 and cwr_seen:
+                key, cwr_seen, after = "first CE since CWR", False, "the segment after it"
+            elif ecn == 0 and ect_seen:
+                key, after = "Not-ECT after ECT", "the segment after that"
+            elif after:
+                key, after = after, None
+            ect_seen = ect_seen or ecn != 0
+            if n > skip or key.startswith("Not-ECT") or key == "the segment after that":
                 counts[key][0] += alone
                 counts[key][1] += 1
         print(f"{outdir}: acknowledged alone, " + "; ".join(
             f"{k} {a} of {t}" + (f" ({a / t:.2f})" if t else "") for k, (a, t) in counts.items()))
+        if (outdir / "sender.pcap").is_file():
+            sent = {"new data": [0, 0], "retransmissions": [0, 0]}
+            top = None
+            for _, kind, end, marks in ecn_segments(outdir / "sender.pcap"):
+                if kind != "D":
+                    continue
+                ecn, _, length = marks
+                # A GSO packet at the sender carries its segments' ECN field.
+                key = "retransmissions" if top is not None and end <= top else "new data"
+                segs = max(1, -(-length // 1448))
+                sent[key][0] += segs * (ecn != 0)
+                sent[key][1] += segs
+                top = end if top is None else max(top, end)
+            print(f"{outdir}: sent ECT, " + "; ".join(
+                f"{k} {a} of {t} segments" + (f" ({a / t:.2f})" if t else "") for k, (a, t) in sent.items()))
+
+
+def ecn_segments(pcap: Path) -> list:
+    """A capture's packets as `events` has them, untimed: (None, "D", end,
+    (ECN field, CWR, length)) for data to the server, (None, "A", ack, None)
+    for its ACKs. tcpdump -v prints the IP header (with the ECN field) on
+    one line and the TCP header on the next; sequence numbers are relative
+    to the first, so none wraps."""
+    text = tcpdump_text(pcap, ("-v",))
+    recs = re.findall(r"\(tos 0x([0-9a-f]+)[^\n]*\n\s+(\S+ > \S+): Flags \[([^\]]*)\],[^\n]*?"
+                      r"(?:seq (\d+):(\d+))?,? ?(?:ack (\d+))?,[^\n]*length (\d+)", text)
+    ev = []
+    for tos, hdr, flags, start, end, ack, length in recs:
+        if SERVER_PORT in hdr:
+            if ack:
+                ev.append((None, "A", int(ack), None))
+        elif start and int(length) > 0:
+            ev.append((None, "D", int(end), (int(tos, 16) & 3, "W" in flags, int(length))))
+    return ev
 
 
 def main() -> None:

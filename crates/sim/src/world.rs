@@ -306,7 +306,7 @@ impl World {
             let opts = ConnOpts {
                 // ECN when the host enables it or the CCA requires it (DCTCP).
                 ecn: cfg.tcp.ecn || cca.needs_ecn(),
-                accurate_ecn: cca.needs_ecn(),
+                ca_needs_ecn: cca.needs_ecn(),
                 cwnd_clamp: f.cwnd_clamp,
                 max_pacing_rate: f.max_rate_bps.map(|b| b / 8),
                 tick_ns: cfg.tcp.hz.map_or(0, |hz| NS_PER_SEC / hz as u64),

@@ -28,8 +28,10 @@ pub(crate) const TIMEOUT_MIN_US: u64 = 2_000;
 pub struct ConnOpts {
     /// ECN negotiated: data is ECT and the sender reacts to ECE.
     pub ecn: bool,
-    /// The receiver echoes CE per segment (DCTCP) instead of until CWR.
-    pub accurate_ecn: bool,
+    /// The CCA requires ECN (Linux TCP_CONG_NEEDS_ECN, DCTCP): the
+    /// receiver echoes CE per segment instead of until CWR, and
+    /// retransmissions stay ECT.
+    pub ca_needs_ecn: bool,
     pub cwnd_clamp: Option<u32>,
     /// Pacing-rate cap in bytes/s.
     pub max_pacing_rate: Option<u64>,

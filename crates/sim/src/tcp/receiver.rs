@@ -22,7 +22,8 @@ use std::sync::Arc;
 
 /// Linux TCP_MAX_QUICKACKS.
 const QUICKACKS: u32 = 16;
-/// The quick ACKs a CE mark asks for (`tcp_ecn_check_ce`).
+/// The quick ACKs a first CE mark or a Not-ECT segment asks for
+/// (`tcp_data_ecn_check`).
 const CE_QUICKACKS: u32 = 2;
 /// Segments shorter than this do not grow the window (`tcp_event_data_recv`).
 const GROW_MIN_LEN: u32 = 128;
@@ -141,6 +142,8 @@ pub struct Receiver {
     /// RFC 3168: echo ECE from a CE mark until the sender's CWR.
     /// Accurate (DCTCP): the CE state of the latest segment.
     ce_state: bool,
+    /// RFC 3168: ECT or CE data has arrived (Linux TCP_ECN_SEEN).
+    ect_seen: bool,
     pub delack_timer: Timer,
     /// SACK compression: ACKs held (Linux `compressed_ack`), ACKs sent at
     /// once since rcv_nxt last moved (`dup_ack_counter`) and the rcv_nxt
@@ -182,6 +185,7 @@ impl Receiver {
             lrcvtime: None,
             window: WindowGrowth::new(&cfg),
             ce_state: false,
+            ect_seen: false,
             delack_timer: Timer::default(),
             compressed: 0,
             dup_acks: 0,
@@ -235,7 +239,7 @@ impl Receiver {
             if p.cwr && p.len > 0 {
                 immediate = true;
             }
-            if self.opts.accurate_ecn {
+            if self.opts.ca_needs_ecn {
                 if p.ce != self.ce_state {
                     // DCTCP: first ACK what arrived under the old CE state,
                     // so the sender sees exactly which bytes were marked.
@@ -254,6 +258,16 @@ impl Receiver {
                 // the sender may have a very small window.
                 if p.ce && new_data && !self.ce_state {
                     self.ce_state = true;
+                    self.enter_quickack_mode(CE_QUICKACKS);
+                }
+            }
+            // Linux `tcp_data_ecn_check` (new data only): a Not-ECT segment
+            // after ECT ones is taken for a retransmission and gets two
+            // quick ACKs. DCTCP's retransmissions stay ECT.
+            if new_data {
+                if p.ect || p.ce {
+                    self.ect_seen = true;
+                } else if self.ect_seen {
                     self.enter_quickack_mode(CE_QUICKACKS);
                 }
             }
@@ -842,6 +856,40 @@ mod tests {
         out.clear();
         r.on_data(&Packet { cwr: true, ..ce(seq) }, 0, &mut out);
         assert!(out.pkts.is_empty());
+    }
+
+    /// RFC 3168 ECN: a Not-ECT data segment after ECT ones (a Linux
+    /// sender's retransmission) gives two quick ACKs, itself and the next
+    /// (`tcp_data_ecn_check`); before any ECT data, or without ECN, it
+    /// does not.
+    #[test]
+    fn not_ect_data_after_ect_asks_for_two_quick_acks() {
+        let acked_alone = |ecn: bool, ect_first: bool| -> Vec<bool> {
+            let mut r = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts { ecn, ..ConnOpts::default() });
+            let mut out = Out::default();
+            let mut seq = leave_quickack_mode(&mut r, &mut out);
+            r.on_data(&seg(seq, false), 0, &mut out);
+            seq += 1448;
+            let ect = |seq| Packet { ect: true, ..seg(seq, false) };
+            if ect_first {
+                for _ in 0..2 {
+                    r.on_data(&ect(seq), 0, &mut out);
+                    seq += 1448;
+                }
+            }
+            // One Not-ECT segment, then ECT ones again.
+            (0..4)
+                .map(|i| {
+                    out.clear();
+                    let p = if i == 0 { seg(seq, false) } else { ect(seq + i * 1448) };
+                    r.on_data(&p, 0, &mut out);
+                    !out.pkts.is_empty()
+                })
+                .collect()
+        };
+        assert_eq!(acked_alone(true, true), vec![true, true, false, true]);
+        assert_eq!(acked_alone(true, false), vec![false, true, false, true]);
+        assert_eq!(acked_alone(false, true), vec![false, true, false, true]);
     }
 
     /// In ping-pong mode (RPC) neither quick-ACK mode nor PSH makes a

@@ -435,6 +435,12 @@ impl Sender {
             p.cwr = true;
             self.cwr_pending = false;
         }
+        // RFC 3168 §6.1.5, Linux `tcp_ecn_send`: retransmissions are
+        // Not-ECT (an ECN queue drops them where it would mark), unless
+        // the CCA needs ECN.
+        if retrans && !self.opts.ca_needs_ecn {
+            p.ect = false;
+        }
         out.pkts.push(p);
         if self.c.paced && self.data_segs_out > UNPACED_SEGS {
             self.burst_segs += 1;

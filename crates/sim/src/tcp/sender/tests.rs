@@ -629,6 +629,29 @@ fn ece_on_the_ack_of_high_seq_does_not_reduce_again() {
     assert_eq!((s.c.cwnd, s.c.ssthresh), (ssthresh, ssthresh));
 }
 
+/// RFC 3168 §6.1.5 as Linux's `tcp_ecn_send`: with ECN, new data is ECT
+/// and retransmissions are not (an ECN queue drops them where it would
+/// mark), unless the CCA needs ECN (DCTCP), whose retransmissions stay ECT.
+#[test]
+fn retransmissions_are_not_ect_unless_the_cca_needs_ecn() {
+    for (cca, ecn, resent_ect) in [("cubic", true, false), ("dctcp", true, true), ("cubic", false, false)] {
+        let needs = crate::cc::by_name(cca).unwrap().needs_ecn();
+        let opts = ConnOpts { ecn: ecn || needs, ca_needs_ecn: needs, ..ConnOpts::default() };
+        let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name(cca).unwrap(), opts);
+        let mut out = Out::default();
+        s.set_unlimited(true, 0, &mut out);
+        s.connect(0, &mut out);
+        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        assert!(out.pkts.iter().filter(|p| p.len > 0).all(|p| p.ect == ecn), "{cca}: new data");
+        out.clear();
+        // Segment 1 lost, 2..4 SACKed: RACK marks it lost and resends it.
+        s.on_ack(&sacked(1, 4), 20_000_000, &mut out);
+        let resent: Vec<&Packet> = out.pkts.iter().filter(|p| p.seq == 0 && p.len > 0).collect();
+        assert_eq!(resent.len(), 1, "{cca}: the head resent");
+        assert_eq!(resent[0].ect, resent_ect, "{cca}: the retransmission");
+    }
+}
+
 /// `pkts_acked` and the rate sample get Linux's `ca_rtt_us`: when the
 /// ACK covers a retransmission (Karn voids the cumulative sample) the
 /// echoed timestamp stands in for it too, where the simulator gave -1
