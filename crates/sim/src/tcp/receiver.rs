@@ -240,7 +240,9 @@ impl Receiver {
                 immediate = true;
             }
             if self.opts.ca_needs_ecn {
-                if p.ce != self.ce_state {
+                // Linux `tcp_data_ecn_check` (new data only) raises DCTCP's
+                // CE events.
+                if new_data && p.ce != self.ce_state {
                     // DCTCP: first ACK what arrived under the old CE state,
                     // so the sender sees exactly which bytes were marked.
                     if self.rcv_nxt > self.rcv_wup {
@@ -856,6 +858,29 @@ mod tests {
         out.clear();
         r.on_data(&Packet { cwr: true, ..ce(seq) }, 0, &mut out);
         assert!(out.pkts.is_empty());
+    }
+
+    /// DCTCP's echo follows the CE state of new data, with an ACK at once
+    /// when it changes; old data (a retransmission the receiver has) does
+    /// not change it, as Linux raises the CE events only for new data
+    /// (`tcp_data_ecn_check`).
+    #[test]
+    fn dctcp_echo_follows_new_data_only() {
+        let opts = ConnOpts { ecn: true, ca_needs_ecn: true, ..ConnOpts::default() };
+        let mut r = Receiver::new(0, 0, tcp_cfg().into(), opts);
+        let mut out = Out::default();
+        let mut seq = leave_quickack_mode(&mut r, &mut out);
+        r.on_data(&seg(seq, false), 0, &mut out);
+        seq += 1448;
+        let ce = |seq| Packet { ce: true, ect: true, ..seg(seq, false) };
+        let mut echo = |r: &mut Receiver, p: Packet| {
+            out.clear();
+            r.on_data(&p, 0, &mut out);
+            out.pkts.iter().map(|a| a.ece).collect::<Vec<_>>()
+        };
+        assert_eq!(echo(&mut r, ce(seq)), vec![true], "CE: an ACK at once, with ECE");
+        assert_eq!(echo(&mut r, seg(seq + 1448, false)), vec![false], "no CE: at once, without");
+        assert_eq!(echo(&mut r, ce(seq)), vec![false], "old data, CE-marked: acknowledged, the echo unchanged");
     }
 
     /// RFC 3168 ECN: a Not-ECT data segment after ECT ones (a Linux
