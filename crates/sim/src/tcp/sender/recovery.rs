@@ -447,15 +447,15 @@ impl Sender {
     }
 
     /// `tcp_enter_recovery`. A reduction for ECN already under way keeps its
-    /// ssthresh (one reduction per window). The ssthresh to restore on undo
-    /// is kept unless ECN asked for the reduction.
+    /// ssthresh, PRR counts and high_seq (one reduction per window: the
+    /// recovery ends where the CWR would have, and a loss beyond it starts
+    /// a new one). The ssthresh to restore on undo is kept unless ECN asked
+    /// for the reduction.
     pub(super) fn enter_recovery(&mut self, ece: bool) {
         self.stats.recoveries += 1;
         self.undo.prior_ssthresh = 0;
         self.undo.init(self.snd_una, self.c.retrans_out);
-        if self.c.ca_state == CaState::Cwr {
-            self.high_seq = self.snd_nxt;
-        } else {
+        if self.c.ca_state != CaState::Cwr {
             if !ece {
                 self.undo.prior_ssthresh = current_ssthresh(&self.c);
             }

@@ -629,6 +629,29 @@ fn ece_on_the_ack_of_high_seq_does_not_reduce_again() {
     assert_eq!((s.c.cwnd, s.c.ssthresh), (ssthresh, ssthresh));
 }
 
+/// A loss found during an ECN reduction enters Recovery without a second
+/// reduction and keeps the CWR's high_seq (Linux `tcp_enter_recovery`
+/// initialises the reduction only outside CWR and Recovery).
+#[test]
+fn recovery_from_cwr_keeps_its_reduction_and_high_seq() {
+    let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("cubic").unwrap(), opts);
+    let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    s.on_ack(&Packet { ack: 2 * 1448, ts_ecr: 10_000_000, ece: true, ..Packet::default() }, 20_000_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Cwr);
+    let (high_seq, ssthresh, recoveries) = (s.high_seq, s.c.ssthresh, s.stats.recoveries);
+    assert!(s.snd_nxt > high_seq, "new data went out under CWR");
+    // Segment 2 lost, 3..6 SACKed: RACK marks it, Recovery begins.
+    let sack = Packet { ack: 2 * 1448, ts_ecr: 10_000_000, ..Packet::default() }.with_sacks(&[(3 * 1448, 6 * 1448)]);
+    s.on_ack(&sack, 20_100_000, &mut out);
+    assert_eq!(s.c.ca_state, CaState::Recovery);
+    assert_eq!(s.stats.recoveries, recoveries + 1);
+    assert_eq!((s.high_seq, s.c.ssthresh), (high_seq, ssthresh), "the CWR's reduction goes on");
+}
+
 /// RFC 3168 §6.1.5 as Linux's `tcp_ecn_send`: with ECN, new data is ECT
 /// and retransmissions are not (an ECN queue drops them where it would
 /// mark), unless the CCA needs ECN (DCTCP), whose retransmissions stay ECT.
