@@ -493,6 +493,17 @@ fn connected_with(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, data: Option
     (s, out)
 }
 
+/// A sender of `cca` with `opts`, unlimited data, whose SYN-ACK came at
+/// 10 ms; `out` holds its initial window.
+fn connected_opts(cca: &str, opts: ConnOpts) -> (Sender, Out) {
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name(cca).unwrap(), opts);
+    let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    (s, out)
+}
+
 /// A connection with ten segments out at t = 10 ms (SYN RTT 10 ms).
 fn ten_out(cca: &str) -> (Sender, Out) {
     connected(&tcp_cfg(), cca, None, 10_000_000)
@@ -604,11 +615,7 @@ fn ack_with_ece_is_not_maybe_delayed() {
 #[test]
 fn ece_on_the_ack_of_high_seq_does_not_reduce_again() {
     let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
-    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("cubic").unwrap(), opts);
-    let mut out = Out::default();
-    s.set_unlimited(true, 0, &mut out);
-    s.connect(0, &mut out);
-    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    let (mut s, mut out) = connected_opts("cubic", opts);
     out.clear();
     let ece_ack = |n: u64| Packet { ack: n * 1448, ts_ecr: 10_000_000, ece: true, ..Packet::default() };
     s.on_ack(&ece_ack(2), 20_000_000, &mut out);
@@ -635,11 +642,7 @@ fn ece_on_the_ack_of_high_seq_does_not_reduce_again() {
 #[test]
 fn recovery_from_cwr_keeps_its_reduction_and_high_seq() {
     let opts = ConnOpts { ecn: true, ..ConnOpts::default() };
-    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("cubic").unwrap(), opts);
-    let mut out = Out::default();
-    s.set_unlimited(true, 0, &mut out);
-    s.connect(0, &mut out);
-    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    let (mut s, mut out) = connected_opts("cubic", opts);
     s.on_ack(&Packet { ack: 2 * 1448, ts_ecr: 10_000_000, ece: true, ..Packet::default() }, 20_000_000, &mut out);
     assert_eq!(s.c.ca_state, CaState::Cwr);
     let (high_seq, ssthresh, recoveries) = (s.high_seq, s.c.ssthresh, s.stats.recoveries);
@@ -660,11 +663,7 @@ fn retransmissions_are_not_ect_unless_the_cca_needs_ecn() {
     for (cca, ecn, resent_ect) in [("cubic", true, false), ("dctcp", true, true), ("cubic", false, false)] {
         let needs = crate::cc::by_name(cca).unwrap().needs_ecn();
         let opts = ConnOpts { ecn: ecn || needs, ca_needs_ecn: needs, ..ConnOpts::default() };
-        let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name(cca).unwrap(), opts);
-        let mut out = Out::default();
-        s.set_unlimited(true, 0, &mut out);
-        s.connect(0, &mut out);
-        s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+        let (mut s, mut out) = connected_opts(cca, opts);
         assert!(out.pkts.iter().filter(|p| p.len > 0).all(|p| p.ect == ecn), "{cca}: new data");
         out.clear();
         // Segment 1 lost, 2..4 SACKed: RACK marks it lost and resends it.
@@ -801,11 +800,7 @@ fn rack_takes_the_rtt_of_the_last_segment_processed() {
 #[test]
 fn delayed_originals_undo_recovery_before_any_retransmission() {
     let opts = ConnOpts { max_pacing_rate: Some(96_500), ..ConnOpts::default() };
-    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name("cubic").unwrap(), opts);
-    let mut out = Out::default();
-    s.set_unlimited(true, 0, &mut out);
-    s.connect(0, &mut out);
-    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    let (mut s, mut out) = connected_opts("cubic", opts);
     // Paced bursts of two segments (`tcp_min_tso_segs`), even at this rate.
     s.on_ack(&ack(2, 20_000_000), 20_000_000, &mut out);
     assert_eq!(s.snd_nxt, 12 * 1448);
