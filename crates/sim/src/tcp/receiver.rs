@@ -593,6 +593,9 @@ impl Receiver {
             ts_ecr: self.ts_recent,
             wire: self.cfg.header_bytes,
             class: self.opts.class,
+            // Linux `tcp_ecn_send`: pure ACKs are Not-ECT, unless the
+            // receiver's CCA needs ECN (a DCTCP receiver's socket stays ECT).
+            ect: self.opts.ca_needs_ecn,
             ..Packet::default()
         }
     }
@@ -863,7 +866,8 @@ mod tests {
     /// DCTCP's echo follows the CE state of new data, with an ACK at once
     /// when it changes; old data (a retransmission the receiver has) does
     /// not change it, as Linux raises the CE events only for new data
-    /// (`tcp_data_ecn_check`).
+    /// (`tcp_data_ecn_check`). Its ACKs are ECT, as Linux's `tcp_ecn_send`
+    /// leaves a socket whose CCA needs ECN.
     #[test]
     fn dctcp_echo_follows_new_data_only() {
         let opts = ConnOpts { ecn: true, ca_needs_ecn: true, ..ConnOpts::default() };
@@ -881,6 +885,14 @@ mod tests {
         assert_eq!(echo(&mut r, ce(seq)), vec![true], "CE: an ACK at once, with ECE");
         assert_eq!(echo(&mut r, seg(seq + 1448, false)), vec![false], "no CE: at once, without");
         assert_eq!(echo(&mut r, ce(seq)), vec![false], "old data, CE-marked: acknowledged, the echo unchanged");
+        // A DCTCP receiver's ACKs are ECT (its socket stays ECT); RFC 3168's are not.
+        out.clear();
+        r.on_data(&seg(seq + 2 * 1448, true), 0, &mut out);
+        assert!(out.pkts.iter().all(|a| a.ect) && !out.pkts.is_empty());
+        let mut classic = Receiver::new(0, 0, tcp_cfg().into(), ConnOpts { ecn: true, ..ConnOpts::default() });
+        out.clear();
+        classic.on_data(&seg(0, true), 0, &mut out);
+        assert!(out.pkts.iter().all(|a| !a.ect) && !out.pkts.is_empty());
     }
 
     /// RFC 3168 ECN: a Not-ECT data segment after ECT ones (a Linux
