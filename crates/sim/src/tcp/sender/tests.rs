@@ -481,14 +481,7 @@ fn connected(cfg: &TcpConfig, cca: &str, data: Option<u64>, synack_ns: Nanos) ->
 
 /// `connected` with a CCA given as an object (a test's recorder).
 fn connected_with(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
-    let mut s = Sender::new(0, 0, cfg.clone().into(), cca, ConnOpts::default());
-    let mut out = Out::default();
-    match data {
-        Some(n) => s.write(n, 0, &mut out),
-        None => s.set_unlimited(true, 0, &mut out),
-    }
-    s.connect(0, &mut out);
-    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, synack_ns, &mut out);
+    let (s, mut out) = handshaken(cfg, cca, ConnOpts::default(), data, synack_ns);
     out.clear();
     (s, out)
 }
@@ -496,11 +489,19 @@ fn connected_with(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, data: Option
 /// A sender of `cca` with `opts`, unlimited data, whose SYN-ACK came at
 /// 10 ms; `out` holds its initial window.
 fn connected_opts(cca: &str, opts: ConnOpts) -> (Sender, Out) {
-    let mut s = Sender::new(0, 0, tcp_cfg().into(), crate::cc::by_name(cca).unwrap(), opts);
+    handshaken(&tcp_cfg(), crate::cc::by_name(cca).unwrap(), opts, None, 10_000_000)
+}
+
+/// The handshake the helpers above share; `out` holds what it sent.
+fn handshaken(cfg: &TcpConfig, cca: Box<dyn CongestionControl>, opts: ConnOpts, data: Option<u64>, synack_ns: Nanos) -> (Sender, Out) {
+    let mut s = Sender::new(0, 0, cfg.clone().into(), cca, opts);
     let mut out = Out::default();
-    s.set_unlimited(true, 0, &mut out);
+    match data {
+        Some(n) => s.write(n, 0, &mut out),
+        None => s.set_unlimited(true, 0, &mut out),
+    }
     s.connect(0, &mut out);
-    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, synack_ns, &mut out);
     (s, out)
 }
 
