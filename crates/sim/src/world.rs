@@ -624,6 +624,12 @@ impl World {
     fn on_established(&mut self, f: usize) {
         let (now, flow) = (self.now, &self.flows[f]);
         let main = flow.main;
+        if let Some(r) = flow.resp {
+            // The client's socket measured the SYN's RTT; its response
+            // stream's receiver, a connection of its own here, takes it.
+            let rtt = self.conns[main].sender.srtt_us() * NS_PER_US;
+            self.conns[r].receiver.set_handshake_rtt(rtt);
+        }
         let header = self.conns[main].header;
         self.conns[main].sender.write(header, now, &mut self.out);
         match flow.kind {

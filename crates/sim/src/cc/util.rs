@@ -32,17 +32,27 @@ pub fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
 /// after it was armed, never sooner.
 pub fn jiffies_timer_ns(c: &Conn, delay_us: u64) -> u64 {
     let now = jiffies(c);
-    let fires = timer_wheel_jiffy(now + usecs_to_jiffies(c, delay_us).max(1), now);
-    // Start of jiffy `fires` on the µs clock `jiffies` reads. The usual
-    // HZ values get constant divisors: this runs once or twice per ACK, and a
-    // division by a variable costs tens of cycles.
-    let start_us = match c.hz {
-        1000 => fires * 1000,
-        250 => fires * 4000,
-        100 => fires * 10_000,
-        hz => (fires * 1_000_000).div_ceil(hz),
-    };
-    start_us * 1000
+    jiffy_start_us(timer_wheel_jiffy(now + usecs_to_jiffies(c, delay_us).max(1), now), c.hz) * 1000
+}
+
+/// The start of jiffy `j` on the µs clock `jiffies` reads, at CONFIG_HZ
+/// `hz`. The usual HZ values get constant divisors: this runs once or twice
+/// per ACK, and a division by a variable costs tens of cycles.
+#[inline]
+pub fn jiffy_start_us(j: u64, hz: u64) -> u64 {
+    match hz {
+        1000 => j * 1000,
+        250 => j * 4000,
+        100 => j * 10_000,
+        hz => (j * 1_000_000).div_ceil(hz),
+    }
+}
+
+/// `jiffies` at `ns` on the simulator's clock, at CONFIG_HZ `hz`, for
+/// code that keeps no `Conn` (the receiver).
+#[inline]
+pub fn jiffies_at_ns(ns: u64, hz: u64) -> u64 {
+    ns / 1000 * hz / 1_000_000
 }
 
 /// The jiffy on whose tick a `timer_list` due at jiffy `expires` runs,

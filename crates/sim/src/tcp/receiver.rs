@@ -13,6 +13,7 @@
 //! later, and what arrived meanwhile is acknowledged together.
 
 use super::{ConnOpts, Out, TimerKind};
+use crate::cc::util::{jiffies_at_ns, jiffy_start_us, timer_wheel_jiffy};
 use crate::config::{DelayedAck, TcpConfig};
 use crate::jitter::Latency;
 use crate::packet::{Packet, MAX_SACK};
@@ -136,8 +137,20 @@ pub struct Receiver {
     /// second time. In it neither quick-ACK mode nor PSH makes an ACK go
     /// at once: it waits for the reply's data to carry it.
     pingpong: bool,
-    /// When in-order data last arrived (`icsk_ack.lrcvtime`); None before any.
-    lrcvtime: Option<Nanos>,
+    /// CONFIG_HZ of the modelled kernel: the delayed-ACK machinery below
+    /// counts jiffies, as Linux's does.
+    hz: u64,
+    /// Linux `icsk_ack.ato` in jiffies (0 before any in-order data): how
+    /// long a delayed ACK waits, adapted to the gaps between segments
+    /// (`adapt_ato`) and doubled when the timer fires (`on_delack_timer`).
+    ato: u64,
+    /// The jiffy in-order data last arrived (`icsk_ack.lrcvtime`); None before any.
+    lrcvtime: Option<u64>,
+    /// The jiffy the armed delayed-ACK timer is due (`icsk_ack.timeout`).
+    delack_due: u64,
+    /// A pushed or short segment arrived since the last ACK (Linux
+    /// ICSK_ACK_PUSHED, set in `tcp_measure_rcv_mss`).
+    ack_pushed: bool,
     window: WindowGrowth,
     /// RFC 3168: echo ECE from a CE mark until the sender's CWR.
     /// Accurate (DCTCP): the CE state of the latest segment.
@@ -182,7 +195,11 @@ impl Receiver {
             dsack: None,
             quickacks: QUICKACKS,
             pingpong: false,
+            hz: cfg.kernel_hz.unwrap_or(1000) as u64,
+            ato: 0,
             lrcvtime: None,
+            delack_due: 0,
+            ack_pushed: false,
             window: WindowGrowth::new(&cfg),
             ce_state: false,
             ect_seen: false,
@@ -287,14 +304,8 @@ impl Receiver {
             self.note_duplicate(p.seq, end);
         }
         if p.seq <= self.rcv_nxt && end > self.rcv_nxt {
-            // Linux `tcp_event_data_recv`: in-order data after a silence
-            // longer than the receiver's RTO (the sender "failed to restart
-            // its window", such as after its own retransmission timeout)
-            // restores the quick ACKs.
-            if self.lrcvtime.is_some_and(|t| now.saturating_sub(t) > self.rto_ns()) {
-                self.incr_quickack(QUICKACKS);
-            }
-            self.lrcvtime = Some(now);
+            self.adapt_ato(now);
+            self.ack_pushed |= p.psh || p.len < self.cfg.mss;
             self.rcv_nxt = end;
             if !self.ooo.is_empty() {
                 // Filling a hole: pull in what now follows; ACK at once if
@@ -366,12 +377,84 @@ impl Receiver {
             self.send_ack(out);
         } else if !self.ooo.is_empty() {
             self.compress_sack(now, out);
-        } else if !self.delack_timer.is_armed() {
-            if let Some(t) = self.delack_timer.arm(self.opts.timer_at(now + self.cfg.delack_ns)) {
-                out.timers.push((t, self.conn_id, TimerKind::DelAck));
-            }
+        } else {
+            self.send_delayed_ack(now, out);
         }
         self.rcv_nxt - before
+    }
+
+    /// Linux `tcp_event_data_recv` on in-order data: `ato` follows the gap
+    /// since the last in-order segment, in jiffies. It starts at
+    /// TCP_ATO_MIN; a gap of at most half that halves it towards
+    /// TCP_ATO_MIN; a gap shorter than `ato` makes it half itself plus the
+    /// gap (at most the RTO); a silence longer than the RTO (the sender
+    /// "failed to restart its window", such as after its own timeout)
+    /// restores the quick ACKs instead. (The first segment's quick ACKs
+    /// are the constructor's.)
+    fn adapt_ato(&mut self, now: Nanos) {
+        let now_j = jiffies_at_ns(now, self.hz);
+        let ato_min = self.ato_min();
+        if self.ato == 0 {
+            self.ato = ato_min;
+        } else {
+            let m = now_j - self.lrcvtime.unwrap_or(now_j);
+            if m <= ato_min / 2 {
+                self.ato = self.ato / 2 + ato_min / 2;
+            } else if m < self.ato {
+                self.ato = (self.ato / 2 + m).min(self.rto_jiffies());
+            } else if m > self.rto_jiffies() {
+                self.incr_quickack(QUICKACKS);
+            }
+        }
+        self.lrcvtime = Some(now_j);
+    }
+
+    /// Linux `tcp_send_delayed_ack`: arm the timer `ato` jiffies ahead,
+    /// where an `ato` above TCP_DELACK_MIN is bounded by the receiver's
+    /// smoothed RTT (at least TCP_DELACK_MIN) and by half a second
+    /// (TCP_DELACK_MAX in ping-pong mode or after a pushed segment), and
+    /// every `ato` by `tcp_delack_max` (TCP_DELACK_MAX, or the minimum RTO
+    /// less a jiffy if that is less). A timer already armed keeps its
+    /// earlier expiry, and one due within a quarter of `ato` sends the ACK
+    /// now. The timer runs on the timer wheel's jiffy, as the
+    /// retransmission timer does (`timer_wheel_jiffy`).
+    fn send_delayed_ack(&mut self, now: Nanos, out: &mut Out) {
+        let now_j = jiffies_at_ns(now, self.hz);
+        let delack_min = self.ato_min();
+        let mut ato = self.ato;
+        if ato > delack_min {
+            let mut max_ato = if self.pingpong || self.ack_pushed { self.hz / 5 } else { self.hz / 2 };
+            if self.handshake_rtt_ns > 0 {
+                max_ato = max_ato.min(self.jiffies_of_ns(self.handshake_rtt_ns).max(delack_min));
+            }
+            ato = ato.min(max_ato);
+        }
+        let rto_min = self.jiffies_of_ns(self.cfg.min_rto_ns);
+        ato = ato.min((self.hz / 5).min(rto_min.max(2) - 1));
+        let mut due = now_j + ato;
+        if self.delack_timer.is_armed() {
+            if self.delack_due <= now_j + ato / 4 {
+                self.send_ack(out);
+                return;
+            }
+            due = due.min(self.delack_due);
+        }
+        self.delack_due = due;
+        let at = jiffy_start_us(timer_wheel_jiffy(due, now_j), self.hz) * 1000;
+        if let Some(t) = self.delack_timer.arm(self.opts.timer_at(at)) {
+            out.timers.push((t, self.conn_id, TimerKind::DelAck));
+        }
+    }
+
+    /// TCP_ATO_MIN and TCP_DELACK_MIN (HZ/25, 40 ms) in jiffies: `[tcp]`'s
+    /// delayed-ACK time.
+    fn ato_min(&self) -> u64 {
+        self.jiffies_of_ns(self.cfg.delack_ns)
+    }
+
+    /// `usecs_to_jiffies` of a duration (rounds up).
+    fn jiffies_of_ns(&self, ns: Nanos) -> u64 {
+        (ns / 1000 * self.hz).div_ceil(1_000_000)
     }
 
     /// An ACK owed while data is held out of order (Linux
@@ -542,22 +625,38 @@ impl Receiver {
             out.timers.push((t, self.conn_id, TimerKind::DelAck));
         }
         if expired {
-            // The reply did not come to carry the ACK: not interactive
-            // after all (`tcp_delack_timer_handler`).
-            self.pingpong = false;
+            // Linux `tcp_delack_timer_handler`: the ACK missed its chance.
+            // In ping-pong mode the reply did not come to carry it: not
+            // interactive after all, and `ato` back to its least; else
+            // the segments come further apart than `ato`: doubled, up to
+            // the RTO.
+            if self.pingpong {
+                self.pingpong = false;
+                self.ato = self.ato_min();
+            } else {
+                self.ato = (2 * self.ato).min(self.rto_jiffies());
+            }
             self.send_ack(out);
         }
     }
 
     /// The application on this host sent data the other way at `now`
-    /// (Linux `tcp_event_data_sent`): within `ato` of the last in-order
-    /// data it is a reply, and the receiver goes into ping-pong mode. Its
-    /// `ato` is taken as the delayed-ACK time (Linux's TCP_ATO_MIN at first;
-    /// its adaptation is not modelled).
+    /// (Linux `tcp_event_data_sent`): within `ato` jiffies of the last
+    /// in-order data it is a reply, and the receiver goes into ping-pong
+    /// mode.
     pub fn on_reply_sent(&mut self, now: Nanos) {
-        if self.lrcvtime.is_some_and(|t| now.saturating_sub(t) < self.cfg.delack_ns) {
+        let now_j = jiffies_at_ns(now, self.hz);
+        if self.lrcvtime.is_some_and(|t| now_j - t < self.ato) {
             self.pingpong = true;
         }
+    }
+
+    /// The RTT its socket measured: the RPC client's, whose response
+    /// stream's receiver takes no handshake of its own here (its socket's
+    /// SYN measured it). Bounds delayed ACKs, SACK compression and the RTO
+    /// as the handshake's sample does on the server.
+    pub fn set_handshake_rtt(&mut self, rtt: Nanos) {
+        self.handshake_rtt_ns = rtt;
     }
 
     /// Linux `tcp_incr_quickack`: raise the quick ACKs left to `max`, or to
@@ -570,10 +669,12 @@ impl Receiver {
         self.quickacks = self.quickacks.max(n);
     }
 
-    /// Linux `tcp_enter_quickack_mode`: quick ACKs, out of ping-pong mode.
+    /// Linux `tcp_enter_quickack_mode`: quick ACKs, out of ping-pong mode,
+    /// `ato` at its least.
     fn enter_quickack_mode(&mut self, max: u32) {
         self.incr_quickack(max);
         self.pingpong = false;
+        self.ato = self.ato_min();
     }
 
     /// The receiver's retransmission timeout, as the handshake set it
@@ -582,6 +683,11 @@ impl Receiver {
     fn rto_ns(&self) -> Nanos {
         let r = self.handshake_rtt_ns;
         r + (2 * r).max(self.cfg.min_rto_ns)
+    }
+
+    /// `icsk_rto` in jiffies.
+    fn rto_jiffies(&self) -> u64 {
+        self.jiffies_of_ns(self.rto_ns())
     }
 
     fn ack_packet(&self) -> Packet {
@@ -612,6 +718,7 @@ impl Receiver {
     #[inline(always)]
     fn fill_ack(&mut self, a: &mut Packet) {
         self.delack_timer.cancel();
+        self.ack_pushed = false;
         // Linux `tcp_event_ack_sent`: any ACK ends a compression.
         self.comp_timer.cancel();
         self.compressed = 0;
@@ -730,6 +837,105 @@ mod tests {
     /// within the delayed-ACK time sets it, a later one does not; a
     /// delayed-ACK timer that fires, or data that arrives twice, ends it,
     /// and quick ACKs resume while any are left.
+    const MS: Nanos = 1_000_000;
+
+    /// A receiver at CONFIG_HZ `hz` past its quick ACKs (all at time 0)
+    /// with nothing left unacknowledged, the handshake's RTT `rtt`, and
+    /// the next segment's sequence.
+    fn delayed_receiver(hz: u32, rtt: Nanos) -> (Receiver, u64) {
+        let cfg = TcpConfig { kernel_hz: Some(hz), ..tcp_cfg() };
+        let mut r = Receiver::new(0, 0, cfg.into(), ConnOpts::default());
+        r.set_handshake_rtt(rtt);
+        let mut out = Out::default();
+        let seq = leave_quickack_mode(&mut r, &mut out);
+        out.clear();
+        r.on_data(&seg(seq, false), 0, &mut out);
+        assert_eq!(out.pkts.len(), 1, "the second segment's ACK");
+        assert!(!r.delack_timer.is_armed());
+        (r, seq + 1448)
+    }
+
+    /// Linux's delayed-ACK timer is a `timer_list`: due `ato` jiffies
+    /// (TCP_ATO_MIN, 40 ms) after a lone segment, it runs on the wheel's
+    /// next jiffy, 40 to 44 ms later at 250 Hz.
+    #[test]
+    fn delayed_ack_runs_on_the_timer_wheel() {
+        for (hz, fires) in [(250, 44 * MS), (1000, 41 * MS)] {
+            let (mut r, seq) = delayed_receiver(hz, 10 * MS);
+            let mut out = Out::default();
+            r.on_data(&seg(seq, false), 0, &mut out);
+            assert!(out.pkts.is_empty());
+            assert_eq!(r.delack_timer.deadline(), Some(fires), "{hz} Hz");
+        }
+    }
+
+    /// `ato` (Linux `icsk_ack.ato`): doubled when the timer fires outside
+    /// ping-pong mode (up to the RTO), bounded by the RTT when the next
+    /// delayed ACK is armed (and by TCP_DELACK_MIN from below), and brought
+    /// back by segments that come closer together (`tcp_event_data_recv`).
+    #[test]
+    fn ato_grows_when_the_timer_fires_and_follows_the_gaps() {
+        // 1000 Hz, a 150 ms path: RTO 450 ms.
+        let (mut r, seq) = delayed_receiver(1000, 150 * MS);
+        let mut out = Out::default();
+        assert_eq!(r.ato, 40);
+        r.on_data(&seg(seq, false), 0, &mut out);
+        r.on_delack_timer(41 * MS, &mut out);
+        assert_eq!(out.pkts.len(), 1, "the timer's ACK");
+        assert_eq!(r.ato, 80, "doubled");
+        // A lone segment 200 ms later (a gap longer than ato leaves it):
+        // its ACK waits 80 jiffies, on the wheel's level 1 (8-jiffy buckets).
+        out.clear();
+        r.on_data(&seg(seq + 1448, false), 200 * MS, &mut out);
+        assert!(out.pkts.is_empty());
+        assert_eq!(r.ato, 80);
+        assert_eq!(r.delack_timer.deadline(), Some(288 * MS));
+        r.on_delack_timer(288 * MS, &mut out);
+        assert_eq!(r.ato, 160);
+        // 100 ms later: a gap under ato makes it half itself plus the gap,
+        // and the RTT (150 ms) bounds the wait.
+        out.clear();
+        r.on_data(&seg(seq + 2 * 1448, false), 300 * MS, &mut out);
+        assert_eq!(r.ato, 180);
+        assert_eq!(r.delack_timer.deadline(), Some(456 * MS), "300 + 150 ms, on the next 8-jiffy bucket");
+        // Segments 10 ms apart halve it towards TCP_ATO_MIN.
+        for (i, ato) in [(3, 110), (4, 75), (5, 57), (6, 48), (7, 44), (8, 42), (9, 41), (10, 40)] {
+            r.on_data(&seg(seq + i * 1448, false), (280 + 10 * i) * MS, &mut out);
+            assert_eq!(r.ato, ato, "segment {i}");
+        }
+        // On a path shorter than TCP_DELACK_MIN an inflated ato still waits
+        // 40 ms: the bound is the RTT or TCP_DELACK_MIN, whichever is more.
+        let (mut r, seq) = delayed_receiver(1000, 10 * MS);
+        r.on_data(&seg(seq, false), 0, &mut out);
+        r.on_delack_timer(41 * MS, &mut out);
+        assert_eq!(r.ato, 80);
+        r.on_data(&seg(seq + 1448, false), 200 * MS, &mut out);
+        assert_eq!(r.delack_timer.deadline(), Some(241 * MS));
+        // Ping-pong mode comes with a reply within ato of the last data:
+        // 60 ms counts once ato is 80.
+        r.on_reply_sent(260 * MS);
+        assert!(r.pingpong);
+    }
+
+    /// Linux `tcp_send_delayed_ack`: with the timer armed, a segment that
+    /// owes a delayed ACK sends it at once when the timer is due within a
+    /// quarter of `ato`; otherwise the timer keeps its earlier expiry.
+    #[test]
+    fn delayed_ack_due_soon_goes_now() {
+        let short = |seq| Packet { len: 500, ..seg(seq, false) };
+        for (at, now) in [(10 * MS, false), (35 * MS, true)] {
+            let (mut r, seq) = delayed_receiver(1000, 0);
+            let mut out = Out::default();
+            r.on_data(&short(seq), 0, &mut out);
+            assert!(out.pkts.is_empty());
+            r.on_data(&short(seq + 500), at, &mut out);
+            // At 10 ms: ato stays 40, due at 40 > 10 + 10. At 35 ms: ato
+            // 20 + 35 = 55, and 40 <= 35 + 13.
+            assert_eq!(out.pkts.len(), now as usize, "second segment at {at} ns");
+            assert_eq!(r.delack_timer.deadline(), (!now).then_some(41 * MS));
+        }
+    }
+
     #[test]
     fn pingpong_mode_comes_with_replies_and_goes_with_the_timer_or_a_duplicate() {
         let delack = tcp_cfg().delack_ns;
