@@ -10,6 +10,7 @@ both hosts, then test.
     python bench/pcap_bursts.py resends OUTDIR [OUTDIR ...] --delay 5ms
     python bench/pcap_bursts.py quickacks OUTDIR [OUTDIR ...] [--silence 220ms]
     python bench/pcap_bursts.py ecnacks OUTDIR [OUTDIR ...]
+    python bench/pcap_bursts.py delacks OUTDIR [OUTDIR ...] [--least 5]
 
 `capture` runs `ccbench run STUDY.toml --backend linux --out OUTDIR/results`
 (one run: give the study one configuration and one repetition) and, as soon
@@ -937,7 +938,38 @@ def quick_acks(outdirs: list[Path], silence_s: float, after: int = 16) -> None:
               f"{sum(s[1] for s in ins) / max(1, len(ins)):.2f}")
 
 
-def ecn_acks(outdirs: list[Path], skip: int = 1000) -> None:
+def delayed_acks(outdirs: list[Path], least_ms: float = 5.0) -> None:
+    """At the receiver: the ACKs that left at least `least_ms` after the
+    data segment before them (those the delayed-ACK timer sent; every other
+    ACK leaves within microseconds of a segment), with the distribution of
+    that delay. Linux's timer waits `ato` jiffies, which it adapts per
+    connection: 40 ms at first, doubled each time the timer fires, brought
+    back as segments arrive close together, at most the RTT (docs/sim-model.md,
+    "The delayed-ACK timeout, adapted"), and runs on the wheel's next jiffy."""
+    edges = [40, 41, 45, 50, 60, 70, 80, 120, 200, 1000]
+    for outdir in outdirs:
+        ev = events(outdir / "receiver.pcap")
+        delays, acks, last_data = [], 0, None
+        for t, kind, _, _ in ev:
+            if kind == "D":
+                last_data = t
+                continue
+            acks += 1
+            if last_data is not None and (t - last_data) * 1e3 >= least_ms:
+                delays.append((t - last_data) * 1e3)
+        print(f"{outdir}: {acks} ACKs, {len(delays)} sent {least_ms:g} ms or more after the segment before them")
+        if not delays:
+            continue
+        q = statistics.quantiles(delays, n=10) if len(delays) > 1 else delays * 9
+        print(f"  delay (ms): min {min(delays):.1f}, median {statistics.median(delays):.1f}, "
+              f"p10 {q[0]:.1f}, p90 {q[-1]:.1f}, max {max(delays):.1f}")
+        bins = [f"<{edges[0]}: {sum(d < edges[0] for d in delays)}"]
+        bins += [f"{a}-{b}: {sum(a <= d < b for d in delays)}" for a, b in zip(edges, edges[1:])]
+        bins.append(f">={edges[-1]}: {sum(d >= edges[-1] for d in delays)}")
+        print("  " + ", ".join(bins))
+
+
+def ecn_acks(outdirs: list[Path], mss: int = 1448, skip: int = 1000) -> None:
     """At a receiver with RFC 3168 ECN: the share acknowledged alone (an ACK
     covering it before the next data arrives) of the first CE-marked
     segment since the sender's last CWR, of the segment after it, and of
@@ -984,7 +1016,7 @@ def ecn_acks(outdirs: list[Path], skip: int = 1000) -> None:
                 ecn, _, length = marks
                 # A GSO packet at the sender carries its segments' ECN field.
                 key = "retransmissions" if top is not None and end <= top else "new data"
-                segs = max(1, -(-length // 1448))
+                segs = max(1, -(-length // mss))
                 sent[key][0] += segs * (ecn != 0)
                 sent[key][1] += segs
                 top = end if top is None else max(top, end)
@@ -1049,15 +1081,21 @@ def main() -> None:
     q.add_argument("outdirs", type=Path, nargs="+")
     q.add_argument("--silence", default="220ms",
                    help="the receiver's RTO: its handshake RTT R + max(2R, 200 ms); default 220ms, a 20 ms path")
+    da = sub.add_parser("delacks")
+    da.add_argument("outdirs", type=Path, nargs="+")
+    da.add_argument("--least", type=float, default=5.0, help="ms: an ACK this long after the last segment is the timer's")
     ea = sub.add_parser("ecnacks")
     ea.add_argument("outdirs", type=Path, nargs="+")
+    ea.add_argument("--mss", type=int, default=1448, help="to count a GSO packet's segments at the sender")
     args = ap.parse_args()
     if args.cmd == "capture":
         capture(args.study, args.outdir, args.seconds)
     elif args.cmd == "simulate":
         simulate(args.study, args.outdir, args.run, args.seed, args.flow)
+    elif args.cmd == "delacks":
+        delayed_acks(args.outdirs, args.least)
     elif args.cmd == "ecnacks":
-        ecn_acks(args.outdirs)
+        ecn_acks(args.outdirs, args.mss)
     elif args.cmd == "quickacks":
         quick_acks(args.outdirs, parse_time_s(args.silence, "--silence"))
     elif args.cmd == "resends":
