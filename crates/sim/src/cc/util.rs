@@ -16,12 +16,25 @@ pub fn jiffies(c: &Conn) -> u64 {
 
 /// The jiffies count at `us` on the connection clock (e.g. `tp->lsndtime`).
 pub fn jiffies_at(c: &Conn, us: u64) -> u64 {
-    us * c.hz / 1_000_000
+    jiffies_at_hz(us, c.hz)
 }
 
 /// `usecs_to_jiffies`: rounds up, like the kernel.
 pub fn usecs_to_jiffies(c: &Conn, us: u64) -> u64 {
-    (us * c.hz).div_ceil(1_000_000)
+    usecs_to_jiffies_hz(us, c.hz)
+}
+
+/// The jiffies count at `us` at CONFIG_HZ `hz`, for code that keeps no
+/// `Conn` (the receiver).
+#[inline]
+pub fn jiffies_at_hz(us: u64, hz: u64) -> u64 {
+    us * hz / 1_000_000
+}
+
+/// `usecs_to_jiffies` at CONFIG_HZ `hz`.
+#[inline]
+pub fn usecs_to_jiffies_hz(us: u64, hz: u64) -> u64 {
+    (us * hz).div_ceil(1_000_000)
 }
 
 /// When a Linux `timer_list` armed now for `usecs_to_jiffies(delay_us)`
@@ -46,13 +59,6 @@ pub fn jiffy_start_us(j: u64, hz: u64) -> u64 {
         100 => j * 10_000,
         hz => (j * 1_000_000).div_ceil(hz),
     }
-}
-
-/// `jiffies` at `ns` on the simulator's clock, at CONFIG_HZ `hz`, for
-/// code that keeps no `Conn` (the receiver).
-#[inline]
-pub fn jiffies_at_ns(ns: u64, hz: u64) -> u64 {
-    ns / 1000 * hz / 1_000_000
 }
 
 /// The jiffy on whose tick a `timer_list` due at jiffy `expires` runs,

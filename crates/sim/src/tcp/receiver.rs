@@ -13,7 +13,7 @@
 //! later, and what arrived meanwhile is acknowledged together.
 
 use super::{ConnOpts, Out, TimerKind};
-use crate::cc::util::{jiffies_at_ns, jiffy_start_us, timer_wheel_jiffy};
+use crate::cc::util::{jiffies_at_hz, jiffy_start_us, timer_wheel_jiffy, usecs_to_jiffies_hz};
 use crate::config::{DelayedAck, TcpConfig};
 use crate::jitter::Latency;
 use crate::packet::{Packet, MAX_SACK};
@@ -392,7 +392,7 @@ impl Receiver {
     /// restores the quick ACKs instead. (The first segment's quick ACKs
     /// are the constructor's.)
     fn adapt_ato(&mut self, now: Nanos) {
-        let now_j = jiffies_at_ns(now, self.hz);
+        let now_j = self.jiffies_at(now);
         let ato_min = self.ato_min();
         if self.ato == 0 {
             self.ato = ato_min;
@@ -419,7 +419,7 @@ impl Receiver {
     /// now. The timer runs on the timer wheel's jiffy, as the
     /// retransmission timer does (`timer_wheel_jiffy`).
     fn send_delayed_ack(&mut self, now: Nanos, out: &mut Out) {
-        let now_j = jiffies_at_ns(now, self.hz);
+        let now_j = self.jiffies_at(now);
         let delack_min = self.ato_min();
         let mut ato = self.ato;
         if ato > delack_min {
@@ -452,9 +452,14 @@ impl Receiver {
         self.jiffies_of_ns(self.cfg.delack_ns)
     }
 
+    /// `jiffies` at `now`.
+    fn jiffies_at(&self, now: Nanos) -> u64 {
+        jiffies_at_hz(now / 1000, self.hz)
+    }
+
     /// `usecs_to_jiffies` of a duration (rounds up).
     fn jiffies_of_ns(&self, ns: Nanos) -> u64 {
-        (ns / 1000 * self.hz).div_ceil(1_000_000)
+        usecs_to_jiffies_hz(ns / 1000, self.hz)
     }
 
     /// An ACK owed while data is held out of order (Linux
@@ -645,7 +650,7 @@ impl Receiver {
     /// in-order data it is a reply, and the receiver goes into ping-pong
     /// mode.
     pub fn on_reply_sent(&mut self, now: Nanos) {
-        let now_j = jiffies_at_ns(now, self.hz);
+        let now_j = self.jiffies_at(now);
         if self.lrcvtime.is_some_and(|t| now_j - t < self.ato) {
             self.pingpong = true;
         }
@@ -832,11 +837,6 @@ mod tests {
         assert_eq!(out.pkts.len(), 1, "the read acknowledges a pushed segment");
     }
 
-    /// Linux's ping-pong mode comes and goes (`tcp_event_data_sent`,
-    /// `tcp_delack_timer_handler`, `tcp_enter_quickack_mode`): a reply
-    /// within the delayed-ACK time sets it, a later one does not; a
-    /// delayed-ACK timer that fires, or data that arrives twice, ends it,
-    /// and quick ACKs resume while any are left.
     const MS: Nanos = 1_000_000;
 
     /// A receiver at CONFIG_HZ `hz` past its quick ACKs (all at time 0)
@@ -936,6 +936,11 @@ mod tests {
         }
     }
 
+    /// Linux's ping-pong mode comes and goes (`tcp_event_data_sent`,
+    /// `tcp_delack_timer_handler`, `tcp_enter_quickack_mode`): a reply
+    /// within the delayed-ACK time sets it, a later one does not; a
+    /// delayed-ACK timer that fires, or data that arrives twice, ends it,
+    /// and quick ACKs resume while any are left.
     #[test]
     fn pingpong_mode_comes_with_replies_and_goes_with_the_timer_or_a_duplicate() {
         let delack = tcp_cfg().delack_ns;
