@@ -969,6 +969,44 @@ def delayed_acks(outdirs: list[Path], least_ms: float = 5.0) -> None:
         print("  " + ", ".join(bins))
 
 
+def skb_sizes(outdirs: list[Path], after: float, mss: int = 1448) -> None:
+    """At a kernel sender's veth each captured data packet is one skb (a GSO
+    packet of several segments): their sizes in segments from `after`
+    seconds past the first data packet on, new data and retransmissions
+    apart, with the share of segments whose skb carries PSH (every GSO
+    packet does, and an skb that ends an application write). The
+    simulator's captures hold segments, not skbs: its sizes come from a
+    counting build (docs/sim-model.md, "PSH at the ends of writes, and half
+    a window per skb")."""
+    for outdir in outdirs:
+        sizes = {"new": collections.Counter(), "resent": collections.Counter()}
+        segs = pushed = 0
+        t0 = top = None
+        for line in tcpdump_text(outdir / "sender.pcap").splitlines():
+            if " IP " not in line or SERVER_PORT in line.split(" IP ", 1)[1].split(":", 1)[0]:
+                continue
+            length = re.search(r"length (\d+)", line)
+            seq = re.search(r"seq (\d+):(\d+)", line)
+            if not length or not seq or int(length.group(1)) == 0:
+                continue
+            t = float(line.split()[0])
+            t0 = t if t0 is None else t0
+            start = int(seq.group(1)) if top is None else nearest(int(seq.group(1)), top)
+            end = start + int(length.group(1))
+            kind = "new" if top is None or start >= top else "resent"
+            top = end if top is None else max(top, end)
+            if t - t0 < after:
+                continue
+            n = -(-int(length.group(1)) // mss)
+            sizes[kind][min(n, 4)] += 1
+            segs += n
+            pushed += n if "[P" in line else 0
+        print(f"{outdir}: skbs after {after:g} s by segments (4: four or more); {pushed / max(segs, 1):.1%} of "
+              f"{segs} segments in skbs with PSH")
+        for kind, c in sizes.items():
+            print(f"  {kind}: " + ", ".join(f"{k}: {c[k]}" for k in (1, 2, 3, 4)))
+
+
 def ecn_acks(outdirs: list[Path], mss: int = 1448, skip: int = 1000) -> None:
     """At a receiver with RFC 3168 ECN: the share acknowledged alone (an ACK
     covering it before the next data arrives) of the first CE-marked
@@ -1084,6 +1122,10 @@ def main() -> None:
     da = sub.add_parser("delacks")
     da.add_argument("outdirs", type=Path, nargs="+")
     da.add_argument("--least", type=float, default=5.0, help="ms: an ACK this long after the last segment is the timer's")
+    sk = sub.add_parser("skbs")
+    sk.add_argument("outdirs", type=Path, nargs="+")
+    sk.add_argument("--after", type=float, default=3.0, help="seconds from the first data packet to leave out")
+    sk.add_argument("--mss", type=int, default=1448)
     ea = sub.add_parser("ecnacks")
     ea.add_argument("outdirs", type=Path, nargs="+")
     ea.add_argument("--mss", type=int, default=1448, help="to count a GSO packet's segments at the sender")
@@ -1094,6 +1136,8 @@ def main() -> None:
         simulate(args.study, args.outdir, args.run, args.seed, args.flow)
     elif args.cmd == "delacks":
         delayed_acks(args.outdirs, args.least)
+    elif args.cmd == "skbs":
+        skb_sizes(args.outdirs, args.after, args.mss)
     elif args.cmd == "ecnacks":
         ecn_acks(args.outdirs, args.mss)
     elif args.cmd == "quickacks":

@@ -39,7 +39,11 @@ its expiry, as Linux's timer wheel does (session 42, docs/sim-model.md
 "The timer wheel"), and the 12 netdev-sizes runs when an RPC's receivers
 came to enter ping-pong mode on a reply and leave it when the
 delayed-ACK timer fires or data arrives twice, as Linux does (session
-43, docs/sim-model.md "Applications");
+43, docs/sim-model.md "Applications"), and 71 of the 94 when the sender took three of Linux's rules: a write
+that tops up the unsent tail skb takes its PSH away, an skb takes at
+most half of cwnd, and a `cwnd_clamp` is set as the TCP-BPF clamp is, at
+establishment with ssthresh (session 47, docs/sim-model.md "PSH at the
+ends of writes, half a window per skb, and the clamp at establishment");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 since session 31 (another kernel's entry, written by an older core,

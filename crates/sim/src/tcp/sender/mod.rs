@@ -269,7 +269,6 @@ impl Sender {
         c.ecn = opts.ecn;
         if let Some(clamp) = opts.cwnd_clamp {
             c.cwnd_clamp = clamp;
-            c.cwnd = c.cwnd.min(clamp);
         }
         if let Some(rate) = opts.max_pacing_rate {
             c.max_pacing_rate = rate;
@@ -389,9 +388,25 @@ impl Sender {
     pub fn establish(&mut self, now: Nanos) {
         self.set_now(now);
         self.state = State::Established;
+        self.clamp_at_established();
         self.cca.init(&mut self.c);
         self.sndbuf.see_window(self.peer_window);
         self.init_buffer_space();
+    }
+
+    /// A `cwnd_clamp` is the TCP-BPF clamp of the netdev experiments, which
+    /// the linux backend's sock_ops program sets once the connection is
+    /// established (`TCP_BPF_SNDCWND_CLAMP`, after `tcp_init_transfer` set
+    /// the initial window and before the CCA's `init`): ssthresh becomes
+    /// the clamp and cwnd stays the initial window, so the first flight
+    /// goes out whole (Linux 6.18: 10 segments under a clamp of 3 in
+    /// `bench/delack-ato.toml`) and the send buffer is sized for it; the
+    /// first ACK brings cwnd down to the clamp. A CCA whose `init` sets
+    /// ssthresh (BBR) overrides it, as in Linux.
+    fn clamp_at_established(&mut self) {
+        if let Some(clamp) = self.opts.cwnd_clamp {
+            self.c.ssthresh = clamp;
+        }
     }
 
     /// `tcp_init_buffer_space` at the start of the transfer: the send buffer
@@ -429,6 +444,7 @@ impl Sender {
         if syn_retrans > 1 && !spurious {
             self.c.cwnd = 1;
         }
+        self.clamp_at_established();
         self.cca.init(&mut self.c);
         // The SYN-ACK's window field is unscaled: at most 64 KB.
         self.sndbuf.see_window(self.peer_window.min(SYN_WINDOW_MAX));
@@ -487,6 +503,9 @@ impl Sender {
                     break; // a new skb needs the buffer below its limit
                 }
                 let chunk = (goal - unsent).min(want - take);
+                if take == 0 && chunk > 0 {
+                    self.unpush_tail(goal);
+                }
                 self.queue_written(chunk);
                 take += chunk;
                 if unsent + chunk < goal {
@@ -500,6 +519,9 @@ impl Sender {
             }
         }
         let more = (want - take).min(self.sndbuf.room(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt));
+        if take == 0 && more > 0 {
+            self.unpush_tail(goal);
+        }
         self.queue_written(more);
         take += more;
         if take > 0 {
@@ -533,6 +555,24 @@ impl Sender {
 
     /// `bytes` more written: they top up the unsent tail skb to
     /// `size_goal`, then fill new skbs of `size_goal` (`tcp_sendmsg`).
+    /// A write whose first bytes go into the unsent tail skb takes that
+    /// skb's PSH away (`tcp_sendmsg_locked` clears it at its first copy):
+    /// the previous write's end is no longer an end. A tail already full
+    /// keeps it, and the write starts a new skb. So a window-limited
+    /// sender whose one unsent skb the network eats into between writes
+    /// marks no write ends at all (Linux 6.18: 4 PSH segments of 415, all
+    /// at the start, in `bench/delack-ato.toml`).
+    fn unpush_tail(&mut self, goal: u64) {
+        let n = self.wq_ends.len();
+        if n == 0 {
+            return;
+        }
+        let start = if n >= 2 { self.wq_ends[n - 2] } else { self.snd_nxt };
+        if start + goal > self.write_seq && self.push_seqs.back() == Some(&self.write_seq) {
+            self.push_seqs.pop_back();
+        }
+    }
+
     fn queue_written(&mut self, bytes: u64) {
         if bytes == 0 {
             return;

@@ -117,7 +117,11 @@ impl Sender {
                 // `tcp_mss_split_point` cuts it (the outstanding test above
                 // leaves room for at least one).
                 let wnd_segs = (self.send_win() / mss).min(u32::MAX as u64) as u32;
-                self.start_skb(max_segs.min(room).min(data_segs).min(wnd_segs));
+                // `tcp_cwnd_test`: one skb takes at most half of cwnd, so
+                // that at least two are in flight (a window of 3 sends its
+                // segments one skb each, none a GSO packet with PSH).
+                let quota = room.min((self.c.cwnd / 2).max(1));
+                self.start_skb(max_segs.min(quota).min(data_segs).min(wnd_segs));
             }
             started_idle |= !sent_new && self.c.packets_out == 0;
             self.transmit_new(len, now, out);

@@ -298,6 +298,55 @@ fn writes_fill_the_write_queues_skbs_to_the_size_goal() {
     assert_eq!(s.write_seq, 57 * 1448);
 }
 
+/// A write whose first bytes top up the unsent tail skb takes that skb's
+/// PSH away (`tcp_sendmsg_locked` clears it at its first copy); a write
+/// that finds the tail full starts a new skb, and the old end keeps it.
+#[test]
+fn a_write_into_the_unsent_tail_takes_its_push_away() {
+    // The tail (segments 10 to 32) is untouched and full (22 segments).
+    let (mut s, mut out) = bulk_reno_set_up();
+    assert_eq!(s.push_seqs.back(), Some(&(32 * 1448)));
+    s.sndbuf.expand(200, 3, 2);
+    s.app_write(11_000_000, &mut out);
+    assert!(s.write_seq > 32 * 1448);
+    assert_eq!(s.push_seqs.iter().filter(|&&e| e == 32 * 1448).count(), 1, "the full tail keeps its PSH");
+    // Two segments acked: the tail's head leaves, and the next write tops
+    // what is left of it up.
+    let (mut s, mut out) = bulk_reno_set_up();
+    s.on_ack(&ack(2, 16_000_000), 16_000_000, &mut out);
+    assert!(s.snd_nxt > 10 * 1448 && s.snd_nxt < 32 * 1448);
+    s.sndbuf.expand(200, 3, 2);
+    s.app_write(16_000_000, &mut out);
+    assert!(s.write_seq > 32 * 1448);
+    assert_eq!(s.push_seqs.iter().copied().collect::<Vec<_>>(), vec![s.write_seq], "only the new write's end");
+}
+
+/// `tcp_cwnd_test`: an skb takes at most half of cwnd (at least one
+/// segment), so that two are in flight. A window clamped to 3 sends one
+/// segment per skb, none of them a GSO packet with PSH, where the TSO size
+/// (2 here) allows two, as Linux 6.18 did in `bench/delack-ato.toml`.
+/// The clamp is the TCP-BPF one: set when the connection is established,
+/// with ssthresh, so the initial window of 10 still leaves whole (in
+/// two-segment skbs) and the first ACK brings cwnd down to 3.
+#[test]
+fn an_skb_takes_at_most_half_of_cwnd() {
+    let cca = crate::cc::by_name("reno").unwrap();
+    let opts = ConnOpts { cwnd_clamp: Some(3), ..ConnOpts::default() };
+    let mut s = Sender::new(0, 0, tcp_cfg().into(), cca, opts);
+    let mut out = Out::default();
+    s.set_unlimited(true, 0, &mut out);
+    s.connect(0, &mut out);
+    s.on_synack(&Packet { syn: true, ts_ecr: 0, ..Packet::default() }, 10_000_000, &mut out);
+    assert_eq!(sent(&out), (1..=10).map(|i| (i, i % 2 == 0)).collect::<Vec<_>>());
+    assert_eq!((s.c.cwnd, s.c.ssthresh), (10, 3));
+    out.clear();
+    s.on_ack(&ack(2, 16_000_000), 16_000_000, &mut out);
+    assert_eq!(s.c.cwnd, 3);
+    assert!(out.pkts.is_empty(), "8 in flight");
+    s.on_ack(&ack(9, 17_000_000), 17_000_000, &mut out);
+    assert_eq!(sent(&out), vec![(11, false), (12, false)]);
+}
+
 /// The write queue's skbs bound what one transmission takes (Linux
 /// `tcp_write_xmit` splits the head skb, never joins two): with room in
 /// cwnd and a TSO size of 45 segments, the data leaves 22 segments at a
