@@ -322,6 +322,10 @@ impl World {
             let resp = if f.kind == FlowKind::Rpc {
                 let id = w.conns.len();
                 let cca = mk(2 * fi as u64 + 2)?;
+                // The clamp is the client's (the linux backend's sock_ops
+                // program clamps the client's socket): the server's
+                // responses are not clamped.
+                let opts = ConnOpts { cwnd_clamp: None, ..opts };
                 w.conns.push(Connection {
                     sender: Sender::new(id as u32, back, tcp.clone(), cca, opts),
                     receiver: Receiver::new(id as u32, path, tcp.clone(), opts),

@@ -396,3 +396,24 @@ fn an_rpc_flow_moves_both_its_streams() {
     }
     assert!(tx("alt1") > 0 && tx("alt2/back") > 0);
 }
+
+/// A flow's `cwnd_clamp` is its client's, as the linux backend's sock_ops
+/// program clamps the client's socket: an RPC's requests are held to the
+/// clamp, its responses are not.
+#[test]
+fn an_rpc_flows_clamp_holds_its_requests_not_its_responses() {
+    let min_latency = |request: u64, response: u64| -> f64 {
+        let flows = json!([{"id": 0, "cca": "cubic", "kind": "rpc", "src": "a", "dst": "b", "path": PRIMARY,
+                            "return_path": PRIMARY_BACK, "request_bytes": request, "response_bytes": response,
+                            "think_ns": 10 * MS, "start_ns": 0, "stop_ns": null, "cwnd_clamp": 2}]);
+        let r = run(&config(4 * S, two_sites(100_000_000, 100_000_000), flows, json!({}))).unwrap();
+        assert!(!r.rpcs.latency_us.is_empty(), "no RPC completed");
+        r.rpcs.latency_us.iter().cloned().fold(f64::INFINITY, f64::min)
+    };
+    // 139 segments two at a time: about 70 round trips of 20 ms.
+    let big_request = min_latency(200_000, 1000);
+    assert!(big_request > 1_200_000.0, "a clamped 200 KB request took {big_request} us");
+    // The same 200 KB as a response leaves from a window of 10 and grows.
+    let big_response = min_latency(1000, 200_000);
+    assert!(big_response < 200_000.0, "an unclamped 200 KB response took {big_response} us");
+}
