@@ -976,8 +976,8 @@ def skb_sizes(outdirs: list[Path], after: float, mss: int = 1448) -> None:
     apart, with the share of segments whose skb carries PSH (every GSO
     packet does, and an skb that ends an application write). The
     simulator's captures hold segments, not skbs: its sizes come from a
-    counting build (docs/sim-model.md, "PSH at the ends of writes, and half
-    a window per skb")."""
+    counting build (docs/sim-model.md, "PSH at the ends of writes, half a
+    window per skb, and the clamp at establishment")."""
     for outdir in outdirs:
         sizes = {"new": collections.Counter(), "resent": collections.Counter()}
         segs = pushed = 0
