@@ -186,8 +186,18 @@ def test_the_noted_controller_moves_transfers_off_the_saturated_link(core):
     # The link crossed the threshold where the controller said so.
     util = {x["time_us"]: x["utilisation"] for x in rows(res.queue, link="primary")}
     assert util[t_decision] >= 0.8
-    alt = rows(res.queue, link="alt1")
-    assert max(x["utilisation"] for x in alt if x["time_us"] > t_action + 300_000) > 0.8
+    # After the move the transfers are on the detour: nothing is left on
+    # the primary, and the detour carries them. How fast two CUBIC flows
+    # fill the longer path after the reordering of the move varies from
+    # run to run (session 47, 18 runs of this case: the detour's mean
+    # utilisation over the rest of the run 0.82-0.86 in 17, 0.63 in one
+    # whose best 100 ms was 0.76; a CI run's best was 0.72, failing the
+    # old check that some 100 ms exceed 0.8), so the test asks for the
+    # move, not for how fast CUBIC grows.
+    after = t_action + 300_000
+    assert max(x["utilisation"] for x in rows(res.queue, link="primary") if x["time_us"] > after) < 0.05
+    alt = [x["utilisation"] for x in rows(res.queue, link="alt1") if x["time_us"] > after]
+    assert statistics.mean(alt) > 0.5, alt
 
 
 def test_iperf3_flows_are_refused_with_a_network(core):

@@ -553,8 +553,6 @@ impl Sender {
         }
     }
 
-    /// `bytes` more written: they top up the unsent tail skb to
-    /// `size_goal`, then fill new skbs of `size_goal` (`tcp_sendmsg`).
     /// A write whose first bytes go into the unsent tail skb takes that
     /// skb's PSH away (`tcp_sendmsg_locked` clears it at its first copy):
     /// the previous write's end is no longer an end. A tail already full
@@ -573,6 +571,8 @@ impl Sender {
         }
     }
 
+    /// `bytes` more written: they top up the unsent tail skb to
+    /// `size_goal`, then fill new skbs of `size_goal` (`tcp_sendmsg`).
     fn queue_written(&mut self, bytes: u64) {
         if bytes == 0 {
             return;
