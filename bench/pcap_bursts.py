@@ -977,13 +977,18 @@ def skb_sizes(outdirs: list[Path], after: float, mss: int = 1448) -> None:
     packet does, and an skb that ends an application write). The
     simulator's captures hold segments, not skbs: its sizes come from a
     counting build (docs/sim-model.md, "PSH at the ends of writes, half a
-    window per skb, and the clamp at establishment")."""
+    window per skb, and the clamp at establishment"). Each flow (its source
+    address and port) has its own sequence space; the counts are summed."""
     for outdir in outdirs:
         sizes = {"new": collections.Counter(), "resent": collections.Counter()}
         segs = pushed = 0
-        t0 = top = None
+        t0 = None
+        tops: dict[str, int] = {}  # per flow: the highest sequence sent so far
         for line in tcpdump_text(outdir / "sender.pcap").splitlines():
-            if " IP " not in line or SERVER_PORT in line.split(" IP ", 1)[1].split(":", 1)[0]:
+            if " IP " not in line:
+                continue
+            hdr = line.split(" IP ", 1)[1].split(":", 1)[0]
+            if SERVER_PORT in hdr:
                 continue
             length = re.search(r"length (\d+)", line)
             seq = re.search(r"seq (\d+):(\d+)", line)
@@ -991,10 +996,12 @@ def skb_sizes(outdirs: list[Path], after: float, mss: int = 1448) -> None:
                 continue
             t = float(line.split()[0])
             t0 = t if t0 is None else t0
+            flow = hdr.split(" > ")[0]
+            top = tops.get(flow)
             start = int(seq.group(1)) if top is None else nearest(int(seq.group(1)), top)
             end = start + int(length.group(1))
             kind = "new" if top is None or start >= top else "resent"
-            top = end if top is None else max(top, end)
+            tops[flow] = end if top is None else max(top, end)
             if t - t0 < after:
                 continue
             n = -(-int(length.group(1)) // mss)

@@ -140,6 +140,12 @@ pub struct Receiver {
     /// CONFIG_HZ of the modelled kernel: the delayed-ACK machinery below
     /// counts jiffies, as Linux's does.
     hz: u64,
+    /// TCP_ATO_MIN and TCP_DELACK_MIN (HZ/25, 40 ms) in jiffies: `[tcp]`'s
+    /// delayed-ACK time.
+    ato_min: u64,
+    /// `tcp_delack_max` in jiffies: TCP_DELACK_MAX (HZ/5), or the minimum
+    /// RTO less a jiffy if that is less; it bounds every delayed ACK.
+    delack_max: u64,
     /// Linux `icsk_ack.ato` in jiffies (0 before any in-order data): how
     /// long a delayed ACK waits, adapted to the gaps between segments
     /// (`adapt_ato`) and doubled when the timer fires (`on_delack_timer`).
@@ -180,6 +186,7 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn new(conn_id: u32, route: u32, cfg: Arc<TcpConfig>, opts: ConnOpts) -> Receiver {
+        let hz = cfg.kernel_hz.unwrap_or(1000) as u64;
         Receiver {
             conn_id,
             route,
@@ -195,7 +202,9 @@ impl Receiver {
             dsack: None,
             quickacks: QUICKACKS,
             pingpong: false,
-            hz: cfg.kernel_hz.unwrap_or(1000) as u64,
+            hz,
+            ato_min: usecs_to_jiffies_hz(cfg.delack_ns / 1000, hz),
+            delack_max: (hz / 5).min(usecs_to_jiffies_hz(cfg.min_rto_ns / 1000, hz).max(2) - 1),
             ato: 0,
             lrcvtime: None,
             delack_due: 0,
@@ -393,7 +402,7 @@ impl Receiver {
     /// are the constructor's.)
     fn adapt_ato(&mut self, now: Nanos) {
         let now_j = self.jiffies_at(now);
-        let ato_min = self.ato_min();
+        let ato_min = self.ato_min;
         if self.ato == 0 {
             self.ato = ato_min;
         } else {
@@ -420,7 +429,7 @@ impl Receiver {
     /// retransmission timer does (`timer_wheel_jiffy`).
     fn send_delayed_ack(&mut self, now: Nanos, out: &mut Out) {
         let now_j = self.jiffies_at(now);
-        let delack_min = self.ato_min();
+        let delack_min = self.ato_min;
         let mut ato = self.ato;
         if ato > delack_min {
             let mut max_ato = if self.pingpong || self.ack_pushed { self.hz / 5 } else { self.hz / 2 };
@@ -429,8 +438,7 @@ impl Receiver {
             }
             ato = ato.min(max_ato);
         }
-        let rto_min = self.jiffies_of_ns(self.cfg.min_rto_ns);
-        ato = ato.min((self.hz / 5).min(rto_min.max(2) - 1));
+        ato = ato.min(self.delack_max);
         let mut due = now_j + ato;
         if self.delack_timer.is_armed() {
             if self.delack_due <= now_j + ato / 4 {
@@ -444,12 +452,6 @@ impl Receiver {
         if let Some(t) = self.delack_timer.arm(self.opts.timer_at(at)) {
             out.timers.push((t, self.conn_id, TimerKind::DelAck));
         }
-    }
-
-    /// TCP_ATO_MIN and TCP_DELACK_MIN (HZ/25, 40 ms) in jiffies: `[tcp]`'s
-    /// delayed-ACK time.
-    fn ato_min(&self) -> u64 {
-        self.jiffies_of_ns(self.cfg.delack_ns)
     }
 
     /// `jiffies` at `now`.
@@ -637,7 +639,7 @@ impl Receiver {
             // the RTO.
             if self.pingpong {
                 self.pingpong = false;
-                self.ato = self.ato_min();
+                self.ato = self.ato_min;
             } else {
                 self.ato = (2 * self.ato).min(self.rto_jiffies());
             }
@@ -679,7 +681,7 @@ impl Receiver {
     fn enter_quickack_mode(&mut self, max: u32) {
         self.incr_quickack(max);
         self.pingpong = false;
-        self.ato = self.ato_min();
+        self.ato = self.ato_min;
     }
 
     /// The receiver's retransmission timeout, as the handshake set it

@@ -503,10 +503,7 @@ impl Sender {
                     break; // a new skb needs the buffer below its limit
                 }
                 let chunk = (goal - unsent).min(want - take);
-                if take == 0 && chunk > 0 {
-                    self.unpush_tail(goal);
-                }
-                self.queue_written(chunk);
+                self.queue_written(chunk, take == 0);
                 take += chunk;
                 if unsent + chunk < goal {
                     break; // the write ended inside the skb: `tcp_push` sends it
@@ -519,10 +516,7 @@ impl Sender {
             }
         }
         let more = (want - take).min(self.sndbuf.room(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt));
-        if take == 0 && more > 0 {
-            self.unpush_tail(goal);
-        }
-        self.queue_written(more);
+        self.queue_written(more, take == 0);
         take += more;
         if take > 0 {
             if !self.unlimited {
@@ -553,27 +547,16 @@ impl Sender {
         }
     }
 
-    /// A write whose first bytes go into the unsent tail skb takes that
+    /// `bytes` more written: they top up the unsent tail skb to
+    /// `size_goal`, then fill new skbs of `size_goal` (`tcp_sendmsg`).
+    /// A write whose first bytes (`first`) top up the tail takes that
     /// skb's PSH away (`tcp_sendmsg_locked` clears it at its first copy):
     /// the previous write's end is no longer an end. A tail already full
     /// keeps it, and the write starts a new skb. So a window-limited
     /// sender whose one unsent skb the network eats into between writes
     /// marks no write ends at all (Linux 6.18: 4 PSH segments of 415, all
     /// at the start, in `bench/delack-ato.toml`).
-    fn unpush_tail(&mut self, goal: u64) {
-        let n = self.wq_ends.len();
-        if n == 0 {
-            return;
-        }
-        let start = if n >= 2 { self.wq_ends[n - 2] } else { self.snd_nxt };
-        if start + goal > self.write_seq && self.push_seqs.back() == Some(&self.write_seq) {
-            self.push_seqs.pop_back();
-        }
-    }
-
-    /// `bytes` more written: they top up the unsent tail skb to
-    /// `size_goal`, then fill new skbs of `size_goal` (`tcp_sendmsg`).
-    fn queue_written(&mut self, bytes: u64) {
+    fn queue_written(&mut self, bytes: u64, first: bool) {
         if bytes == 0 {
             return;
         }
@@ -584,6 +567,9 @@ impl Sender {
         if n > 0 {
             let start = if n >= 2 { self.wq_ends[n - 2] } else { self.snd_nxt };
             let top = (start + goal).max(end).min(new_end);
+            if first && top > end && self.push_seqs.back() == Some(&end) {
+                self.push_seqs.pop_back();
+            }
             self.wq_ends[n - 1] = top;
             end = top;
         }

@@ -291,9 +291,9 @@ fn writes_fill_the_write_queues_skbs_to_the_size_goal() {
     let (mut s, _) = bulk_reno_set_up();
     let segs = |s: &Sender| s.wq_ends.iter().map(|e| e / 1448).collect::<Vec<_>>();
     assert_eq!((s.snd_nxt / 1448, segs(&s)), (10, vec![32]), "one skb unsent, full");
-    s.queue_written(5 * 1448);
+    s.queue_written(5 * 1448, false);
     assert_eq!(segs(&s), vec![32, 37]);
-    s.queue_written(20 * 1448);
+    s.queue_written(20 * 1448, false);
     assert_eq!(segs(&s), vec![32, 54, 57]);
     assert_eq!(s.write_seq, 57 * 1448);
 }
