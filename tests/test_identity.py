@@ -43,7 +43,10 @@ delayed-ACK timer fires or data arrives twice, as Linux does (session
 that tops up the unsent tail skb takes its PSH away, an skb takes at
 most half of cwnd, and a `cwnd_clamp` is set as the TCP-BPF clamp is, at
 establishment with ssthresh (session 47, docs/sim-model.md "PSH at the
-ends of writes, half a window per skb, and the clamp at establishment");
+ends of writes, half a window per skb, and the clamp at establishment"),
+and 89 of the 94 when the sender came to grow the head skb from the next
+one, as Linux 6.10+'s `tcp_write_xmit` does (session 48, docs/sim-model.md
+"The head skb grows from the next one: tcp_grow_skb");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 since session 31 (another kernel's entry, written by an older core,

@@ -85,8 +85,8 @@ impl Sender {
                 break;
             }
             let head_end = *self.wq_ends.front().expect("unsent data is in the write queue");
-            let avail = head_end - self.snd_nxt;
-            let len = avail.min(self.cfg.mss as u64);
+            let mut avail = head_end - self.snd_nxt;
+            let mut len = avail.min(self.cfg.mss as u64);
             if len > self.send_win() {
                 break; // receive window full
             }
@@ -101,8 +101,26 @@ impl Sender {
                 };
                 // The head skb of the write queue: what one transmission may take.
                 let mss = self.cfg.mss as u64;
-                let data_segs = avail.div_ceil(mss).min(u32::MAX as u64) as u32;
                 let room = self.c.cwnd - in_flight;
+                // `tcp_cwnd_test`: one skb takes at most half of cwnd, so
+                // that at least two are in flight (a window of 3 sends its
+                // segments one skb each, none a GSO packet with PSH).
+                let quota = room.min((self.c.cwnd / 2).max(1));
+                // `tcp_grow_skb` (Linux 6.10 on): a head skb smaller than
+                // what may leave takes the missing bytes from the next one,
+                // so a transmission runs across the write queue's skbs.
+                let want = quota.min(max_segs) as u64 * mss;
+                if avail < want && self.wq_ends.len() >= 2 {
+                    let grown = (head_end + (want - avail)).min(self.wq_ends[1]);
+                    if grown == self.wq_ends[1] {
+                        self.wq_ends.pop_front();
+                    } else {
+                        self.wq_ends[0] = grown;
+                    }
+                    avail = self.wq_ends[0] - self.snd_nxt;
+                    len = avail.min(mss);
+                }
+                let data_segs = avail.div_ceil(mss).min(u32::MAX as u64) as u32;
                 let head_is_tail = self.wq_ends.len() == 1;
                 if data_segs > 1 && !push_one && self.tso_should_defer(now, room, max_segs, data_segs, head_is_tail) {
                     // Held by cwnd only if cwnd is the tighter of the two
@@ -117,10 +135,6 @@ impl Sender {
                 // `tcp_mss_split_point` cuts it (the outstanding test above
                 // leaves room for at least one).
                 let wnd_segs = (self.send_win() / mss).min(u32::MAX as u64) as u32;
-                // `tcp_cwnd_test`: one skb takes at most half of cwnd, so
-                // that at least two are in flight (a window of 3 sends its
-                // segments one skb each, none a GSO packet with PSH).
-                let quota = room.min((self.c.cwnd / 2).max(1));
                 self.start_skb(max_segs.min(quota).min(data_segs).min(wnd_segs));
             }
             started_idle |= !sent_new && self.c.packets_out == 0;
@@ -275,7 +289,10 @@ impl Sender {
         self.snd_nxt = end;
         self.c.snd_nxt = end;
         self.c.packets_out += 1;
-        self.emit(seq, len as u32, push || gso_push, false, now, out);
+        // A PSH inside a multi-segment skb (a write's end that the head
+        // skb grew past, `tcp_grow_skb`) is the skb's: GSO puts it on the
+        // last segment only.
+        self.emit(seq, len as u32, (push && self.skb_left == 0) || gso_push, false, now, out);
     }
 
     /// Bytes the receive window takes beyond what is outstanding (Linux's

@@ -347,13 +347,35 @@ fn an_skb_takes_at_most_half_of_cwnd() {
     assert_eq!(sent(&out), vec![(11, false), (12, false)]);
 }
 
-/// The write queue's skbs bound what one transmission takes (Linux
-/// `tcp_write_xmit` splits the head skb, never joins two): with room in
-/// cwnd and a TSO size of 45 segments, the data leaves 22 segments at a
-/// time as it was written, each piece ending in PSH, not as one piece
-/// of 45 across two skbs.
+/// `tcp_grow_skb` (Linux 6.10 on): a head skb smaller than what may leave
+/// takes the missing bytes from the next skb, so a two-segment GSO packet
+/// (with PSH) runs across the write queue's skb boundary where the sender
+/// would otherwise send the head's last segment alone and the next one
+/// with the following skb.
 #[test]
-fn a_transmission_ends_where_the_write_queues_skb_ends() {
+fn the_head_skb_grows_from_the_next_one() {
+    let (mut s, mut out) = bulk_reno_set_up();
+    s.sndbuf.expand(200, 3, 2);
+    s.app_write(11_000_000, &mut out);
+    // Make the head skb end one segment after the initial window.
+    assert_eq!(s.snd_nxt, 10 * 1448);
+    s.wq_ends.push_front(11 * 1448);
+    out.clear();
+    s.on_ack(&ack(2, 16_000_000), 16_000_000, &mut out);
+    // cwnd 12 with 8 in flight: two two-segment skbs, the first across the boundary.
+    assert_eq!(sent(&out), vec![(11, false), (12, true), (13, false), (14, true)]);
+    assert_eq!(s.wq_ends.front(), Some(&(32 * 1448)), "the head took the next skb's bytes");
+}
+
+/// A transmission is not bounded by the write queue's skbs: Linux 6.18's
+/// `tcp_write_xmit` grows the head skb from the next one (`tcp_grow_skb`)
+/// up to what may leave (cwnd's quota, at most half of cwnd, and the TSO
+/// size). With cwnd 76, 10 segments in flight and a TSO size of 45, the
+/// data written in 22-segment skbs leaves in two skbs of 38 and 28
+/// segments, each ending in PSH. (Before Linux 6.10, and in this simulator
+/// until session 47, it left 22 segments at a time, as written.)
+#[test]
+fn a_transmission_runs_across_the_write_queues_skbs() {
     let (mut s, mut out) = bulk_reno_set_up();
     s.sndbuf.expand(200, 3, 2);
     s.app_write(11_000_000, &mut out);
@@ -363,7 +385,7 @@ fn a_transmission_ends_where_the_write_queues_skb_ends() {
     s.c.pacing_rate = 1 << 30; // 1 ms of it is over 64 KB: 45-segment TSO skbs
     s.send(11_000_000, &mut out);
     let psh: Vec<u64> = sent(&out).into_iter().filter(|&(_, p)| p).map(|(e, _)| e).collect();
-    assert_eq!(psh, vec![32, 54, 76]);
+    assert_eq!(psh, vec![48, 76]);
     assert_eq!(s.snd_nxt, 76 * 1448);
 }
 
