@@ -46,7 +46,11 @@ establishment with ssthresh (session 47, docs/sim-model.md "PSH at the
 ends of writes, half a window per skb, and the clamp at establishment"),
 and 89 of the 94 when the sender came to grow the head skb from the next
 one, as Linux 6.10+'s `tcp_write_xmit` does (session 48, docs/sim-model.md
-"The head skb grows from the next one: tcp_grow_skb");
+"The head skb grows from the next one: tcp_grow_skb"), and 68 of the 94
+when the writer came to wake and the send buffer to grow as Linux 5.10+
+and 5.18+ have them (every ACK and every new skb looks, the tail skb's
+own room topped up; session 48, docs/sim-model.md "The writer's wake and
+the send buffer's growth");
 the BPF studies' entries in ``runs`` are since this
 machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
 since session 31 (another kernel's entry, written by an older core,

@@ -53,8 +53,6 @@ pub struct SendBuffer {
     sent_skbs: u64,
     /// SOCK_NOSPACE: the writer found the buffer full and waits.
     nospace: bool,
-    /// SOCK_QUEUE_SHRUNK: an ACK freed an skb since the last check.
-    shrunk: bool,
 }
 
 impl SendBuffer {
@@ -72,7 +70,6 @@ impl SendBuffer {
             max_window: 0,
             sent_skbs: 0,
             nospace: false,
-            shrunk: false,
         }
     }
 
@@ -113,19 +110,21 @@ impl SendBuffer {
     }
 
     /// `sk_wmem_queued`: `payload` bytes held (written and not cumulatively
-    /// acknowledged), `unsent` of them not yet sent (they sit in skbs of
-    /// `size_goal`; each sent burst is one skb).
-    pub fn queued(&self, payload: u64, unsent: u64) -> u64 {
-        payload + SKB_OVERHEAD * (self.sent_skbs + unsent.div_ceil(self.size_goal))
+    /// acknowledged) in the sent skbs and `unsent_skbs` unsent ones (the
+    /// write queue's).
+    pub fn queued(&self, payload: u64, unsent_skbs: u64) -> u64 {
+        payload + SKB_OVERHEAD * (self.sent_skbs + unsent_skbs)
     }
 
-    /// What one `tcp_sendmsg` takes now: the rest of the last unsent skb,
-    /// then a new skb of `size_goal` while the buffer is below its limit
-    /// (the check comes before each new skb, so a write may overshoot).
-    pub fn room(&self, payload: u64, unsent: u64) -> u64 {
-        let rest = unsent.div_ceil(self.size_goal) * self.size_goal - unsent;
-        let below = self.limit.saturating_sub(self.queued(payload, unsent));
-        rest + below.div_ceil(self.size_goal + SKB_OVERHEAD) * self.size_goal
+    /// What one `tcp_sendmsg` takes now: `tail_room`, what the unsent tail
+    /// skb still takes up to `size_goal` (copied without a memory check),
+    /// then a new skb of `size_goal` while the charge, the tail's top-up
+    /// included, is below the limit (the check comes before each new skb,
+    /// so a write may overshoot; a writer that waited for memory was
+    /// stopped at such a check, with its tail full).
+    pub fn room(&self, payload: u64, unsent_skbs: u64, tail_room: u64) -> u64 {
+        let below = self.limit.saturating_sub(self.queued(payload + tail_room, unsent_skbs));
+        tail_room + below.div_ceil(self.size_goal + SKB_OVERHEAD) * self.size_goal
     }
 
     /// The writer wanted more than the buffer took: it waits (SOCK_NOSPACE).
@@ -141,15 +140,14 @@ impl SendBuffer {
 
     pub fn on_skb_freed(&mut self) {
         self.sent_skbs -= 1;
-        self.shrunk = true;
     }
 
-    /// `tcp_check_space` after an ACK: whether a waiting writer should be
-    /// looked at (an skb was freed and the writer waits). Clears the
-    /// shrunk mark.
+    /// SOCK_NOSPACE: the writer waits, so `tcp_check_space` looks at the
+    /// buffer (after every ACK and every new skb sent, whether or not an
+    /// skb was freed: Linux 5.10 dropped SOCK_QUEUE_SHRUNK).
     #[inline]
-    pub fn writer_waits_and_shrunk(&mut self) -> bool {
-        std::mem::take(&mut self.shrunk) && self.nospace
+    pub fn writer_waits(&self) -> bool {
+        self.nospace
     }
 
     /// Whether a writer could wake with `payload` bytes held: what is
@@ -215,25 +213,25 @@ mod tests {
         let mut b = SendBuffer::new(&cfg());
         b.expand(10, 3, 2);
         // Empty: skbs of 45 segments until the charge reaches 46,080.
-        assert_eq!(b.room(0, 0), 65_160);
-        assert_eq!(b.queued(65_160, 65_160), 65_160 + SKB_OVERHEAD);
-        // Half an skb unsent: its rest first; a new skb only below the limit.
-        assert_eq!(b.room(46_000, 32_580), 32_580);
-        assert_eq!(b.room(32_580, 32_580), 32_580 + 65_160);
+        assert_eq!(b.room(0, 0, 0), 65_160);
+        assert_eq!(b.queued(65_160, 1), 65_160 + SKB_OVERHEAD);
+        // Half an skb unsent: its rest first; a new skb only while the
+        // charge, that rest included, is below the limit.
+        assert_eq!(b.room(46_000, 1, 32_580), 32_580);
+        assert_eq!(b.room(32_580, 1, 32_580), 32_580, "the top-up reaches the limit");
+        assert_eq!(b.room(10_000, 1, 10_000), 10_000 + 65_160);
         // Ten segments sent as five skbs and acknowledged one by one.
         for _ in 0..5 {
             b.add_skb();
         }
         b.set_nospace();
-        assert!(!b.writer_waits_and_shrunk(), "nothing freed yet");
+        assert!(b.writer_waits());
         b.on_skb_freed();
-        assert!(b.writer_waits_and_shrunk());
-        assert!(!b.writer_waits_and_shrunk(), "the mark is taken once");
-        let (payload, unsent) = (40_000, 30_000);
-        let q = b.queued(payload, unsent);
+        let (payload, unsent_skbs) = (40_000, 1);
+        let q = b.queued(payload, unsent_skbs);
         assert_eq!(q, 40_000 + 832 * (4 + 1));
         assert!(!b.wake_writer(q), "44 KB of 46 KB queued");
         assert!(b.wake_writer(30_000), "two thirds or less queued");
-        assert!(!b.writer_waits_and_shrunk(), "woken: no longer waiting");
+        assert!(!b.writer_waits(), "woken: no longer waiting");
     }
 }

@@ -499,7 +499,7 @@ impl Sender {
         if self.write_seq - self.snd_nxt <= goal {
             loop {
                 let unsent = self.write_seq - self.snd_nxt;
-                if unsent == 0 && self.sndbuf.room(self.write_seq - self.snd_una, 0) == 0 {
+                if unsent == 0 && self.sndbuf.room(self.write_seq - self.snd_una, 0, 0) == 0 {
                     break; // a new skb needs the buffer below its limit
                 }
                 let chunk = (goal - unsent).min(want - take);
@@ -515,7 +515,8 @@ impl Sender {
                 }
             }
         }
-        let more = (want - take).min(self.sndbuf.room(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt));
+        let room = self.sndbuf.room(self.write_seq - self.snd_una, self.wq_ends.len() as u64, self.tail_room());
+        let more = (want - take).min(room);
         self.queue_written(more, take == 0);
         take += more;
         if take > 0 {
@@ -563,14 +564,12 @@ impl Sender {
         let goal = self.sndbuf.size_goal();
         let new_end = self.write_seq + bytes;
         let mut end = self.write_seq;
-        let n = self.wq_ends.len();
-        if n > 0 {
-            let start = if n >= 2 { self.wq_ends[n - 2] } else { self.snd_nxt };
-            let top = (start + goal).max(end).min(new_end);
+        if !self.wq_ends.is_empty() {
+            let top = (end + self.tail_room()).min(new_end);
             if first && top > end && self.push_seqs.back() == Some(&end) {
                 self.push_seqs.pop_back();
             }
-            self.wq_ends[n - 1] = top;
+            *self.wq_ends.back_mut().expect("not empty") = top;
             end = top;
         }
         while end < new_end {
@@ -580,15 +579,41 @@ impl Sender {
         self.write_seq = new_end;
     }
 
-    /// `tcp_check_space` after an ACK's transmissions: when the ACK freed
-    /// an skb while the writer waits, the buffer grows if cwnd did not
-    /// hold the sender back (`tcp_new_space`: it ran out of data), and the
-    /// writer wakes once a third of the buffer is free.
-    fn check_space(&mut self, now: Nanos, out: &mut Out) {
-        if !self.sndbuf.writer_waits_and_shrunk() {
-            return;
+    /// What the write queue's tail skb still takes up to `size_goal`
+    /// (Linux's `size_goal - skb->len`; a send head cut by a transmission
+    /// counts its unsent rest only).
+    fn tail_room(&self) -> u64 {
+        let start = match self.wq_ends.len() {
+            0 => return 0,
+            1 => self.snd_nxt,
+            n => self.wq_ends[n - 2],
+        };
+        (start + self.sndbuf.size_goal()).saturating_sub(self.write_seq)
+    }
+
+    /// `tcp_check_space` after an ACK's transmissions: while the writer
+    /// waits, the buffer grows if cwnd does not hold the sender back
+    /// (`tcp_new_space`), and the writer wakes once a third of the buffer
+    /// is free. Every ACK looks, whether or not it freed an skb (Linux
+    /// 5.10 dropped SOCK_QUEUE_SHRUNK, which had held the buffer's growth
+    /// back to the ACKs that freed one).
+    pub(super) fn check_space(&mut self, now: Nanos, out: &mut Out) {
+        if self.sndbuf.writer_waits() {
+            let ran_dry = self.c.packets_in_flight() < self.c.cwnd;
+            self.look_at_space(ran_dry, now, out);
         }
-        let ran_dry = self.c.packets_in_flight() < self.c.cwnd;
+    }
+
+    /// `check_space` for what `tcp_write_xmit` sent: `tcp_event_new_data_sent`
+    /// runs `tcp_check_space` after each new skb (Linux 5.18), so the
+    /// buffer grows if some skb left cwnd not yet full (`below_cwnd`).
+    pub(super) fn check_space_after_send(&mut self, below_cwnd: bool, now: Nanos, out: &mut Out) {
+        if self.sndbuf.writer_waits() {
+            self.look_at_space(below_cwnd, now, out);
+        }
+    }
+
+    fn look_at_space(&mut self, ran_dry: bool, now: Nanos, out: &mut Out) {
         if ran_dry || self.sndbuf.could_wake(self.write_seq - self.snd_una) {
             self.new_space(ran_dry, now, out);
         }
@@ -602,7 +627,7 @@ impl Sender {
             let factor = self.cca.sndbuf_expand(&mut self.c);
             self.sndbuf.expand(self.c.cwnd, self.reord.degree, factor);
         }
-        let queued = self.sndbuf.queued(self.write_seq - self.snd_una, self.write_seq - self.snd_nxt);
+        let queued = self.sndbuf.queued(self.write_seq - self.snd_una, self.wq_ends.len() as u64);
         if self.sndbuf.wake_writer(queued) {
             self.app_write(now, out);
             self.send(now, out);

@@ -27,6 +27,9 @@ impl Sender {
         self.set_now(now);
         let mut cwnd_limited = false;
         let mut sent_new = false;
+        // Some new skb left cwnd not yet full (`tcp_should_expand_sndbuf`
+        // at its `tcp_check_space`).
+        let mut below_cwnd = false;
         // Linux runs `tcp_write_xmit` (and with it `tcp_cwnd_validate`)
         // only with unsent data; retransmissions go through
         // `tcp_xmit_retransmit_queue`, which records nothing.
@@ -140,9 +143,11 @@ impl Sender {
             started_idle |= !sent_new && self.c.packets_out == 0;
             self.transmit_new(len, now, out);
             sent_new = true;
+            below_cwnd |= self.skb_left == 0 && self.c.packets_in_flight() < self.c.cwnd;
         }
         if self.skb_left > 0 {
             self.end_skb_early(out);
+            below_cwnd |= self.c.packets_in_flight() < self.c.cwnd;
         }
         if self.burst_segs > 0 {
             self.end_burst(now);
@@ -173,6 +178,7 @@ impl Sender {
                     self.rearm_rto(now, out);
                 }
             }
+            self.check_space_after_send(below_cwnd, now, out);
         }
     }
 

@@ -160,8 +160,8 @@ impl Sender {
     /// (`tcp_fragment` in `tcp_match_skb_to_sack`; the new skb is charged
     /// its overhead), and a SACKed skb right after a SACKed skb moves its
     /// data into that one and is freed (`tcp_shift_skb_data`; its
-    /// overhead leaves the send buffer, and SOCK_QUEUE_SHRUNK lets
-    /// `check_space` grow the buffer or wake the writer during recovery).
+    /// overhead leaves the send buffer, which `check_space` may then find
+    /// a third free during recovery).
     /// So every skb is wholly SACKed or not at all, and runs SACKed in
     /// sequence order become one skb.
     pub(super) fn resegment_sacked(&mut self, i: usize) {
