@@ -127,6 +127,12 @@ impl SendBuffer {
         tail_room + below.div_ceil(self.size_goal + SKB_OVERHEAD) * self.size_goal
     }
 
+    /// The writer runs (in `tcp_sendmsg`): whatever waited, it no longer
+    /// does, so a `tcp_check_space` in its own transmissions wakes nothing.
+    pub fn writer_runs(&mut self) {
+        self.nospace = false;
+    }
+
     /// The writer wanted more than the buffer took: it waits (SOCK_NOSPACE).
     pub fn set_nospace(&mut self) {
         self.nospace = true;

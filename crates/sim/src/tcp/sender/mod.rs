@@ -493,6 +493,7 @@ impl Sender {
             return;
         }
         self.check_app_limited();
+        self.sndbuf.writer_runs();
         let goal = self.sndbuf.size_goal();
         let mut take = 0;
         // Unsent data of at most one skb is that skb: the send head.
