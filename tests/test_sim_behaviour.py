@@ -122,9 +122,11 @@ def test_a_small_receive_buffer_holds_a_flow_to_linuxs_window():
     assert max(inflight) == window_segs, inflight
     assert min(inflight) >= window_segs - 6, inflight
     # cwnd grows to twice what it used in slow start and stops there
-    # (tcp_is_cwnd_limited), as in the kernel.
+    # (tcp_is_cwnd_limited), as in the kernel; the last ACK below that
+    # line adds its two segments, so cwnd may end one past it (the
+    # kernel's 221).
     cwnds = [b // MSS for b in series(res, 0, "cwnd_bytes")]
-    assert 200 <= cwnds[-1] <= 2 * window_segs, cwnds
+    assert 200 <= cwnds[-1] <= 2 * window_segs + 1, cwnds
     srtt_s = statistics.median(series(res, 0, "srtt_us")) / 1e6
     expected = window_segs * MSS * 8 / srtt_s
     steady = goodput_between(res, 0, 1, 6)
