@@ -33,8 +33,9 @@ segment; default 0-0.6 and 0.6-end):
 - cwnd every 100 ms.
 
 Found with it (docs/sim-model.md, "The head skb grows from the next one"):
-Linux 6.18 grows in slow start as after it, and its write queue holds
-two skbs or more at every ACK of a bulk flow.
+Linux 6.18 grows in slow start as after it, and a bulk flow's write
+queue holds two skbs or more at every ACK after the first 0.3 s (in
+the first, at all but a few dozen of some 500).
 """
 
 from __future__ import annotations
