@@ -50,12 +50,18 @@ one, as Linux 6.10+'s `tcp_write_xmit` does (session 48, docs/sim-model.md
 when the writer came to wake and the send buffer to grow as Linux 5.10+
 and 5.18+ have them (every ACK and every new skb looks, the tail skb's
 own room topped up; session 48, docs/sim-model.md "The writer's wake and
-the send buffer's growth");
-the BPF studies' entries in ``runs`` are since this
-machine's kernel's, as in ``bpf_kernels``, which holds that kernel's
-since session 31 (another kernel's entry, written by an older core,
-could not be rewritten here and was dropped) and, since session 40, the
-build that session's machine ran (6.18.44-fc-v669), whose BTF differs.
+the send buffer's growth"), and 3 of the 94 when a write's PSH came to
+stay with the write queue's skb that holds it, so that the segment of a
+grown skb that ended a write keeps none for its retransmission (session
+49, docs/sim-model.md "The head skb grows from the next one:
+tcp_grow_skb");
+the BPF studies' entries in ``runs`` are those of the kernel build
+session 49's machine ran (6.18.44-fc-v657, BTF 0ad581b5657148c1), as in
+``bpf_kernels``, whose entry for it session 49 rewrote with the current
+core (it had been left from an older one); ``bpf_kernels`` also holds,
+since session 40, the build that session's machine ran (6.18.44-fc-v669,
+BTF 309e2b4c8d95a3d2), last written in session 48 (on 0ad581b5657148c1
+session 49's change left the BPF studies' digests as they were).
 
 A study with a BPF CCA compiles it against the running kernel's BTF
 (vmlinux.h), which enters the object's name and so the run ids and seeds:

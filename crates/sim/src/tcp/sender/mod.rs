@@ -138,6 +138,10 @@ pub struct Sender {
     /// is `write_seq`): `tcp_sendmsg` fills skbs of `size_goal`, and a
     /// transmission never takes more than what is left of the head skb.
     wq_ends: VecDeque<u64>,
+    /// A write's end lies inside the write queue's head skb (one that grew
+    /// over the next, `tcp_grow_skb`, takes its flags): its PSH waits for
+    /// the segment that ends that skb.
+    wq_push: bool,
     sndbuf: SendBuffer,
     /// The window the receiver advertises once scaled: Linux's initial
     /// `rcv_wnd` for a receive buffer of `rmem` (`tcp_select_initial_window`,
@@ -297,6 +301,7 @@ impl Sender {
             app_pending: 0,
             push_seqs: VecDeque::new(),
             wq_ends: VecDeque::new(),
+            wq_push: false,
             sndbuf: SendBuffer::new(&cfg),
             peer_window: cfg.rmem_bytes / 2 / cfg.mss as u64 * cfg.mss as u64,
             rwnd: max_window(cfg.mss, cfg.header_bytes, cfg.rmem_bytes),

@@ -367,6 +367,28 @@ fn the_head_skb_grows_from_the_next_one() {
     assert_eq!(s.wq_ends.front(), Some(&(32 * 1448)), "the head took the next skb's bytes");
 }
 
+/// A write's end inside a grown head skb keeps its PSH in that skb's
+/// flags (Linux's `tcp_grow_skb` moves bytes, not flags, from the next
+/// skb unless it takes it whole): the head skb ending at a write's end
+/// one segment past the initial window grows by one segment for a
+/// two-segment transmission, and the PSH goes out, and stays in the
+/// retransmit queue, on the grown skb's last segment, not on the one
+/// that ended the write. A GSO packet's PSH (segment 14) is the wire's
+/// only: a retransmission of that segment alone goes without it.
+#[test]
+fn a_writes_end_inside_a_grown_skb_goes_out_where_the_skb_ends() {
+    let (mut s, mut out) = bulk_reno_set_up();
+    s.sndbuf.expand(200, 3, 2);
+    s.app_write(11_000_000, &mut out);
+    s.wq_ends.push_front(11 * 1448);
+    s.push_seqs.push_front(11 * 1448);
+    out.clear();
+    s.on_ack(&ack(2, 16_000_000), 16_000_000, &mut out);
+    assert_eq!(sent(&out), vec![(11, false), (12, true), (13, false), (14, true)]);
+    let push = |end: u64| s.rtxq.iter().find(|g| g.seq + g.len as u64 == end * 1448).expect("queued").flags & PUSH != 0;
+    assert_eq!([11, 12, 13, 14].map(push), [false, true, false, false]);
+}
+
 /// A transmission is not bounded by the write queue's skbs: Linux 6.18's
 /// `tcp_write_xmit` grows the head skb from the next one (`tcp_grow_skb`)
 /// up to what may leave (cwnd's quota, at most half of cwnd, and the TSO
