@@ -76,12 +76,22 @@ def build(workdir: Path) -> tuple[Path, Path]:
     return obj, loader
 
 
+def restorable_size(text: str) -> str:
+    """What to write back to buffer_size_kb: a buffer never used reads
+    "7 (expanded: 1408)", which the file does not take back (EINVAL); its
+    size once used is the expanded one."""
+    m = re.fullmatch(r"(\d+)(?: \(expanded: (\d+)\))?", text.strip())
+    if m is None:
+        sys.exit(f"{TRACEFS / 'buffer_size_kb'}: unexpected content {text.strip()!r} (allowed: a size in KiB)")
+    return m.group(2) or m.group(1)
+
+
 def capture(study: Path, outdir: Path, seconds: float) -> None:
     outdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wq_trace.") as tmp:
         obj, loader = build(Path(tmp))
         size_file = TRACEFS / "buffer_size_kb"
-        old_size = size_file.read_text().strip()
+        old_size = restorable_size(size_file.read_text())
         size_file.write_text(str(TRACE_BUFFER_KB))
         (TRACEFS / "trace").write_text("")
         probe = subprocess.Popen([str(loader), str(obj)], stdout=subprocess.PIPE, text=True)
