@@ -410,6 +410,20 @@ def test_error_bare_number(tmp_path):
     assert "topology.bottleneck.delay" in msg and "got 10" in msg and "'10ms'" in msg
 
 
+@pytest.mark.parametrize("old, new, key", [
+    ('delay = "10ms"', 'delay = ["10ms", "40ms"]', "topology.bottleneck.delay"),
+    ('cca = "cubic"', 'cca = ["cubic", "bbr"]', "flows.0.cca"),
+])
+def test_error_list_in_place_of_a_value_points_to_sweep(tmp_path, old, new, key):
+    msg = error(tmp_path, BASE.replace(old, new))
+    assert msg.count(key) == 2, msg
+    assert f'list them under [sweep] as "{key}" = [...]' in msg, msg
+    # And that advice, followed, loads.
+    values = new.split(" = ", 1)[1]
+    study = load(tmp_path, BASE + f'\n[sweep]\n"{key}" = {values}\n')
+    assert study.n_runs == 2
+
+
 def test_error_unknown_cca(tmp_path):
     msg = error(tmp_path, BASE.replace('"cubic"', '"compound"'))
     assert "flows.0.cca" in msg and "got 'compound'" in msg and "allowed: " + ", ".join(CCAS["sim"]) in msg

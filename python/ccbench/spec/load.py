@@ -465,7 +465,16 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Wh
         problem = _PROBLEMS.get(typ) or err.get("msg", "invalid value")
     if typ == "literal_error" and ctx.get("expected"):
         allowed = ctx["expected"].replace(" or ", ", ")
-    return _attribute(filename, _as_written(doc, loc), problem, got, allowed, (), where)
+    written = _as_written(doc, loc)
+    if _is_value_list(got):
+        # A list where one value belongs is most often a sweep written in place.
+        problem += f"; to run each of these values, list them under [sweep] as \"{dotted(written)}\" = [...]"
+    return _attribute(filename, written, problem, got, allowed, (), where)
+
+
+def _is_value_list(got: Any) -> bool:
+    """A non-empty list of plain values (strings, numbers, booleans)."""
+    return isinstance(got, list) and bool(got) and all(isinstance(v, (str, int, float, bool)) for v in got)
 
 
 def _as_written(doc: Any, loc: tuple) -> tuple:

@@ -122,7 +122,7 @@ def _split(value: Any, allowed: str, example_unit: str) -> tuple[str, Decimal, s
             allowed,
         )
     if not isinstance(value, str):
-        raise UnitError(f"expected a string with a unit, not a {_toml_type(value)}", allowed)
+        raise UnitError(f"expected a string with a unit, not {_toml_type(value)}", allowed)
     m = _NUMBER.match(value)
     if not m:
         if any(c.isdigit() and not c.isascii() for c in value):
@@ -349,7 +349,7 @@ def format_time(ns: int) -> str:
 
 def _toml_type(value: Any) -> str:
     if isinstance(value, dict):
-        return "table"
+        return "a table"
     if isinstance(value, list):
-        return "array"
-    return type(value).__name__
+        return "an array"
+    return f"a {type(value).__name__}"
