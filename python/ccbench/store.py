@@ -585,9 +585,14 @@ class Store:
     def _write_run_transaction(self, con: Any, run_id: str, row: list, tables: dict, study: str) -> None:
         con.execute("BEGIN TRANSACTION")
         try:
-            for t in DATA_TABLES:
-                con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
-            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            # A run's rows are written and replaced in one transaction with its
+            # row in runs, so a run_id that runs lacks has no rows elsewhere.
+            # The data tables have no index: each delete scans the whole table,
+            # which grows with the study, so only a rerun pays for them.
+            if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]:
+                for t in DATA_TABLES:
+                    con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
+                con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
             con.execute(f"INSERT INTO runs VALUES ({', '.join('?' * len(row))})", row)
             for t, arrow in tables.items():
                 if arrow.num_rows == 0:
