@@ -151,9 +151,30 @@ def kernel_btf() -> str:
 
 def simulate(core: Any, run: Any) -> dict:
     """What the sim backend hands the core (without the linux-only flow keys)."""
+    return simulate_config(core, run.config)
+
+
+def simulate_config(core: Any, config: dict) -> dict:
     from ccbench.backends.sim import core_config
 
-    return json.loads(core.simulate(json.dumps(core_config(run.config))))
+    return json.loads(core.simulate(json.dumps(core_config(config))))
+
+
+def replay_of(run: Any) -> dict:
+    """What a BPF run drew from its kernel-dependent seed: the seed and the
+    flows' start times, with the run's label to find it by on another kernel."""
+    return {"label": run.label(), "seed": run.config["seed"],
+            "start_ns": [f["start_ns"] for f in run.config["flows"]]}
+
+
+def replayed(config: dict, replay: dict) -> dict:
+    """`config` (this kernel's run) with the seed and start times of `replay`
+    (the same run as another kernel's objects named it)."""
+    flows = config["flows"]
+    if len(flows) != len(replay["start_ns"]):
+        raise ValueError(f"{replay['label']}: {len(flows)} flows here, {len(replay['start_ns'])} recorded")
+    return {**config, "seed": replay["seed"],
+            "flows": [{**f, "start_ns": t} for f, t in zip(flows, replay["start_ns"])]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         entry = {"study": study, "profile": profile, "run_id": run.run_id}
         if args.every_profile:
             entry["label"] = run.label()
+        if uses_bpf(run):
+            entry["replay"] = replay_of(run)
         entries.append({**entry, "digests": table_digests(simulate(core, run))})
         print(f"{study} {run.run_id}", file=sys.stderr)
     out = {"bpf_kernels": {kernel_btf(): entries}} if args.bpf_kernel else {"runs": entries}
