@@ -104,3 +104,58 @@ def test_summary_from_the_store(tmp_path):
         assert r.jfi == pytest.approx((0.9 + 676 / 740) / 2)
         assert cubic.retrans_pct == pytest.approx(1.0) and bbr.retrans_pct == pytest.approx(2.0)
         assert (cubic.rtt_mean_us, bbr.rtt_mean_us, bbr.rtt_p99_us) == (25000, 25001, 31000)
+
+
+IDENTICAL_STUDY = """
+[study]
+name = "reps"
+duration = "3s"
+repetitions = 2
+[topology.bottleneck]
+rate = "20Mbit"
+delay = "10ms"
+buffer = "1bdp"
+[[flows]]
+cca = "cubic"
+[[flows]]
+cca = "reno"
+[sweep]
+"flows.1.start_jitter" = ["0ms", "50ms"]
+"""
+
+
+def test_repetitions_that_gave_the_same_results_are_marked(tmp_path, capsys):
+    """The simulator is deterministic: without a start_jitter (or a link's loss
+    or jitter, or a CCA that draws, as BBR's cycle phase) two repetitions give
+    the same results, and their min–max and interval say nothing about
+    variation; every view says so."""
+    import json
+
+    from ccbench.analysis import IDENTICAL_NOTE, analyze_store, summary_rows
+    from ccbench.backends.sim import SimBackend
+    from ccbench.cli import main
+    from ccbench.spec import parse_study
+
+    study = parse_study(IDENTICAL_STUDY)
+    out = tmp_path / "res"
+    execute(study, study.runs(), SimBackend(), out)
+    a = analyze_store(out)
+    by_jitter = {c.params["flows.1.start_jitter"]: c for c in a.configs}
+    fixed, jittered = by_jitter["0ms"], by_jitter["50ms"]
+    assert fixed.identical and not jittered.identical
+    assert fixed.stats["jfi"].min == fixed.stats["jfi"].max
+    assert jittered.stats["jfi"].min != jittered.stats["jfi"].max
+    assert [r.identical for r in summary_rows(a)] == [c.identical for c in a.configs]
+
+    assert main(["summary", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert table.count("2 (same)") == 1 and "same = identical: its repetitions" in " ".join(table.split())
+    assert main(["show", str(out), "--format", "json"]) == 0
+    shown = {c["params"]["flows.1.start_jitter"]: c["identical"] for c in json.loads(capsys.readouterr().out)["configs"]}
+    assert shown == {"0ms": True, "50ms": False}
+    report = tmp_path / "r.html"
+    assert main(["report", str(out), "--out", str(report)]) == 0
+    html = report.read_text()
+    assert html.count("2 (identical)") == 1
+    assert "Identical: its repetitions gave the same results (nothing random in it changed them" in html
+    assert IDENTICAL_NOTE.startswith("identical: its repetitions gave the same results (nothing random in it")

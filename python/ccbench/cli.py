@@ -75,6 +75,10 @@ def summary_tables(a: Analysis) -> list[Table]:
         several_backends = len({r.backend for r in srows}) > 1
         div, unit = console.scale("bps", [c.goodput_max_bps for r in srows for c in r.classes])
         renamed = [f"{names[k]} = {k}" for k in keys if names[k] != k]
+        if any(r.identical for r in srows):
+            from ccbench.analysis import IDENTICAL_NOTE
+
+            renamed.append("same = " + IDENTICAL_NOTE)
         t = Table(
             title=f"{escape(study)}: median over repetitions",
             title_justify="left",
@@ -114,6 +118,8 @@ def summary_tables(a: Analysis) -> list[Table]:
                 notes.append(f"{r.suspect - r.degenerate} suspect")
             if r.failed:
                 notes.append(f"{r.failed} failed")
+            if r.identical:
+                notes.append("same")  # short: the table keeps to 80 columns; the caption says what it means
             if notes:
                 reps += f" ({', '.join(notes)})"
             classes = r.classes or [None]

@@ -199,11 +199,13 @@ def is_results(path: str) -> bool:
 
 
 def show_results(args: argparse.Namespace) -> int:
+    from ccbench.analysis import IDENTICAL_NOTE
+
     a = _analysis(args.run, args)
     if args.format == "json":
         out = {"configs": [{
             "study": c.study, "backend": c.backend, "config_id": c.config_id, "params": c.params,
-            "reps": c.reps, "failed": c.failed, "anomalies": c.anomaly_counts(),
+            "reps": c.reps, "failed": c.failed, "identical": c.identical, "anomalies": c.anomaly_counts(),
             "stats": {k: s.as_dict() for k, s in c.stats.items()},
         } for c in a.configs], "flags": [f.as_dict() for f in a.flags()]}
         json.dump(out, sys.stdout, indent=2, default=str)
@@ -221,8 +223,10 @@ def show_results(args: argparse.Namespace) -> int:
     con = _console()
     for c in a.configs:
         t = Table(title=escape(f"{c.study} {c.label()} (config {c.config_id}, {c.reps} reps"
-                               + (f", {c.failed} failed" if c.failed else "") + ")"), title_justify="left",
-                  caption=escape(c.anomaly_text()) or None, caption_justify="left")
+                               + (f", {c.failed} failed" if c.failed else "")
+                               + (", identical" if c.identical else "") + ")"), title_justify="left",
+                  caption=escape("; ".join(x for x in (c.anomaly_text(), IDENTICAL_NOTE if c.identical else "") if x))
+                  or None, caption_justify="left")
         for col in ("metric", "n", "median", "mean", "95% CI", "min", "max"):
             t.add_column(col, justify="left" if col == "metric" else "right")
         for k, s in c.stats.items():

@@ -12,8 +12,8 @@ metrics.py (METRICS names them); see docs/analysis.md.
 """
 
 from ccbench.analysis.series import jain_index
-from ccbench.analysis.study import Analysis, ConfigResult, analyze, analyze_store
+from ccbench.analysis.study import IDENTICAL_NOTE, Analysis, ConfigResult, analyze, analyze_store
 from ccbench.analysis.summary import ClassSummary, ConfigSummary, summarize, summary_rows
 
 __all__ = ["jain_index", "summarize", "summary_rows", "ConfigSummary", "ClassSummary", "Analysis", "ConfigResult",
-           "analyze", "analyze_store"]
+           "analyze", "analyze_store", "IDENTICAL_NOTE"]

@@ -37,6 +37,11 @@ class Flag:
         return dict(self.__dict__)
 
 
+# For people, beside a configuration whose ConfigResult.identical is true.
+IDENTICAL_NOTE = ("identical: its repetitions gave the same results (nothing random in it changed them; "
+                  "a flow's start_jitter, or a link's loss or jitter, would)")
+
+
 @dataclass
 class ConfigResult:
     study: str
@@ -65,6 +70,15 @@ class ConfigResult:
     def degenerate(self) -> int:
         """Suspect runs that measured nothing (ccbench.degenerate)."""
         return sum(1 for r in self.runs if r.run.status == "suspect" and degenerate.is_degenerate_note(r.run.error))
+
+    @property
+    def identical(self) -> bool:
+        """Two or more repetitions, every metric the same in each: nothing in
+        the configuration drew randomness (the simulator is deterministic; a
+        flow's start_jitter, a link's loss or jitter make repetitions
+        differ), so their spread and interval say nothing about variation."""
+        vals = [r.values() for r in self.runs]
+        return len(vals) >= 2 and all(v == vals[0] for v in vals[1:])
 
     @property
     def classes(self) -> list[str]:

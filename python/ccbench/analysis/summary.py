@@ -45,6 +45,7 @@ class ConfigSummary:
     jfi: Optional[float]  # median over reps of JFI over all flows
     classes: list[ClassSummary] = field(default_factory=list)
     degenerate: int = 0  # suspect runs that measured nothing (ccbench.degenerate)
+    identical: bool = False  # its repetitions gave the same results (ConfigResult.identical)
 
 
 def summary_rows(a: Analysis) -> list[ConfigSummary]:
@@ -64,7 +65,7 @@ def summary_rows(a: Analysis) -> list[ConfigSummary]:
                 goodput_max_bps=gp.max if gp else None, retrans_pct=med(f"retrans_pct[{g}]"),
                 rtt_mean_us=med(f"rtt_mean_us[{g}]"), rtt_p99_us=med(f"rtt_p99_us[{g}]")))
         out.append(ConfigSummary(c.study, c.backend, c.config_id, c.params, c.reps, c.suspect, c.failed,
-                                 med("jfi"), classes, degenerate=c.degenerate))
+                                 med("jfi"), classes, degenerate=c.degenerate, identical=c.identical))
     return out
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ccbench import __version__, console
 from ccbench.analysis.metrics import RunMetrics, interval_rates
-from ccbench.analysis.study import Analysis, ConfigResult
+from ccbench.analysis.study import IDENTICAL_NOTE, Analysis, ConfigResult
 from ccbench.analysis.metrics import METRICS
 from ccbench.analysis.sweeps import SweepPlot, sweep_plot
 from ccbench.report.page import PALETTE, downsample, esc, layout, page, rgba, sig, table, write
@@ -332,13 +332,16 @@ def summary_html(a: Analysis) -> str:
             if has_rpc:
                 row += [_spread_cell(c, f"{m}[{g}]", 1e3) for m in ("rpc_p50_us", "rpc_p99_us", "rpc_p999_us")]
             reps = f"{c.reps}" + (f" ({c.suspect} suspect)" if c.suspect else "") + (
-                f' <span class="flag">({c.failed} failed)</span>' if c.failed else "")
+                f' <span class="flag">({c.failed} failed)</span>' if c.failed else "") + (
+                " (identical)" if c.identical else "")
             row += [reps if first else "", f'<span class="flag">{esc(c.anomaly_text())}</span>' if first else ""]
             rows.append(row)
     note = ('<p class="muted">Per configuration: the median over repetitions, below it the min–max over '
             "repetitions (hover for the mean and its 95% confidence interval, Student's t). goodput/flow = mean "
             "goodput of the class's flows; JFI over all flows; utilisation = payload delivered / bottleneck "
-            "capacity; queueing = mean RTT − min RTT.</p>")
+            "capacity; queueing = mean RTT − min RTT."
+            + (f" {esc(IDENTICAL_NOTE[0].upper() + IDENTICAL_NOTE[1:])}." if any(c.identical for c in a.configs) else "")
+            + "</p>")
     return note + table(headers, rows, left=1 + len(keys) + 1, first_rows=firsts, cls="summary")
 
 
