@@ -278,9 +278,16 @@ def test_sweep_count_of_senders(tmp_path):
 @pytest.mark.parametrize(
     "key, fragment, allowed",
     [
-        ("topology.bottlenek.loss", "topology has no field 'bottlenek'", "senders, access, bottleneck, reverse"),
-        ("topology.bottleneck.los", "topology.bottleneck has no field 'los'", "rate, delay, loss, buffer, qdisc"),
-        ("toplogy.bottleneck.loss", "the study has no field 'toplogy'", "study, topology, tcp, flows"),
+        ("topology.bottlenek.loss", "topology has no field 'bottlenek'; did you mean 'bottleneck'?",
+         "senders, access, bottleneck, reverse"),
+        ("topology.bottleneck.los", "topology.bottleneck has no field 'los'; did you mean 'loss'?",
+         "rate, delay, loss, buffer, qdisc"),
+        ("toplogy.bottleneck.loss", "the study has no field 'toplogy'; did you mean 'topology'?",
+         "study, topology, tcp, flows"),
+        ("bottleneck.loss", "the study has no field 'bottleneck'; did you mean 'topology.bottleneck.loss'?",
+         "study, topology, tcp, flows"),
+        ("mss", "the study has no field 'mss'; did you mean 'tcp.mss'?", "study, topology, tcp, flows"),
+        ("delay", "the study has no field 'delay' (got", "study, topology, tcp, flows"),
         ("tcp.mss.x", "tcp.mss is a value", "'tcp.mss' itself"),
         ("flows.first.cca", "flows is an array: expected an index", "flows.0"),
         ("study.name", "study.name cannot be swept", "study.duration"),
@@ -422,6 +429,17 @@ def test_error_list_in_place_of_a_value_points_to_sweep(tmp_path, old, new, key)
     values = new.split(" = ", 1)[1]
     study = load(tmp_path, BASE + f'\n[sweep]\n"{key}" = {values}\n')
     assert study.n_runs == 2
+
+
+@pytest.mark.parametrize("old, new, key, guess", [
+    ('duration = "10s"', 'duration = "10"', "study.duration", "'10s'"),
+    ('duration = "10s"', "duration = 10", "study.duration", "'10s'"),
+    ('cca = "cubic"', 'cca = "cubic"\nstart = 5', "flows.0.start", "'5s'"),
+    ('delay = "10ms"', 'delay = "10"', "topology.bottleneck.delay", "'10ms'"),
+])
+def test_error_a_time_without_unit_guesses_the_fields_usual_unit(tmp_path, old, new, key, guess):
+    msg = error(tmp_path, BASE.replace(old, new))
+    assert msg.split(": ")[1] == key and guess in msg, msg
 
 
 def test_error_unknown_cca(tmp_path):

@@ -100,6 +100,8 @@ def _hz(value: Any) -> Any:
 
 Rate = Annotated[int, _unit(units.parse_rate)]
 Time = Annotated[int, _unit(units.parse_time)]
+# A time on the run's clock (a duration, a start, a moment): a bare number is guessed to be seconds.
+Seconds = Annotated[int, _unit(functools.partial(units.parse_time, example_unit="s"))]
 Size = Annotated[int, _unit(units.parse_size)]
 Percent = Annotated[float, _unit(units.parse_percent)]
 BufferT = Annotated[units.Buffer, _unit(units.parse_buffer)]
@@ -125,7 +127,7 @@ class StudyInfo(Model):
     description: StrictStr = F("", "free text")
     backend: Literal["sim", "linux", "hosts"] = F("sim", "one of " + ", ".join(repr(b) for b in BACKENDS))
     repetitions: StrictInt = F(1, f"a whole number from 1 to {MAX_REPETITIONS}", ge=1, le=MAX_REPETITIONS)
-    duration: Time = F("30s", "a positive time such as '30s' or '1min'")
+    duration: Seconds = F("30s", "a positive time such as '30s' or '1min'")
     seed: StrictInt = F(1, "a whole number from 0 to 2^63-1", ge=0, le=2**63 - 1)
     sample_interval: Time = F("100ms", "a positive time such as '100ms', at most the duration")
 
@@ -386,8 +388,8 @@ class Flow(Model):
     return_path: Optional[List[StrictStr]] = F(None, NODE_PATH_ALLOWED + " from dst to src (default: path "
                                                "reversed)")
     size: Optional[Size] = F(None, "a positive size such as '1GB' (transfer flows only)")
-    start: Time = F("0s", units.TIME_ALLOWED)
-    stop: Optional[Time] = F(None, units.TIME_ALLOWED + ", after start and at most study.duration")
+    start: Seconds = F("0s", units.TIME_ALLOWED)
+    stop: Optional[Seconds] = F(None, units.TIME_ALLOWED + ", after start and at most study.duration")
     start_jitter: Time = F("0s", units.TIME_ALLOWED)
     group: Optional[StrictStr] = F(None, "a label for this class of flows, e.g. 'cubic bulk'", min_length=1)
     request: Optional[Size] = F(None, "a positive size such as '10KB' (rpc flows only)")
@@ -408,7 +410,7 @@ FLOWS_ALLOWED = "a flow group label such as 'long', or an array of group labels 
 class Event(Model):
     """A route change: at ``at`` the flows move to ``path`` (their TCP connections survive)."""
 
-    at: Time = F(..., "a time such as '10s', before study.duration")
+    at: Seconds = F(..., "a time such as '10s', before study.duration")
     flows: FlowSelector = F(..., FLOWS_ALLOWED)
     path: List[StrictStr] = F(..., NODE_PATH_ALLOWED + ": a whole path src → dst, or a part of it between "
                               "two nodes of the flow's path")

@@ -7,6 +7,7 @@ schema here; the values are checked later, exactly as if written in the file.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import typing
@@ -148,8 +149,8 @@ def check_path(key: str, doc: dict) -> tuple:
                                  field=field)
             names = field_names(ann, sweepable=True)
             if part not in names:
-                raise FieldError((), f"unknown path: {where} has no field '{part}'", key, ", ".join(names),
-                                 field=field)
+                raise FieldError((), f"unknown path: {where} has no field '{part}'{_suggest(key, path, part, names, doc)}",
+                                 key, ", ".join(names), field=field)
             if path == ["study"] and part not in SWEEPABLE_STUDY_FIELDS:
                 raise FieldError((), f"study.{part} cannot be swept", key,
                                  ", ".join(f"study.{f}" for f in SWEEPABLE_STUDY_FIELDS)
@@ -187,6 +188,24 @@ def check_path(key: str, doc: dict) -> tuple:
             raise FieldError((), f"{where} is a value, not a table: it has no field '{part}'", key,
                              f"'{where}' itself", field=field)
     return tuple(path)
+
+
+def _suggest(key: str, path: list, part: str, names: list[str], doc: dict) -> str:
+    """'; did you mean ...?' for an unknown field of a sweep key: a misspelt
+    name, or (at the top) a path that needs its table in front of it, such as
+    'bottleneck.loss' for 'topology.bottleneck.loss'."""
+    if not path:
+        fits = []
+        for top in names:
+            try:
+                check_path(f"{top}.{key}", doc)
+            except FieldError:
+                continue
+            fits.append(f"{top}.{key}")
+        if len(fits) == 1:
+            return f"; did you mean '{fits[0]}'?"
+    close = difflib.get_close_matches(part, names, n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def _indices(where: str, n: int) -> str:

@@ -201,9 +201,10 @@ def parse_rate(value: Any) -> int:
     return bps
 
 
-def parse_time(value: Any) -> int:
-    """A time in nanoseconds, >= 0."""
-    sign, mag, unit = _split(value, TIME_ALLOWED, "ms")
+def parse_time(value: Any, example_unit: str = "ms") -> int:
+    """A time in nanoseconds, >= 0; ``example_unit`` is the one a bare number
+    is guessed to have ('s' for a study's duration, 'ms' for a delay)."""
+    sign, mag, unit = _split(value, TIME_ALLOWED, example_unit)
     mult = _TIME_UNITS.get(unit) or _TIME_UNITS.get(unit.lower())
     if mult is None:
         hint = {"sec": "s", "secs": "s", "second": "s", "seconds": "s", "msec": "ms", "usec": "us",
