@@ -149,8 +149,9 @@ def check_path(key: str, doc: dict) -> tuple:
                                  field=field)
             names = field_names(ann, sweepable=True)
             if part not in names:
-                raise FieldError((), f"unknown path: {where} has no field '{part}'{_suggest(key, path, part, names, doc)}",
-                                 key, ", ".join(names), field=field)
+                hint = _suggest(key, path, part, names, doc)
+                raise FieldError((), f"unknown path: {where} has no field '{part}'{hint}", key, ", ".join(names),
+                                 field=field)
             if path == ["study"] and part not in SWEEPABLE_STUDY_FIELDS:
                 raise FieldError((), f"study.{part} cannot be swept", key,
                                  ", ".join(f"study.{f}" for f in SWEEPABLE_STUDY_FIELDS)
