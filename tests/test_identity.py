@@ -110,6 +110,13 @@ def test_the_fixture_covers_every_study():
     assert len(old) >= 9
 
 
+def _recorded_for(study: str, ids: list[str]) -> list[dict] | None:
+    """The fixture's entries of `study` whose run ids are `ids` (this kernel's):
+    those of `runs` or of a `bpf_kernels` build; None on a build it lacks."""
+    variants = [_by_study()[study]] + [_by_study(v)[study] for v in BPF_KERNELS.values()]
+    return next((v for v in variants if [e["run_id"] for e in v] == ids), None)
+
+
 @pytest.mark.parametrize("study", sorted(_by_study()), ids=lambda s: Path(s).stem)
 def test_quick_profile_gives_the_same_results(study):
     core = digests.load_core(None)
@@ -117,8 +124,7 @@ def test_quick_profile_gives_the_same_results(study):
     ids = [r.run_id for _, _, r in runs]
     want = _by_study()[study]
     if any(digests.uses_bpf(r) for _, _, r in runs):
-        variants = [want] + [_by_study(v)[study] for v in BPF_KERNELS.values()]
-        match = next((v for v in variants if [e["run_id"] for e in v] == ids), None)
+        match = _recorded_for(study, ids)
         if match is None:
             # A kernel build the fixture has not seen: its BPF runs have other
             # ids and seeds (test_bpf_runs_with_the_fixtures_seeds checks
@@ -151,16 +157,16 @@ def test_bpf_runs_with_the_fixtures_seeds(study):
     the BPF studies are checked on any kernel, one the fixture has never
     seen included."""
     core = digests.load_core(None)
-    here = {r.label(): r for s, _, r in digests.quick_runs() if s == study and digests.uses_bpf(r)}
-    want = _REPLAYED[study]
-    ids = [r.run_id for s, _, r in digests.quick_runs() if s == study]
-    other = [k for k, v in BPF_KERNELS.items() if [e["run_id"] for e in _by_study(v)[study]] == ids]
-    if other and ids != [e["run_id"] for e in _by_study()[study]]:
+    runs = [r for s, _, r in digests.quick_runs() if s == study]
+    ids = [r.run_id for r in runs]
+    if _recorded_for(study, ids) not in (None, _by_study()[study]):
         # Not needed, and not asked of it: a build the fixture has is compared
         # exactly. (Here it runs on builds the fixture lacks, and on that of
         # `runs`, where the replay is the run itself.)
-        pytest.skip(f"kernel BTF {other[0]} is in the fixture: test_quick_profile_gives_the_same_results "
-                    f"compares its BPF runs exactly")
+        pytest.skip(f"kernel BTF {digests.kernel_btf()} is in the fixture: "
+                    f"test_quick_profile_gives_the_same_results compares its BPF runs exactly")
+    here = {r.label(): r for r in runs if digests.uses_bpf(r)}
+    want = _REPLAYED[study]
     assert sorted(here) == sorted(e["replay"]["label"] for e in want), "the study's BPF runs changed"
     for e in want:
         run = here[e["replay"]["label"]]
