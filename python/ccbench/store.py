@@ -583,29 +583,34 @@ class Store:
             self._write_run_transaction(self.con, run_id, row, tables, study)
 
     def _write_run_transaction(self, con: Any, run_id: str, row: list, tables: dict, study: str) -> None:
+        insert_run = f"INSERT INTO runs VALUES ({', '.join('?' * len(row))})"
         con.execute("BEGIN TRANSACTION")
         try:
-            # A run's rows are written and replaced in one transaction with its
-            # row in runs, so a run_id that runs lacks has no rows elsewhere.
-            # The data tables have no index: each delete scans the whole table,
-            # which grows with the study, so only a rerun pays for them.
-            if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]:
+            try:
+                con.execute(insert_run, row)
+            except duckdb.ConstraintException:
+                # runs' primary key holds this run id: a rerun, whose old rows
+                # go first. A run's rows are written and replaced in one
+                # transaction with its row in runs, so a new run id has no
+                # rows elsewhere, and only a rerun pays for these deletes
+                # (the data tables have no index: each scans its table, which
+                # grows with the study).
+                con.execute("ROLLBACK")
+                con.execute("BEGIN TRANSACTION")
                 for t in DATA_TABLES:
                     con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
                 con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
-            con.execute(f"INSERT INTO runs VALUES ({', '.join('?' * len(row))})", row)
-            for t, arrow in tables.items():
-                if arrow.num_rows == 0:
+                con.execute(insert_run, row)
+            for t, incoming in tables.items():
+                if incoming.num_rows == 0:
                     continue
                 cols = COLUMNS[t][1:]
                 select = ", ".join(f"CAST({c} AS {typ.split()[0]})" for c, typ in cols)
                 names = ", ".join(c for c, _ in COLUMNS[t])
-                view = f"_ccbench_in_{t}"
-                con.register(view, arrow)
-                try:
-                    con.execute(f"INSERT INTO {t} ({names}) SELECT ?, {select} FROM {view}", [run_id])
-                finally:
-                    con.unregister(view)
+                # `incoming` is read by DuckDB's replacement scan (a local
+                # Arrow table named in the query), which costs less than
+                # registering a view and dropping it per table
+                con.execute(f"INSERT INTO {t} ({names}) SELECT ?, {select} FROM incoming", [run_id])
             con.execute("UPDATE studies SET last_run_at = ? WHERE study = ?", [_now(), study])
             con.execute("COMMIT")
         except BaseException as e:
