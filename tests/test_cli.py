@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -135,6 +136,9 @@ def test_run_writes_results_prints_summary_and_resumes(study_file, fake_sim, cap
     assert "cli-test: median over repetitions" in out and "cubic bulk" in out and "bbr bulk" in out
     assert "topology.bottleneck.loss" in out and "1%" in out
     assert "[4/4]" in out  # plain progress lines when stdout is not a terminal
+    # each ends with the run's wall time, in ms under a second (a fast run is not "0.0s")
+    walls = re.findall(r"^\[\d/4\] .* ok (\S+)$", out, re.M)
+    assert len(walls) == 4 and all(re.fullmatch(r"\d+(\.\d)?ms|[1-9]\d*\.\ds", w) for w in walls), walls
     assert sorted(calls(fake_sim.log)) == sorted(run_ids)
     with Store.open_existing(res) as store:
         assert store.finished_runs() == set(run_ids)
