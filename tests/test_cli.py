@@ -137,8 +137,8 @@ def test_run_writes_results_prints_summary_and_resumes(study_file, fake_sim, cap
     assert "topology.bottleneck.loss" in out and "1%" in out
     assert "[4/4]" in out  # plain progress lines when stdout is not a terminal
     # each ends with the run's wall time, in ms under a second (a fast run is not "0.0s")
-    walls = re.findall(r"^\[\d/4\] .* ok (\S+)$", out, re.M)
-    assert len(walls) == 4 and all(re.fullmatch(r"\d+(\.\d)?ms|[1-9]\d*\.\ds", w) for w in walls), walls
+    walls = re.findall(r"^\[\d/4\] .* ok (\S+ \S+)$", out, re.M)
+    assert len(walls) == 4 and all(re.fullmatch(r"\d+\.\d\d ms|\d+\.\d{3} s", w) for w in walls), walls
     assert sorted(calls(fake_sim.log)) == sorted(run_ids)
     with Store.open_existing(res) as store:
         assert store.finished_runs() == set(run_ids)

@@ -15,6 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ccbench.console import seconds_or_ms
 from ccbench.executor.local import Outcome, Progress
 
 
@@ -37,15 +38,8 @@ def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if text and text.strip() else ""
 
 
-def _wall(s: float) -> str:
-    """A run's wall time: '1.2s', or '40ms' / '2.5ms' under a second (a short sim run is not '0.0s')."""
-    if s >= 0.95:
-        return f"{s:.1f}s"
-    return f"{s * 1000:.0f}ms" if s >= 0.0095 else f"{s * 1000:.1f}ms"
-
-
 class PlainProgress(Progress):
-    """One line per run of this invocation: ``[3/12] <run> <params> rep=0 ok 1.2s``."""
+    """One line per run of this invocation: ``[3/12] <run> <params> rep=0 ok 1.200 s``."""
 
     def __init__(self, console: Console):
         self.console = console
@@ -61,7 +55,7 @@ class PlainProgress(Progress):
 
     def run_finished(self, runspec: Any, outcome: Outcome) -> None:
         self.n += 1
-        line = f"[{self.n}/{self.todo}] {_label(runspec)} {outcome.status} {_wall(outcome.wall_time_s)}"
+        line = f"[{self.n}/{self.todo}] {_label(runspec)} {outcome.status} {seconds_or_ms(outcome.wall_time_s * 1e6)}"
         if outcome.status != "ok" and outcome.error:
             line += f": {_first_line(outcome.error)}"
         self.console.print(escape(line), highlight=False, soft_wrap=True)
