@@ -111,19 +111,22 @@ class FakeBackend:
     run at index ``interrupt_at`` (0-based, over calls of this process) or with
     run_id ``interrupt_run`` raises KeyboardInterrupt; the worker dies in
     ``crash_run``, and half-way through sending a result in
-    ``half_result_run``. Every call appends the run_id to ``log`` (a file, so
+    ``half_result_run``. Runs in ``suspect`` come back suspect (a testbed
+    note); runs in ``degenerate`` deliver no byte (the executor marks them
+    suspect as degenerate). Every call appends the run_id to ``log`` (a file, so
     calls in worker processes are seen too)."""
 
     name = "fake"
 
     def __init__(self, log: str | Path | None = None, fail=(), interrupt_run: str | None = None,
-                 crash_run: str | None = None, suspect=(), half_result_run: str | None = None):
+                 crash_run: str | None = None, suspect=(), half_result_run: str | None = None, degenerate=()):
         self.log = None if log is None else str(log)
         self.fail = set(fail)
         self.interrupt_run = interrupt_run
         self.crash_run = crash_run
         self.half_result_run = half_result_run
         self.suspect = set(suspect)
+        self.degenerate = set(degenerate)
 
     def check(self) -> None:
         pass
@@ -144,6 +147,9 @@ class FakeBackend:
         if runspec.run_id in self.suspect:
             d["status"] = "suspect"
             d["note"] = "goodput above the bottleneck rate"
+        if runspec.run_id in self.degenerate:
+            for f in d["flows"]:
+                f["bytes_delivered"] = 0
         return RunResult.from_dict(d)
 
 

@@ -174,6 +174,42 @@ def test_failed_runs_exit_1_and_are_retried(study_file, tmp_path, capsys):
     assert calls(tmp_path / "calls").count(bad) == 2 and len(calls(tmp_path / "calls")) == 5
 
 
+def test_retry_suspect_runs_suspect_runs_again(study_file, tmp_path, capsys):
+    """A suspect run is finished: a resumed study skips it, unless
+    --retry-suspect sets it aside and runs it again (also one left suspect
+    by an earlier invocation); a degenerate run is not run again."""
+    runs = [r.run_id for r in load_study(study_file).runs()]
+    stalled, empty = runs[1], runs[2]
+    log = tmp_path / "calls"
+    with backends.registered("sim", FakeBackend(log, suspect={stalled}, degenerate={empty})):
+        assert main(["run", str(study_file)]) == 0
+        assert main(["run", str(study_file)]) == 0  # resumed: nothing runs again
+    assert sorted(calls(log)) == sorted(runs)
+    with Store.open_existing("results/cli-test") as store:
+        status = {r.run_id: r.status for r in store.runs()}
+    assert status[stalled] == status[empty] == "suspect"
+    capsys.readouterr()
+
+    # still suspect at the first retry, ok at the second
+    with backends.registered("sim", FakeBackend(log, suspect={stalled}, degenerate={empty})):
+        assert main(["run", str(study_file), "--retry-suspect", "1"]) == 0
+    assert "1 runs are suspect; running them again (retry 1 of 1)" in capsys.readouterr().err
+    assert calls(log)[4:] == [stalled]
+    with backends.registered("sim", FakeBackend(log, degenerate={empty})):
+        assert main(["run", str(study_file), "--retry-suspect", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "retry 1 of 3" in err and "retry 2" not in err
+    assert calls(log)[5:] == [stalled]
+    with Store.open_existing("results/cli-test") as store:
+        rows = {r.run_id: r for r in store.runs()}
+        assert rows[stalled].status == "ok" and rows[stalled].error is None
+        assert rows[empty].status == "suspect" and rows[empty].error.startswith("degenerate run: ")
+        assert store.count("flows") == 4 * 2  # the rerun replaced the stalled run's rows
+
+    assert main(["run", str(study_file), "--retry-suspect", "-1"]) == 2
+    assert "--retry-suspect" in one_line_error(capsys.readouterr().err)
+
+
 def test_interrupted_run_exits_130_and_says_how_to_resume(study_file, tmp_path, capsys):
     runs = load_study(study_file).runs()
     with backends.registered("sim", FakeBackend(tmp_path / "calls", interrupt_run=runs[2].run_id)):

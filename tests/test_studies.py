@@ -58,11 +58,12 @@ def test_study_validates_with_every_profile(path):
 
 # Every published experiment whose paths fit the linux backend has a `linux` profile.
 LINUX_STUDIES = {"loss-sweep", "netdev-streams", "netdev-sizes", "netdev-buffers", "fairness", "fairness-cebinae",
-                 "mss-sweep"}
+                 "mss-sweep", "parking-lot", "noted"}
 # The algorithms a linux profile may use: what the kernel these studies were
 # written on offers (tcp_available_congestion_control: reno, cubic, bbr).
 LINUX_CCAS = {"reno", "cubic", "bbr"}
-# The fastest bottleneck a linux profile may ask of the userspace emulator.
+# The fastest queueing link a linux profile may ask of the userspace emulator
+# (a general network's host links are pipes: no queue, any rate).
 LINUX_MAX_RATE_BPS = 1_000_000_000
 
 
@@ -95,9 +96,15 @@ def test_linux_profile_is_valid_for_the_linux_backend(path, prof):
         # What the linux backend refuses (a study error there; checked here too
         # because that load below needs a kernel with every LINUX_CCAS).
         assert cfg["tcp"]["hz"] is None, f"{where}: tcp.hz is simulator-only"
-        assert cfg["bottleneck"]["rate_bps"] <= LINUX_MAX_RATE_BPS, where
-        # the backend's pure checks: topology plan (<= 63 senders), host sysctls
-        netns.plan("0123abcd", len(cfg["senders"]), cfg["tcp"]["mss"] + cfg["tcp"]["header_bytes"])
+        mtu = cfg["tcp"]["mss"] + cfg["tcp"]["header_bytes"]
+        # the backend's pure checks: topology plan (<= 63 senders, 2-64 hosts), host sysctls
+        if cfg.get("network") is None:
+            assert cfg["bottleneck"]["rate_bps"] <= LINUX_MAX_RATE_BPS, where
+            netns.plan("0123abcd", len(cfg["senders"]), mtu)
+        else:
+            queues = [link for link in cfg["network"]["links"] if "qdisc" in link]
+            assert queues and all(link["rate_bps"] <= LINUX_MAX_RATE_BPS for link in queues), where
+            netns.plan_network("0123abcd", [n["name"] for n in cfg["network"]["nodes"] if n["kind"] == "host"], mtu)
         netns.host_sysctls(cfg["tcp"])
     have = set(kernel.available() or ())
     if not LINUX_CCAS <= have:

@@ -150,11 +150,14 @@ def summary_tables(a: Analysis) -> list[Table]:
 def cmd_run(args: argparse.Namespace) -> int:
     from ccbench.executor import execute, worker_count
     from ccbench.executor.progress import make_progress
+    from ccbench.executor.retry import set_aside_suspect
     from ccbench.spec import load_study
     from ccbench.store import default_results_dir
 
     # Everything that can be wrong is checked before the results directory exists.
     profile = "quick" if args.quick else args.profile
+    if args.retry_suspect < 0:
+        raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
     if args.quick and args.profile not in (None, "quick"):
         raise UsageError(f"--quick is --profile quick; it cannot be combined with --profile {args.profile}")
     if args.out is not None and not args.out.strip():
@@ -178,21 +181,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out is not None else default_results_dir(study.results_name)
 
     out_c, err_c = console.stdout(), console.stderr()
-    if cluster is not None:
-        from ccbench.executor.cluster import execute_on_cluster
-
-        summary = execute_on_cluster(study, runs, backend, out, cluster, progress=make_progress(out_c),
-                                     status=lambda s: err_c.print(s, soft_wrap=True, highlight=False),
-                                     new_version=args.new_version)
-    elif study.backend in ("linux", "hosts") and jobs > 1:
+    if cluster is None and study.backend in ("linux", "hosts") and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
         err_c.print(f"note: --jobs {args.jobs} ignored: linux runs are real time and run one at a time",
                     soft_wrap=True)
         jobs = 1
-    if cluster is None:
-        summary = execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c),
-                          new_version=args.new_version)
+
+    def execute_unfinished():
+        if cluster is not None:
+            from ccbench.executor.cluster import execute_on_cluster
+
+            return execute_on_cluster(study, runs, backend, out, cluster, progress=make_progress(out_c),
+                                      status=lambda s: err_c.print(s, soft_wrap=True, highlight=False),
+                                      new_version=args.new_version)
+        return execute(study, runs, backend, out, jobs=jobs, progress=make_progress(out_c),
+                       new_version=args.new_version)
+
+    summary = execute_unfinished()
+    for attempt in range(1, args.retry_suspect + 1):
+        if summary.interrupted:
+            break
+        # Suspect runs of this invocation or an earlier one: the testbed, not the network, may have shaped them.
+        again = set_aside_suspect(out, [r.run_id for r in runs], "ccbench run --retry-suspect")
+        if not again:
+            break
+        err_c.print(f"{len(again)} runs are suspect; running them again (retry {attempt} of {args.retry_suspect})",
+                    soft_wrap=True)
+        summary = execute_unfinished()
     if summary.interrupted:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
         if args.backend:
@@ -207,6 +223,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             resume += ["--allow-large"]
         if args.new_version:
             resume += ["--new-version"]
+        if args.retry_suspect:
+            resume += ["--retry-suspect", str(args.retry_suspect)]
         if args.cluster is not None:
             resume += ["--cluster"] + ([args.cluster] if args.cluster else [])
         done = summary.skipped + summary.ok + summary.suspect
@@ -516,6 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-large", action="store_true",
                    help="run a study beyond the size limits (runs, packets, rows, disk, memory; see README)")
     r.add_argument("--inventory", metavar="FILE", help="backend hosts: the machines of each role ([hosts] table)")
+    r.add_argument("--retry-suspect", type=int, default=0, metavar="N",
+                   help="run again, up to N times, runs that came back suspect (linux, hosts: the testbed may "
+                        "have shaped them), from this invocation or an earlier one (default 0)")
     from ccbench.executor import cluster_config
 
     cluster_config.add_arguments(r)

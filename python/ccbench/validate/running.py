@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ccbench.executor.retry import set_aside_suspect
 from ccbench.validate.grid import Plan
 
 @dataclass
@@ -57,18 +58,17 @@ class LoadWatch:
 
 def set_aside(out: Path, run_ids: Sequence[str], why: str, only_suspect: bool = True) -> list[str]:
     """Mark runs among ``run_ids`` (only the suspect ones, or every finished
-    one) failed so the executor runs them again (the new run replaces the row
-    and its data); returns them."""
+    one, ``why`` in their note) failed so the executor runs them again (the
+    new run replaces the row and its data); returns them."""
     from ccbench.store import DB_FILENAME, Store
 
+    if only_suspect:
+        return set_aside_suspect(out, run_ids, "ccbench validate")
     if not (out / DB_FILENAME).exists():
         return []
     with Store(out) as store:
-        ids = [r.run_id for r in store.runs(run_ids=run_ids)
-               if r.status == "suspect" or (not only_suspect and r.status == "ok")]
-        for rid in ids:
-            store.con.execute("UPDATE runs SET status = 'failed', error = ? || coalesce(error, '') WHERE run_id = ?",
-                              [f"set aside to be run again by ccbench validate ({why}): ", rid])
+        ids = [r.run_id for r in store.runs(run_ids=run_ids) if r.status in ("ok", "suspect")]
+        store.set_aside(ids, f"set aside to be run again by ccbench validate ({why}): ")
     return ids
 
 
@@ -86,10 +86,6 @@ def sim_settings_changed(out: Path, runs: Sequence[Any]) -> list[str]:
     with Store(out) as store:
         return [r.run_id for r in store.runs(run_ids=list(planned), with_config=True)
                 if r.status in ("ok", "suspect") and r.config != planned[r.run_id]]
-
-
-def set_aside_suspect(out: Path, run_ids: Sequence[str]) -> list[str]:
-    return set_aside(out, run_ids, "suspect")
 
 
 def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, console: Any = None,
@@ -138,7 +134,7 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, c
             return log
         if attempt == retry_suspect or not s.suspect:
             break
-        again = set_aside_suspect(out, ids)
+        again = set_aside(out, ids, "suspect")
         if not again:
             break
         log.suspect_retried += len(again)
