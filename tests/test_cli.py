@@ -185,6 +185,8 @@ def test_retry_suspect_runs_suspect_runs_again(study_file, tmp_path, capsys):
         assert main(["run", str(study_file)]) == 0
         assert main(["run", str(study_file)]) == 0  # resumed: nothing runs again
     assert sorted(calls(log)) == sorted(runs)
+    assert "1 of 4 runs are suspect (see `ccbench ls results/cli-test`); `--retry-suspect N` runs them again" \
+        in capsys.readouterr().err
     with Store.open_existing("results/cli-test") as store:
         status = {r.run_id: r.status for r in store.runs()}
     assert status[stalled] == status[empty] == "suspect"
@@ -200,6 +202,7 @@ def test_retry_suspect_runs_suspect_runs_again(study_file, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "retry 1 of 3" in err and "retry 2" not in err
     assert calls(log)[5:] == [stalled]
+    assert "runs are suspect (see" not in err  # the degenerate one is not worth running again
     with Store.open_existing("results/cli-test") as store:
         rows = {r.run_id: r for r in store.runs()}
         assert rows[stalled].status == "ok" and rows[stalled].error is None

@@ -150,7 +150,7 @@ def summary_tables(a: Analysis) -> list[Table]:
 def cmd_run(args: argparse.Namespace) -> int:
     from ccbench.executor import execute, worker_count
     from ccbench.executor.progress import make_progress
-    from ccbench.executor.retry import set_aside_suspect
+    from ccbench.executor.retry import retriable_suspect, set_aside_suspect
     from ccbench.spec import load_study
     from ccbench.store import default_results_dir
 
@@ -248,6 +248,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             "running the study again retries them",
             soft_wrap=True,
         )
+    suspect = retriable_suspect(out, [r.run_id for r in runs])
+    if suspect:
+        err_c.print(f"{len(suspect)} of {len(runs)} runs are suspect (see `ccbench ls {out}`); "
+                    "`--retry-suspect N` runs them again", soft_wrap=True)
     if failed_expectations:
         return EXIT_EXPECTATION
     return EXIT_FAILED_RUNS if summary.failed else EXIT_OK

@@ -18,17 +18,26 @@ from typing import Sequence
 from ccbench import degenerate
 
 
-def set_aside_suspect(out: Path, run_ids: Sequence[str], command: str) -> list[str]:
-    """Set aside the runs among ``run_ids`` stored suspect in ``out`` for a
-    reason other than a degenerate configuration; returns them. ``command``
-    names who sets them aside in their note ("ccbench run")."""
+def retriable_suspect(out: Path, run_ids: Sequence[str]) -> list[str]:
+    """The runs among ``run_ids`` stored suspect in ``out`` for a reason
+    other than a degenerate configuration."""
     from ccbench.store import DB_FILENAME, Store
 
     if not (out / DB_FILENAME).exists():
         return []
-    with Store(out) as store:
-        ids = [r.run_id for r in store.runs(run_ids=run_ids)
-               if r.status == "suspect" and not degenerate.is_degenerate_note(r.error)]
-        if ids:
+    with Store.open_existing(out) as store:
+        return [r.run_id for r in store.runs(run_ids=run_ids)
+                if r.status == "suspect" and not degenerate.is_degenerate_note(r.error)]
+
+
+def set_aside_suspect(out: Path, run_ids: Sequence[str], command: str) -> list[str]:
+    """Set aside the :func:`retriable_suspect` runs among ``run_ids``;
+    returns them. ``command`` names who sets them aside in their note
+    ("ccbench run")."""
+    from ccbench.store import Store
+
+    ids = retriable_suspect(out, run_ids)
+    if ids:
+        with Store(out) as store:
             store.set_aside(ids, f"set aside to be run again by {command} (suspect): ")
     return ids
