@@ -162,7 +162,7 @@ def test_analysis_and_outputs_without_root(tmp_path, capsys):
 
     # --rerun-sim: every finished sim run is set aside and runs again; the linux runs stay.
     sim_ids = [r.run_id for r in p.runs("sim")]
-    assert sorted(validate.set_aside(out, sim_ids, "--rerun-sim", only_suspect=False)) == sorted(sim_ids)
+    assert sorted(validate.set_aside(out, sim_ids, "--rerun-sim")) == sorted(sim_ids)
     again = execute(p.studies["sim"], p.runs("sim"), SimBackend(), out)
     assert again.executed == len(sim_ids)
     with Store(out) as store:

@@ -626,14 +626,14 @@ class Store:
                 raise ResultError(f"result does not fit the results schema: {str(e).splitlines()[0]}") from None
             raise
 
-    # -- reading -----------------------------------------------------------
-
     def set_aside(self, run_ids: Sequence[str], note: str) -> None:
         """Mark these runs failed, ``note`` before their own note, so that the
         executor runs them again; the new run replaces the row and its data
         (what a resumed study does with any failed run)."""
         self.con.execute("UPDATE runs SET status = 'failed', error = ? || coalesce(error, '') "
                          "WHERE list_contains(?, run_id)", [note, list(run_ids)])
+
+    # -- reading -----------------------------------------------------------
 
     def finished_runs(self, study: str | None = None) -> set[str]:
         """run_ids whose status is ok or suspect (a resumed study skips them)."""

@@ -143,7 +143,7 @@ def cmd_validate(args: Any) -> int:
     if args.rerun_sim and args.no_run:
         raise UsageError("--rerun-sim runs the simulator; it cannot be combined with --no-run")
     if args.rerun_sim:
-        n = len(set_aside(out, [r.run_id for r in widest.runs("sim")], "--rerun-sim", only_suspect=False))
+        n = len(set_aside(out, [r.run_id for r in widest.runs("sim")], "--rerun-sim"))
         info.print(f"--rerun-sim: {n} finished sim runs will run again", soft_wrap=True)
     changed = sim_settings_changed(out, widest.runs("sim"))
     if changed and args.no_run:
@@ -151,7 +151,7 @@ def cmd_validate(args: Any) -> int:
                          f"this command gives ({', '.join(SIM_SETTINGS)}); give the ones they were run "
                          "with, or leave out --no-run to run them again")
     if changed:
-        set_aside(out, changed, "other simulator settings", only_suspect=False)
+        set_aside(out, changed, "other simulator settings")
         info.print(f"{len(changed)} finished sim runs were run with other simulator settings "
                    f"({', '.join(SIM_SETTINGS)}); they will run again", soft_wrap=True)
     if not args.no_run:

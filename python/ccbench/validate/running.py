@@ -56,14 +56,12 @@ class LoadWatch:
         self.inner.finish()
 
 
-def set_aside(out: Path, run_ids: Sequence[str], why: str, only_suspect: bool = True) -> list[str]:
-    """Mark runs among ``run_ids`` (only the suspect ones, or every finished
-    one, ``why`` in their note) failed so the executor runs them again (the
-    new run replaces the row and its data); returns them."""
+def set_aside(out: Path, run_ids: Sequence[str], why: str) -> list[str]:
+    """Mark every finished run among ``run_ids`` failed, ``why`` in its note,
+    so the executor runs it again (the new run replaces the row and its
+    data); returns them. Suspect runs alone: ``executor.retry``."""
     from ccbench.store import DB_FILENAME, Store
 
-    if only_suspect:
-        return set_aside_suspect(out, run_ids, "ccbench validate")
     if not (out / DB_FILENAME).exists():
         return []
     with Store(out) as store:
@@ -134,7 +132,7 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, c
             return log
         if attempt == retry_suspect or not s.suspect:
             break
-        again = set_aside(out, ids, "suspect")
+        again = set_aside_suspect(out, ids, "ccbench validate")
         if not again:
             break
         log.suspect_retried += len(again)
