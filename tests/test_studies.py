@@ -145,6 +145,23 @@ def _table(out: Path) -> list[tuple[dict, list[dict]]]:
     return [(r.params, by_run[r.run_id]) for r in runs]
 
 
+TESTBED_NOISE = [REPO / "studies/parking-lot/parking-lot.toml", REPO / "bench/parking-lot-bbr-fifo.toml",
+                 REPO / "bench/parking-lot-bbr-cebinae.toml"]
+
+
+@pytest.mark.parametrize("path", TESTBED_NOISE, ids=_id)
+def test_testbed_profile_stalls_each_senders_ack_path_and_jitters_the_router_links(path):
+    # The profile names the host links by index (they have no names): a link
+    # added or moved in the file must not move the stalls off the ACK paths.
+    for r in load_study(path, profile="testbed").runs():
+        links, flows = r.config["network"]["links"], r.config["flows"]
+        stalled = {ln["name"] for ln in links if ln.get("stall_ns")}
+        assert stalled == {f["return_path"][-1] for f in flows}, (path, stalled)
+        assert all(ln["to"] == f["src"] for f in flows for ln in links if ln["name"] == f["return_path"][-1])
+        jittered = {ln["name"] for ln in links if ln.get("jitter_ns")}
+        assert jittered == {f"l{i}{d}" for i in (1, 2, 3) for d in ("", "/back")}, (path, jittered)
+
+
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=_id)
 def test_quick_profile_runs_on_sim(path, quick):
     out = quick(path)
