@@ -162,6 +162,18 @@ def test_testbed_profile_stalls_each_senders_ack_path_and_jitters_the_router_lin
         assert jittered == {f"l{i}{d}" for i in (1, 2, 3) for d in ("", "/back")}, (path, jittered)
 
 
+def test_many_flows_testbed_profile_mirrors_the_bottleneck_on_its_noisy_ack_path():
+    # The profile writes the reverse link out to carry the stalls: it must
+    # stay the bottleneck mirrored, or the noise would come with another path.
+    for r in load_study(REPO / "studies/many-flows/many-flows.toml", profile="testbed").runs():
+        bn, rev = r.config["bottleneck"], r.config["reverse"]
+        for k in ("rate_bps", "delay_ns", "buffer_bytes", "buffer_pkts", "jitter_ns"):
+            assert rev[k] == bn[k], k
+        assert bn["jitter_ns"] == 250_000 and rev["loss"] == 0.0
+        assert (rev["stall_every_ns"], rev["stall_ns"]) == (169_000_000, 2_470_000)
+        assert "stall_ns" not in bn
+
+
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=_id)
 def test_quick_profile_runs_on_sim(path, quick):
     out = quick(path)
