@@ -145,7 +145,7 @@ def _table(out: Path) -> list[tuple[dict, list[dict]]]:
     return [(r.params, by_run[r.run_id]) for r in runs]
 
 
-TESTBED_NOISE = [REPO / "studies/parking-lot/parking-lot.toml", REPO / "bench/parking-lot-bbr-fifo.toml",
+TESTBED_NOISE = [REPO / "studies/parking-lot/parking-lot.toml", REPO / "bench/parking-lot-fifo.toml",
                  REPO / "bench/parking-lot-bbr-cebinae.toml"]
 
 
