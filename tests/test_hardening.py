@@ -266,16 +266,16 @@ def test_degenerate_runs_say_so(tmp_path, monkeypatch, capsys):
 def test_interrupted_count_matches_the_store(tmp_path, monkeypatch):
     """Ctrl-C arriving while a run is committed is held until the commit ends, then
     delivered: the run is saved and must be counted (it printed 2 of 9 with 3 stored)."""
-    original = Store.write_run
+    original = Store.write_runs
     written = []
 
     def write_then_ctrl_c(self, **kw):
         original(self, **kw)
-        written.append(kw["runspec"].run_id)
+        written.extend(w.runspec.run_id for w in kw["runs"])
         if len(written) == 2:
             raise KeyboardInterrupt  # what the store's held Ctrl-C does after the transaction
 
-    monkeypatch.setattr(Store, "write_run", write_then_ctrl_c)
+    monkeypatch.setattr(Store, "write_runs", write_then_ctrl_c)
     summary = execute(FakeStudy(), make_runs(), FakeBackend(), tmp_path / "out")
     assert summary.interrupted
     with Store.open_existing(tmp_path / "out") as store:

@@ -111,6 +111,65 @@ def test_a_result_that_does_not_fit_writes_nothing(tmp_path):
             assert store.count(t) == 0, t
 
 
+def test_runs_written_together_are_each_stored_whole_and_replace_earlier_attempts(tmp_path):
+    from ccbench.store import RunWrite
+
+    runs = make_runs()  # 4 runs
+    dicts = {rs.run_id: fake_result_dict(rs) for rs in runs}
+    dicts[runs[1].run_id]["queue"] = {}  # a run without queue rows beside runs with them
+    with Store(tmp_path) as store:
+        store.record_study("fake-study", "src", None)
+        # runs[0] failed before and runs[2] finished before: both are replaced
+        store.write_run(study="fake-study", runspec=runs[0], backend="fake", status="failed", error="RuntimeError: x")
+        _write_ok(store, runs[2])
+        store.write_runs(study="fake-study", backend="fake", runs=[
+            RunWrite(rs, "ok", RunResult.from_dict(dicts[rs.run_id]), None, 0.5, i) for i, rs in enumerate(runs)])
+        assert store.finished_runs() == {rs.run_id for rs in runs}
+        assert store.count("runs") == 4 and store.count("flows") == 8
+        assert store.count("samples") == 4 * 2 * N_SAMPLES and store.count("queue") == 3 * 10
+        per_run = dict(store.con.execute("SELECT run_id, count(*) FROM samples GROUP BY run_id").fetchall())
+        assert per_run == {rs.run_id: 2 * N_SAMPLES for rs in runs}
+        assert [r.run_index for r in sorted(store.runs(), key=lambda r: r.run_index)] == [0, 1, 2, 3]
+
+
+def test_runs_written_together_write_nothing_when_one_result_does_not_fit(tmp_path):
+    from ccbench.store import RunWrite
+
+    runs = make_runs()
+    bad = fake_result_dict(runs[2])
+    bad["flows"].append(dict(bad["flows"][0], flow_id=7))  # not a flow of the run
+    with Store(tmp_path) as store:
+        store.record_study("fake-study", "src", None)
+        with pytest.raises(ResultError, match=runs[2].run_id):
+            store.write_runs(study="fake-study", backend="fake", runs=[
+                RunWrite(rs, "ok", RunResult.from_dict(bad if rs is runs[2] else fake_result_dict(rs)))
+                for rs in runs])
+        for t in ("runs", "flows", "samples", "queue", "rpcs"):
+            assert store.count(t) == 0, t
+
+
+def test_commits_held_together_store_a_result_that_does_not_fit_as_failed_and_the_rest(tmp_path):
+    from ccbench.executor.local import ExecutionSummary, Outcome, _Committer
+
+    runs = make_runs()
+    bad = fake_result_dict(runs[1])
+    bad["flows"].append(dict(bad["flows"][0], flow_id=7))
+    summary = ExecutionSummary(total=len(runs))
+    with Store(tmp_path) as store:
+        store.record_study("fake-study", "src", None)
+        committer = _Committer(store, "fake-study", "fake", {rs.run_id: i for i, rs in enumerate(runs)},
+                               summary, Progress())
+        with committer.together():
+            for rs in runs:
+                d = bad if rs is runs[1] else fake_result_dict(rs)
+                committer.commit(rs, Outcome(rs.run_id, "ok", RunResult.from_dict(d), None, 0.1))
+            assert store.count("runs") == 0  # held until the block ends
+        status = {r.run_id: (r.status, r.error) for r in store.runs()}
+        assert status[runs[1].run_id][0] == "failed" and "flow_id 7" in status[runs[1].run_id][1]
+        assert {rid for rid, (s, _) in status.items() if s == "ok"} == {rs.run_id for rs in runs} - {runs[1].run_id}
+        assert (summary.ok, summary.failed) == (3, 1) and store.count("samples") == 3 * 2 * N_SAMPLES
+
+
 def test_ctrl_c_while_the_tables_are_built_waits_for_the_commit(tmp_path, monkeypatch):
     """A Ctrl-C (or a SIGTERM made one) that comes while a result's tables are
     built, where the first run imports pyarrow, is held until the run is

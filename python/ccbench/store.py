@@ -254,6 +254,18 @@ class RunRecord:
 
 
 
+@dataclass(frozen=True)
+class RunWrite:
+    """One run for :meth:`Store.write_runs`: what :meth:`Store.write_run` takes."""
+
+    runspec: Any
+    status: str
+    result: RunResult | None = None
+    error: str | None = None
+    wall_time_s: float | None = None
+    run_index: int | None = None
+
+
 @contextmanager
 def _ctrl_c_after():
     """Hold Ctrl-C until the block ends, then deliver it: DuckDB aborts a
@@ -543,53 +555,80 @@ class Store:
         Raises ResultError (nothing written) when the result does not fit the
         schema or the run's flows.
         """
-        if status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        if status in FINISHED and result is None:
-            raise ValueError("a finished run needs its result")
+        self.write_runs(study=study, backend=backend,
+                        runs=[RunWrite(runspec, status, result, error, wall_time_s, run_index)])
+
+    def write_runs(self, *, study: str, backend: str, runs: Sequence[RunWrite]) -> None:
+        """Write several runs (each replacing any earlier attempt) in one
+        transaction: all of them or none. A DuckDB statement costs about a
+        millisecond whatever its rows, so runs that finished together are
+        written with one statement per table (a sweep of short runs is
+        otherwise bound by its commits). Raises ResultError naming the run
+        (nothing written) when a result does not fit."""
+        for w in runs:
+            if w.status not in STATUSES:
+                raise ValueError(f"status must be one of {STATUSES}, got {w.status!r}")
+            if w.status in FINISHED and w.result is None:
+                raise ValueError("a finished run needs its result")
         # Ctrl-C (and SIGTERM, which the executor turns into it) waits from
         # here, not only for the transaction: the first result's tables
         # import pyarrow, and an interrupt inside an import leaves the module
         # half-made for every later commit, the stop's own included.
         with _ctrl_c_after():
-            self._write_run(study, runspec, backend, status, result, error, wall_time_s, run_index)
+            self._write_runs(study, backend, runs)
 
-    def _write_run(self, study: str, runspec: Any, backend: str, status: str, result: RunResult | None,
-                   error: str | None, wall_time_s: float | None, run_index: int | None) -> None:
-        run_id = runspec.run_id
-        tables: dict[str, pa.Table] = {}
-        stats = None
-        if result is not None and status in FINISHED:
-            tables = _result_tables(runspec, result)
-            stats = json.dumps(result.stats)
-        row = [
-            study,
-            run_id,
-            runspec.config_id,
-            run_index,
-            json.dumps(runspec.params),
-            json.dumps(runspec.config),
-            backend,
-            runspec.seed,
-            runspec.repetition,
-            status,
-            error,
-            wall_time_s,
-            __version__,
-            _now(),
-            stats,
-        ]
+    def _write_runs(self, study: str, backend: str, runs: Sequence[RunWrite]) -> None:
+        rows: list[list] = []
+        parts: dict[str, list[tuple[str, pa.Table]]] = {t: [] for t in DATA_TABLES}
+        for w in runs:
+            run_id = w.runspec.run_id
+            stats = None
+            if w.result is not None and w.status in FINISHED:
+                try:
+                    tables = _result_tables(w.runspec, w.result)
+                except ResultError as e:
+                    raise ResultError(str(e) if len(runs) == 1 else f"run {run_id}: {e}") from None
+                for name, table in tables.items():
+                    if table.num_rows:
+                        parts[name].append((run_id, table))
+                stats = json.dumps(w.result.stats)
+            rows.append([
+                study,
+                run_id,
+                w.runspec.config_id,
+                w.run_index,
+                json.dumps(w.runspec.params),
+                json.dumps(w.runspec.config),
+                backend,
+                w.runspec.seed,
+                w.runspec.repetition,
+                w.status,
+                w.error,
+                w.wall_time_s,
+                __version__,
+                _now(),
+                stats,
+            ])
         with self._writing():
-            self._write_run_transaction(self.con, run_id, row, tables, study)
+            self._write_runs_transaction(self.con, rows, parts, study)
 
-    def _write_run_transaction(self, con: Any, run_id: str, row: list, tables: dict, study: str) -> None:
-        insert_run = f"INSERT INTO runs VALUES ({', '.join('?' * len(row))})"
+    def _write_runs_transaction(self, con: Any, rows: list[list], parts: dict, study: str) -> None:
+        import pyarrow as pa  # loaded already: the results' tables are Arrow
+
+        insert_run = f"INSERT INTO runs VALUES ({', '.join('?' * len(rows[0]))})"
+
+        def insert_runs(rows: list[list]) -> None:
+            if len(rows) == 1:
+                con.execute(insert_run, rows[0])
+            else:
+                con.executemany(insert_run, rows)
+
         con.execute("BEGIN TRANSACTION")
         try:
             try:
-                con.execute(insert_run, row)
+                insert_runs(rows)
             except duckdb.ConstraintException:
-                # runs' primary key holds this run id: a rerun, whose old rows
+                # runs' primary key holds a run id: a rerun, whose old rows
                 # go first. A run's rows are written and replaced in one
                 # transaction with its row in runs, so a new run id has no
                 # rows elsewhere, and only a rerun pays for these deletes
@@ -597,12 +636,14 @@ class Store:
                 # grows with the study).
                 con.execute("ROLLBACK")
                 con.execute("BEGIN TRANSACTION")
-                for t in DATA_TABLES:
-                    con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
-                con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
-                con.execute(insert_run, row)
-            for t, incoming in tables.items():
-                if incoming.num_rows == 0:
+                ids = [r[1] for r in rows]
+                old = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE list_contains(?, run_id)",
+                                                 [ids]).fetchall()]
+                for t in (*DATA_TABLES, "runs"):
+                    con.execute(f"DELETE FROM {t} WHERE list_contains(?, run_id)", [old])
+                insert_runs(rows)
+            for t, tables in parts.items():
+                if not tables:
                     continue
                 cols = COLUMNS[t][1:]
                 select = ", ".join(f"CAST({c} AS {typ.split()[0]})" for c, typ in cols)
@@ -610,7 +651,14 @@ class Store:
                 # `incoming` is read by DuckDB's replacement scan (a local
                 # Arrow table named in the query), which costs less than
                 # registering a view and dropping it per table
-                con.execute(f"INSERT INTO {t} ({names}) SELECT ?, {select} FROM incoming", [run_id])
+                if len(tables) == 1:
+                    run_id, incoming = tables[0]
+                    con.execute(f"INSERT INTO {t} ({names}) SELECT ?, {select} FROM incoming", [run_id])
+                    continue
+                incoming = pa.concat_tables(
+                    [tbl.append_column("run_id", pa.array([run_id] * tbl.num_rows, pa.string()))
+                     for run_id, tbl in tables], promote_options="default")
+                con.execute(f"INSERT INTO {t} ({names}) SELECT run_id, {select} FROM incoming")
             con.execute("UPDATE studies SET last_run_at = ? WHERE study = ?", [_now(), study])
             con.execute("COMMIT")
         except BaseException as e:

@@ -3,7 +3,8 @@
 The client (the process that ran ``ccbench run``) stays the only writer of
 the results store: workers run ``backend.run`` and send the outcome back, the
 result tables as Arrow IPC streams (not JSON text), and the client commits
-each run the moment its result returns, through the same committer as local
+each run the moment its result returns, with any others that returned
+meanwhile in the same transaction, through the same committer as local
 runs (:func:`ccbench.executor.local.execute` with a ``runner``).
 
 Order of work, so that bad input costs nothing:
@@ -676,7 +677,14 @@ class ClusterRunner:
                 except _queue.Empty:
                     self._status(committer)
                     continue
-                self._handle_item(fut, backend, committer)
+                # what else came back meanwhile is committed in the same transaction
+                with committer.together():
+                    while fut is not None:
+                        self._handle_item(fut, backend, committer)
+                        try:
+                            fut = self.done_q.get_nowait()
+                        except _queue.Empty:
+                            fut = None
                 self._status(committer)
         except KeyboardInterrupt:
             self._stop(committer)

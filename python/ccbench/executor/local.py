@@ -1,11 +1,13 @@
 """Local execution: serially in this process, or in a pool of worker processes.
 
 Only this (parent) process writes the store; workers run ``backend.run`` and
-send the outcome back. Every outcome is committed as soon as it arrives.
+send the outcome back. Every outcome is committed as soon as it arrives;
+outcomes that arrive together are committed together, in one transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -155,17 +157,43 @@ class _Committer:
         self.index = index
         self.summary = summary
         self.progress = progress
+        self._held: list[tuple[Any, Outcome]] | None = None  # inside together()
 
     def commit(self, runspec: Any, outcome: Outcome) -> None:
+        if self._held is not None:
+            self._held.append((runspec, outcome))
+            return
+        self._commit([(runspec, outcome)])
+
+    @contextlib.contextmanager
+    def together(self):
+        """Hold the commits made in the block and write them in one
+        transaction when it ends, also when it ends by an exception (they
+        are finished runs). Writing a run costs a few statements whatever
+        its rows, and a sweep of short runs is otherwise bound by them."""
+        if self._held is not None:
+            yield
+            return
+        self._held = []
         try:
-            outcome = self._write(runspec, outcome)
+            yield
+        finally:
+            held, self._held = self._held, None
+            if held:
+                self._commit(held)
+
+    def _commit(self, done: list[tuple[Any, Outcome]]) -> None:
+        try:
+            done = self._write(done)
         except KeyboardInterrupt:
-            # The store holds Ctrl-C until a run's transaction has ended and
-            # delivers it then: the run may well be saved. Count what the store holds.
-            if self.saved(runspec.run_id, outcome.status):
-                self._count(runspec, outcome)
+            # The store holds Ctrl-C until a transaction has ended and
+            # delivers it then: the runs may well be saved. Count what the store holds.
+            for runspec, outcome in done:
+                if self.saved(runspec.run_id, outcome.status):
+                    self._count(runspec, outcome)
             raise
-        self._count(runspec, outcome)
+        for runspec, outcome in done:
+            self._count(runspec, outcome)
 
     def saved(self, run_id: str, status: str) -> bool:
         """Does the store hold this run with this outcome (an interrupted commit may have finished)?"""
@@ -175,20 +203,29 @@ class _Committer:
             return False
         return row is not None and (row[0] == status or status not in ("ok", "suspect"))
 
-    def _write(self, runspec: Any, outcome: Outcome) -> Outcome:
-        kw = dict(
-            study=self.study,
-            runspec=runspec,
-            backend=self.backend,
-            wall_time_s=outcome.wall_time_s,
-            run_index=self.index.get(runspec.run_id),
-        )
+    def _run_write(self, runspec: Any, outcome: Outcome) -> Any:
+        from ccbench.store import RunWrite
+
+        return RunWrite(runspec, outcome.status, outcome.result, outcome.error, outcome.wall_time_s,
+                        self.index.get(runspec.run_id))
+
+    def _write(self, done: list[tuple[Any, Outcome]]) -> list[tuple[Any, Outcome]]:
+        """Write the runs; a result that does not fit is stored as a failed run. Returns the outcomes as stored."""
+        if len(done) > 1:
+            try:
+                self.store.write_runs(study=self.study, backend=self.backend,
+                                      runs=[self._run_write(rs, o) for rs, o in done])
+                return done
+            except ResultError:
+                pass  # nothing written: one at a time, to store the one that does not fit as failed
+            return [(rs, o) for d in done for rs, o in self._write([d])]
+        runspec, outcome = done[0]
         try:
-            self.store.write_run(status=outcome.status, result=outcome.result, error=outcome.error, **kw)
+            self.store.write_runs(study=self.study, backend=self.backend, runs=[self._run_write(runspec, outcome)])
         except ResultError as e:
             outcome = Outcome(outcome.run_id, "failed", None, f"ResultError: {e}", outcome.wall_time_s)
-            self.store.write_run(status="failed", error=outcome.error, **kw)
-        return outcome
+            self.store.write_runs(study=self.study, backend=self.backend, runs=[self._run_write(runspec, outcome)])
+        return [(runspec, outcome)]
 
     def _count(self, runspec: Any, outcome: Outcome) -> None:
         if outcome.status == "failed":
@@ -340,22 +377,23 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
                 # which would otherwise leave them idle (not after a crash or Ctrl-C)
                 if all(fut.exception() is None for fut, _ in ready):
                     fill()
-                while ready:
-                    fut, rs = ready[0]
-                    exc = fut.exception()
-                    if exc is None:
-                        committer.commit(rs, fut.result())
-                    elif isinstance(exc, KeyboardInterrupt):
-                        raise KeyboardInterrupt
-                    elif isinstance(exc, cf.process.BrokenProcessPool):
-                        broken = True
-                        committer.commit(rs, Outcome(
-                            rs.run_id, "failed", None,
-                            "worker process died while this run was in it (a crash in the backend or "
-                            f"out of memory); it is retried on the next invocation ({exc})", 0.0))
-                    else:  # e.g. the runspec or result could not be pickled
-                        committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
-                    ready.pop(0)
+                with committer.together():
+                    while ready:
+                        fut, rs = ready[0]
+                        exc = fut.exception()
+                        if exc is None:
+                            committer.commit(rs, fut.result())
+                        elif isinstance(exc, KeyboardInterrupt):
+                            raise KeyboardInterrupt
+                        elif isinstance(exc, cf.process.BrokenProcessPool):
+                            broken = True
+                            committer.commit(rs, Outcome(
+                                rs.run_id, "failed", None,
+                                "worker process died while this run was in it (a crash in the backend or "
+                                f"out of memory); it is retried on the next invocation ({exc})", 0.0))
+                        else:  # e.g. the runspec or result could not be pickled
+                            committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
+                        ready.pop(0)
                 if broken and not inflight:
                     break  # start a fresh pool for the rest
             pool.shutdown(wait=True)
