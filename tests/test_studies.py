@@ -162,10 +162,16 @@ def test_testbed_profile_stalls_each_senders_ack_path_and_jitters_the_router_lin
         assert jittered == {f"l{i}{d}" for i in (1, 2, 3) for d in ("", "/back")}, (path, jittered)
 
 
-def test_many_flows_testbed_profile_mirrors_the_bottleneck_on_its_noisy_ack_path():
-    # The profile writes the reverse link out to carry the stalls: it must
-    # stay the bottleneck mirrored, or the noise would come with another path.
-    for r in load_study(REPO / "studies/many-flows/many-flows.toml", profile="testbed").runs():
+DUMBBELL_TESTBED_NOISE = [REPO / "studies/many-flows/many-flows.toml", REPO / "studies/fairness/fairness.toml",
+                          REPO / "bench/fairness-rtt-mix.toml"]
+
+
+@pytest.mark.parametrize("path", DUMBBELL_TESTBED_NOISE, ids=_id)
+def test_dumbbell_testbed_profile_mirrors_the_bottleneck_on_its_noisy_ack_path(path):
+    # The profile gives the return path its noise; the rest of it must stay
+    # the bottleneck mirrored (in every case of the sweep), or the noise
+    # would come with another path.
+    for r in load_study(path, profile="testbed").runs():
         bn, rev = r.config["bottleneck"], r.config["reverse"]
         for k in ("rate_bps", "delay_ns", "buffer_bytes", "buffer_pkts", "jitter_ns"):
             assert rev[k] == bn[k], k
