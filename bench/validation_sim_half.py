@@ -13,12 +13,12 @@ OUT/validation-sim.csv is the table's layout with the linux columns empty.
 A core that left the simulator unchanged reproduces the table's
 simulator medians exactly (session 49 checked it on session 48's core).
 
-With `--path-jitter TIME` (as `ccbench validate --sim-path-jitter`: a
-seeded uniform delay on the bottleneck and the return link) and
-`--return-stalls EVERY,LENGTH` (the return link's `stalls`: exponential
-pauses on the ACK path, as `bench/pcap_bursts.py analyse` measures them)
-the simulator half runs with that timing noise instead, outside the run
-ids (docs/validation/README.md, session 53).
+With `--path-jitter TIME` and `--return-stalls EVERY,LENGTH` (as
+`ccbench validate --sim-path-jitter` and `--sim-return-stalls`: a seeded
+uniform delay on the bottleneck and the return link; exponential pauses
+of the return link, the ACK path, as `bench/pcap_bursts.py analyse`
+measures them) the simulator half runs with that timing noise, outside
+the run ids (docs/validation/README.md, session 53).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import pandas as pd
 from ccbench import backends
 from ccbench.errors import UsageError
 from ccbench.executor import execute
-from ccbench.spec import UnitError, parse_time
 from ccbench.validate.comparison import analyse
 from ccbench.validate.grid import plan
 from ccbench.validate.output import csv_text
@@ -47,23 +46,12 @@ def main() -> None:
     ap.add_argument("--path-jitter", metavar="TIME", help="seeded jitter on the bottleneck and the return link")
     ap.add_argument("--return-stalls", metavar="EVERY,LENGTH", help="seeded pauses of the return link (the ACK path)")
     args = ap.parse_args()
-    stalls = None
-    if args.return_stalls:
-        parts = args.return_stalls.split(",")
-        try:
-            if len(parts) != 2:
-                raise ValueError("needs two times with a comma between")
-            every, length = (parse_time(x.strip()) for x in parts)
-        except (ValueError, UnitError) as e:
-            sys.exit(f"--return-stalls: {getattr(e, 'problem', e)} (got {args.return_stalls!r}; allowed: "
-                     "EVERY,LENGTH, two times such as 169ms,2.47ms)")
-        stalls = {"stall_every_ns": every, "stall_ns": length}
     table = pd.read_csv(args.table)
     counts = table.drop_duplicates("config_id").set_index("config_id")["sim_n"].astype(int)
     try:
-        p = plan("full", sim_path_jitter=args.path_jitter)
+        p = plan("full", sim_path_jitter=args.path_jitter, sim_return_stalls=args.return_stalls)
     except UsageError as e:
-        sys.exit(str(e).replace("--sim-path-jitter", "--path-jitter"))
+        sys.exit(str(e).replace("--sim-path-jitter", "--path-jitter").replace("--sim-return-stalls", "--return-stalls"))
     unknown = set(counts.index) - {r.config_id for r in p.runs("sim")}
     if unknown:
         sys.exit(f"{args.table}: {len(unknown)} scenarios are not the full grid's (config ids such as "
@@ -73,12 +61,6 @@ def main() -> None:
         # The studies parsed at the largest count; each scenario keeps its own.
         p = dataclasses.replace(p.rechecked(list(more), max(more.values()) - p.reps), recheck=more)
     runs = p.runs("sim")
-    if stalls:
-        for r in runs:
-            # The grid's return path is the bottleneck mirrored without loss
-            # unless the plan wrote it out (as --path-jitter does).
-            rev = r.config.get("reverse") or {**r.config["bottleneck"], "loss": 0.0}
-            r.config["reverse"] = {**rev, **stalls}
     out = Path(args.out)
     print(f"{len(runs)} simulator runs -> {out}", file=sys.stderr)
     execute(p.studies["sim"], runs, backends.get("sim"), out, jobs=args.jobs, progress=None, versions_apart=False)

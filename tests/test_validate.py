@@ -419,6 +419,32 @@ def test_sim_path_jitter_reaches_the_sim_runs_links_only_without_changing_run_id
         assert why in err and bad in err and "Traceback" not in err
 
 
+def test_sim_return_stalls_reach_the_sim_runs_return_link_only_without_changing_run_ids(capsys):
+    from ccbench.backends.sim import core_config
+    from ccbench.core import load
+
+    plain = validate.plan("quick", duration="3s", reps=1)
+    p = validate.plan("quick", duration="3s", reps=1, sim_path_jitter="150us", sim_return_stalls="20ms,2ms")
+    assert [r.run_id for r in p.runs("sim")] == [r.run_id for r in plain.runs("sim")]
+    stalls = {"stall_every_ns": 20_000_000, "stall_ns": 2_000_000}
+    for a, b in zip(plain.runs("sim"), p.runs("sim")):
+        # The ACK path stalls; the bottleneck does not; the jitter goes on both.
+        assert b.config["bottleneck"] == {**a.config["bottleneck"], "jitter_ns": 150_000}
+        assert b.config["reverse"] == {**a.config["bottleneck"], "loss": 0.0, "jitter_ns": 150_000, **stalls}
+    assert all(r.config["reverse"] is None for r in p.runs("linux"))
+    assert p.sim_return == stalls
+    alone = validate.plan("quick", duration="3s", reps=1, sim_return_stalls="20ms,2ms").runs("sim")[0]
+    assert alone.config["bottleneck"] == plain.runs("sim")[0].config["bottleneck"]
+    sim = load()
+    ra, rb = (json.loads(sim.simulate(json.dumps(core_config(c.config)))) for c in (plain.runs("sim")[0], alone))
+    assert ra["flows"] != rb["flows"]
+    for bad, why in (("20ms", "needs two times"), ("20ms,soon", "--sim-return-stalls (length)"),
+                     ("10us,1ms", "out of range")):
+        assert main(["validate", "--quick", "--no-run", "--sim-return-stalls", bad]) == 2
+        err = capsys.readouterr().err
+        assert why in err and bad in err and "Traceback" not in err, err
+
+
 def test_sim_host_noise_options_reach_the_sim_runs_only_without_changing_run_ids(capsys):
     from ccbench.backends.sim import core_config
     from ccbench.core import load

@@ -211,21 +211,17 @@ class _Committer:
 
     def _write(self, done: list[tuple[Any, Outcome]]) -> list[tuple[Any, Outcome]]:
         """Write the runs; a result that does not fit is stored as a failed run. Returns the outcomes as stored."""
-        if len(done) > 1:
-            try:
-                self.store.write_runs(study=self.study, backend=self.backend,
-                                      runs=[self._run_write(rs, o) for rs, o in done])
-                return done
-            except ResultError:
-                pass  # nothing written: one at a time, to store the one that does not fit as failed
-            return [(rs, o) for d in done for rs, o in self._write([d])]
-        runspec, outcome = done[0]
         try:
-            self.store.write_runs(study=self.study, backend=self.backend, runs=[self._run_write(runspec, outcome)])
+            self.store.write_runs(study=self.study, backend=self.backend,
+                                  runs=[self._run_write(rs, o) for rs, o in done])
+            return done
         except ResultError as e:
+            if len(done) > 1:  # nothing written: one at a time, to find the one that does not fit
+                return [stored for d in done for stored in self._write([d])]
+            runspec, outcome = done[0]
             outcome = Outcome(outcome.run_id, "failed", None, f"ResultError: {e}", outcome.wall_time_s)
             self.store.write_runs(study=self.study, backend=self.backend, runs=[self._run_write(runspec, outcome)])
-        return [(runspec, outcome)]
+            return [(runspec, outcome)]
 
     def _count(self, runspec: Any, outcome: Outcome) -> None:
         if outcome.status == "failed":

@@ -72,6 +72,10 @@ def add_command(sub: Any) -> None:
                    help="give the sim runs' sending hosts these seeded pauses ([tcp] sender_pauses, e.g. "
                         "11ms,1ms); outside the run ids, as --sim-host-jitter. `bench/pcap_bursts.py analyse` of a "
                         "captured linux run measures all three (docs/validation/README.md, session 29)")
+    v.add_argument("--sim-return-stalls", metavar="EVERY,LENGTH",
+                   help="give the sim runs' return link (the ACK path) these seeded pauses (topology stalls, e.g. "
+                        "169ms,2.47ms, as `bench/pcap_bursts.py analyse` fits them to a captured linux run); "
+                        "outside the run ids, as --sim-host-jitter")
     v.add_argument("--rerun-sim", action="store_true",
                    help="run the sim half again even where it is finished (after a change to the simulator); "
                         "the linux runs are kept")
@@ -84,7 +88,7 @@ def add_command(sub: Any) -> None:
 # The sim half's settings outside the run ids (a results directory holds
 # sim runs made with one set of them).
 SIM_SETTINGS = ("--sim-host-jitter", "--sim-path-jitter", "--sim-read-latency", "--sim-pacing-latency",
-                "--sim-sender-pauses")
+                "--sim-sender-pauses", "--sim-return-stalls")
 
 
 def _previous_log(out: Path) -> Optional[RunLog]:
@@ -128,7 +132,7 @@ def cmd_validate(args: Any) -> int:
         raise UsageError(f"--recheck: got {args.recheck}; allowed: a number of more runs from 0 to {MAX_RECHECK}")
     jobs = worker_count(args.jobs)
     p = plan(grid, args.duration, args.reps, args.cca, args.sim_host_jitter, args.sim_path_jitter,
-             args.sim_read_latency, args.sim_pacing_latency, args.sim_sender_pauses)
+             args.sim_read_latency, args.sim_pacing_latency, args.sim_sender_pauses, args.sim_return_stalls)
     # Every sim run this command may use: a re-check's too, whichever
     # scenarios it turns out to need.
     widest = p.rechecked(list(dict.fromkeys(r.config_id for r in p.runs("sim"))), args.recheck) if args.recheck else p

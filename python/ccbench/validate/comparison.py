@@ -154,6 +154,7 @@ class Validation:
     machine: dict = field(default_factory=dict)
     sim_tcp: dict = field(default_factory=dict)  # Plan.sim_tcp
     sim_path: dict = field(default_factory=dict)  # Plan.sim_path
+    sim_return: dict = field(default_factory=dict)  # Plan.sim_return
     recheck_reps: int = 0  # the rechecked scenarios' repetitions in all (0: no --recheck)
 
     def counts(self) -> dict[str, int]:
@@ -195,6 +196,7 @@ class Validation:
             "machine": self.machine,
             "sim_tcp": self.sim_tcp,
             "sim_path": self.sim_path,
+            "sim_return": self.sim_return,
             "invocation": self.log.as_dict() if self.log else None,
             "results": str(self.out),
             "scenarios": [s.as_dict() for s in self.scenarios],
@@ -303,7 +305,7 @@ def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> Validation:
         rows = {m.name: compare_spreads(m, stats["sim"][m.name], stats["linux"][m.name]) for m in METRICS}
         scenarios.append(Scenario(cid, _scenario_params(params[cid]), rows, runs, usable, cid in p.recheck))
     return Validation(p.grid, p.duration_us, p.warmup_us, p.reps, scenarios, out, log, machine_info(), p.sim_tcp,
-                      p.sim_path, max(p.recheck.values(), default=0))
+                      p.sim_path, p.sim_return, max(p.recheck.values(), default=0))
 
 
 def fmt_val(m: Metric, v: Optional[float]) -> str:

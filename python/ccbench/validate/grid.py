@@ -14,11 +14,11 @@ The sim runs get ``tcp.kernel_hz`` = this kernel's CONFIG_HZ (read from
 is applied to their configs after the run ids are fixed, so both halves
 still pair (``sim_tcp`` in validation.json says what was applied).
 ``--sim-host-jitter``, ``--sim-path-jitter``, ``--sim-read-latency``,
-``--sim-pacing-latency`` and ``--sim-sender-pauses`` add the simulator's
-models of timing noise that the linux half has anyway (its hosts, its
-emulator) the same way (``sim_tcp``, ``sim_path``); pcap_bursts.py
-``analyse`` of a captured grid run measures them (docs/validation/README.md,
-sessions 28 and 29).
+``--sim-pacing-latency``, ``--sim-sender-pauses`` and ``--sim-return-stalls``
+add the simulator's models of timing noise that the linux half has anyway
+(its hosts, its emulator) the same way (``sim_tcp``, ``sim_path``,
+``sim_return``); pcap_bursts.py ``analyse`` of a captured grid run measures
+them (docs/validation/README.md, sessions 28, 29 and 53).
 """
 
 from __future__ import annotations
@@ -167,8 +167,10 @@ class Plan:
     # but the study text cannot carry without changing every run id.
     sim_tcp: dict = field(default_factory=dict)
     # Link settings given to the sim runs' bottleneck and return link the
-    # same way (``--sim-path-jitter``: {"jitter_ns": N}).
+    # same way (``--sim-path-jitter``: {"jitter_ns": N}), and to the return
+    # link alone (``--sim-return-stalls``: its stalls, the ACK path's).
     sim_path: dict = field(default_factory=dict)
+    sim_return: dict = field(default_factory=dict)
     # Scenarios run more than `reps` times (``--recheck``): config id -> its
     # repetitions in all. The studies are then parsed at the largest count
     # and every other scenario keeps its first `reps`.
@@ -179,13 +181,13 @@ class Plan:
         if backend == "sim":
             for r in runs:
                 r.config["tcp"].update(self.sim_tcp)
-                if self.sim_path:
+                if self.sim_path or self.sim_return:
                     bn = r.config["bottleneck"]
                     # The grid's return path is the bottleneck mirrored without
-                    # loss; written out, it can carry the setting too.
+                    # loss; written out, it can carry the settings too.
                     rev = r.config.get("reverse") or {**bn, "loss": 0.0}
                     r.config["bottleneck"] = {**bn, **self.sim_path}
-                    r.config["reverse"] = {**rev, **self.sim_path}
+                    r.config["reverse"] = {**rev, **self.sim_path, **self.sim_return}
         return runs
 
     def run_ids(self) -> list[str]:
@@ -274,14 +276,25 @@ def _latency(option: str, value: str, field: str) -> dict:
     return {f"{field}_median_ns": median, f"{field}_p90_ns": p90}
 
 
-def _sender_pauses(value: str) -> dict:
-    """``--sim-sender-pauses`` as the sim runs' tcp settings, checked as the
-    study's ``[tcp] sender_pauses`` is."""
+def _pauses(option: str, value: str) -> tuple[int, int]:
+    """An ``EVERY,LENGTH`` option in nanoseconds, checked as a study's
+    ``stalls`` and ``[tcp] sender_pauses`` are."""
     from ccbench.spec.limits import STALL_EVERY_MAX_NS, STALL_EVERY_MIN_NS, STALL_LENGTH_MAX_NS
 
-    every, length = _time_pair("--sim-sender-pauses", value, ("every", "length"),
-                               ((STALL_EVERY_MIN_NS, STALL_EVERY_MAX_NS), (1, STALL_LENGTH_MAX_NS)), PAUSES_ALLOWED)
+    return _time_pair(option, value, ("every", "length"),
+                      ((STALL_EVERY_MIN_NS, STALL_EVERY_MAX_NS), (1, STALL_LENGTH_MAX_NS)), PAUSES_ALLOWED)
+
+
+def _sender_pauses(value: str) -> dict:
+    """``--sim-sender-pauses`` as the sim runs' tcp settings."""
+    every, length = _pauses("--sim-sender-pauses", value)
     return {"sender_pause_every_ns": every, "sender_pause_ns": length}
+
+
+def _return_stalls(value: str) -> dict:
+    """``--sim-return-stalls`` as the sim runs' return link setting (its ``stalls``)."""
+    every, length = _pauses("--sim-return-stalls", value)
+    return {"stall_every_ns": every, "stall_ns": length}
 
 
 def _studies(grid: Grid, duration: str, reps: int) -> tuple[str, dict]:
@@ -295,7 +308,8 @@ def _studies(grid: Grid, duration: str, reps: int) -> tuple[str, dict]:
 def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] = None,
          ccas: Optional[Sequence[str]] = None, sim_host_jitter: Optional[str] = None,
          sim_path_jitter: Optional[str] = None, sim_read_latency: Optional[str] = None,
-         sim_pacing_latency: Optional[str] = None, sim_sender_pauses: Optional[str] = None) -> Plan:
+         sim_pacing_latency: Optional[str] = None, sim_sender_pauses: Optional[str] = None,
+         sim_return_stalls: Optional[str] = None) -> Plan:
     """The grid's study on both backends, with its algorithms replaced by
     ``ccas`` if given (``bpf:PATH`` relative to the current directory), and
     the simulator's seeded host jitter (``tcp.host_jitter``), link jitter
@@ -345,4 +359,5 @@ def plan(grid: Grid | str, duration: Optional[str] = None, reps: Optional[int] =
     if sim_sender_pauses is not None:
         sim_tcp.update(_sender_pauses(sim_sender_pauses))
     sim_path = _path_jitter(sim_path_jitter) if sim_path_jitter is not None else {}
-    return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us), sim_tcp, sim_path)
+    sim_return = _return_stalls(sim_return_stalls) if sim_return_stalls is not None else {}
+    return Plan(grid, duration, reps, text, studies, dur_us, warmup_us(dur_us), sim_tcp, sim_path, sim_return)
