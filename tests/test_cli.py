@@ -194,13 +194,15 @@ def test_retry_suspect_runs_suspect_runs_again(study_file, tmp_path, capsys):
 
     # still suspect at the first retry, ok at the second
     with backends.registered("sim", FakeBackend(log, suspect={stalled}, degenerate={empty})):
-        assert main(["run", str(study_file), "--retry-suspect", "1"]) == 0
-    assert "1 runs are suspect; running them again (retry 1 of 1)" in capsys.readouterr().err
+        assert main(["run", str(study_file), "--retry-suspect", "1", "--retry-pause", "10ms"]) == 0
+    err = capsys.readouterr().err
+    assert "1 runs are suspect; running them again (retry 1 of 1)" in err
+    assert "waiting 0.01 s first" in err
     assert calls(log)[4:] == [stalled]
     with backends.registered("sim", FakeBackend(log, degenerate={empty})):
-        assert main(["run", str(study_file), "--retry-suspect", "3"]) == 0
+        assert main(["run", str(study_file), "--retry-suspect", "3", "--retry-pause", "0s"]) == 0
     err = capsys.readouterr().err
-    assert "retry 1 of 3" in err and "retry 2" not in err
+    assert "retry 1 of 3" in err and "retry 2" not in err and "waiting" not in err
     assert calls(log)[5:] == [stalled]
     assert "runs are suspect (see" not in err  # the degenerate one is not worth running again
     with Store.open_existing("results/cli-test") as store:
@@ -211,6 +213,11 @@ def test_retry_suspect_runs_suspect_runs_again(study_file, tmp_path, capsys):
 
     assert main(["run", str(study_file), "--retry-suspect", "-1"]) == 2
     assert "--retry-suspect" in one_line_error(capsys.readouterr().err)
+    for bad, why in (("-1s", "must not be negative"), ("10min", "allowed: a time from 0s to 300s"),
+                     ("5 parsecs", "unknown time unit")):
+        assert main(["run", str(study_file), "--retry-suspect", "1", f"--retry-pause={bad}"]) == 2
+        err = one_line_error(capsys.readouterr().err)
+        assert "--retry-pause" in err and why in err and repr(bad) in err, err
 
 
 def test_interrupted_run_exits_130_and_says_how_to_resume(study_file, tmp_path, capsys):

@@ -178,9 +178,12 @@ def test_quickstart_through_a_forwarder_matches_the_linux_backend(bed, tmp_path)
     assert {f["flow_id"] for f in flows} == {0, 1}
     assert all(f["rtt_min_us"] >= 20_000 for f in flows)  # the emulated 20 ms path
 
-    lin = ccbench_cmd("run", str(study), "--backend", "linux", "--out", str(tmp_path / "l"))
+    # The linux run is retried too while it comes back suspect (a late emulator takes goodput away:
+    # a CI run compared a clean hosts run with a suspect linux one).
+    lin = ccbench_cmd("run", str(study), "--backend", "linux", "--out", str(tmp_path / "l"), "--retry-suspect", "4")
     assert lin.returncode == 0, lin.stderr + lin.stdout
     lruns, lflows, _ = store_rows(tmp_path / "l")
+    assert [x.status for x in lruns] == ["ok"], [x.error for x in lruns]
     # Aggregate goodput (all flows' bytes over the run): how the two backends' paths carry the study.
     # The split between the flows (the second starts at 5 s) varies from run to run on either backend.
     seconds = 10

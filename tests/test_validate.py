@@ -301,7 +301,7 @@ def test_quick_validation_sim_agrees_with_the_kernel(tmp_path, capsys):
     goodput and 10 % on mean RTT (medians over repetitions, after the warm-up)."""
     _root_or_skip()
     out = tmp_path / "validate"
-    code = main(["validate", "--quick", "--out", str(out), "--retry-suspect", "2", "--format", "json"])
+    code = main(["validate", "--quick", "--out", str(out), "--retry-suspect", "4", "--format", "json"])
     printed = capsys.readouterr()
     doc = json.loads(printed.out)
     assert json.loads((out / "validation.json").read_text())["counts"] == doc["counts"]
@@ -338,7 +338,7 @@ def test_recheck_runs_the_disagreeing_scenario_on_both_backends(tmp_path, capsys
 
     p, out, cubic = _cubic_disagrees(tmp_path, reps=1)
     main(["validate", "--grid", "quick", "--duration", "3s", "--reps", "1", "--out", str(out), "--recheck", "1",
-          "--retry-suspect", "2", "--format", "json"])
+          "--retry-suspect", "4", "--format", "json"])
     printed = capsys.readouterr()
     assert "--recheck: 1 scenario disagrees at 1 runs a side" in printed.err
     doc = json.loads(printed.out)
@@ -515,11 +515,11 @@ def test_validation_with_a_bpf_cca_on_both_backends(tmp_path, monkeypatch, capsy
     out = tmp_path / "validate"
     cca = "bpf:studies/bpf-cca/reno.bpf.c"
     main(["validate", "--quick", "--cca", cca, "--reps", "1", "--duration", "6s", "--out", str(out),
-          "--retry-suspect", "2", "--format", "json"])
+          "--retry-suspect", "4", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     (s,) = doc["scenarios"]
     assert s["params"]["cca"] == cca
-    assert s["runs"]["sim"]["ok"] == 1 and s["runs"]["linux"]["ok"] == 1, s["runs"]
+    assert s["runs"]["sim"]["ok"] == 1 and s["runs"]["linux"]["ok"] == 1, s["runs"]["linux"]
     g = s["metrics"]["goodput_steady"]
     print(f"BPF reno goodput: sim {g['sim']['median']:.4g} linux {g['linux']['median']:.4g} ratio {g['ratio']}")
     assert g["ratio"] is not None and abs(g["ratio"] - 1) <= 0.10

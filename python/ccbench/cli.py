@@ -150,7 +150,7 @@ def summary_tables(a: Analysis) -> list[Table]:
 def cmd_run(args: argparse.Namespace) -> int:
     from ccbench.executor import execute, worker_count
     from ccbench.executor.progress import make_progress
-    from ccbench.executor.retry import retriable_suspect, set_aside_suspect
+    from ccbench.executor.retry import pause_before_retry, retriable_suspect, retry_pause_s, set_aside_suspect
     from ccbench.spec import load_study
     from ccbench.store import default_results_dir
 
@@ -158,6 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     profile = "quick" if args.quick else args.profile
     if args.retry_suspect < 0:
         raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
+    pause_s = retry_pause_s(args.retry_pause)
     if args.quick and args.profile not in (None, "quick"):
         raise UsageError(f"--quick is --profile quick; it cannot be combined with --profile {args.profile}")
     if args.out is not None and not args.out.strip():
@@ -208,6 +209,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             break
         err_c.print(f"{len(again)} runs are suspect; running them again (retry {attempt} of {args.retry_suspect})",
                     soft_wrap=True)
+        pause_before_retry(pause_s, attempt, lambda s: err_c.print(s, soft_wrap=True))
         summary = execute_unfinished()
     if summary.interrupted:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
@@ -225,6 +227,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             resume += ["--new-version"]
         if args.retry_suspect:
             resume += ["--retry-suspect", str(args.retry_suspect)]
+            if args.retry_pause is not None:
+                resume += ["--retry-pause", args.retry_pause]
         if args.cluster is not None:
             resume += ["--cluster"] + ([args.cluster] if args.cluster else [])
         done = summary.skipped + summary.ok + summary.suspect
@@ -541,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--retry-suspect", type=int, default=0, metavar="N",
                    help="run again, up to N times, runs that came back suspect (linux, hosts: the testbed may "
                         "have shaped them), from this invocation or an earlier one (default 0)")
+    r.add_argument("--retry-pause", metavar="TIME",
+                   help="wait this long before the first retry of suspect runs, and k times "
+                        "as long before the k-th, so that a burst of other work can pass (default 5s)")
     from ccbench.executor import cluster_config
 
     cluster_config.add_arguments(r)

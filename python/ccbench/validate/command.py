@@ -1,10 +1,11 @@
 """``ccbench validate``: how far is the simulator from the real Linux kernel?
 
     ccbench validate [--grid quick|medium|full | --quick] [--cca CCA ...] [--reps N] [--duration T]
-                     [--out DIR] [--jobs N] [--retry-suspect N] [--recheck N] [--rerun-sim] [--no-run]
-                     [--sim-host-jitter TIME] [--sim-path-jitter TIME] [--sim-read-latency MEDIAN,P90]
-                     [--sim-pacing-latency MEDIAN,P90] [--sim-sender-pauses EVERY,LENGTH]
-                     [--format table|csv|json|markdown]
+                     [--out DIR] [--jobs N] [--retry-suspect N] [--retry-pause TIME] [--recheck N]
+                     [--rerun-sim] [--no-run] [--sim-host-jitter TIME] [--sim-path-jitter TIME]
+                     [--sim-read-latency MEDIAN,P90] [--sim-pacing-latency MEDIAN,P90]
+                     [--sim-sender-pauses EVERY,LENGTH]
+                     [--sim-return-stalls EVERY,LENGTH] [--format table|csv|json|markdown]
 
 Runs the grid (validate/grid.py) on both backends (validate/running.py) into
 one results store (default ``results/validate/``), compares them
@@ -28,6 +29,7 @@ from typing import Any, Optional
 
 from ccbench import console
 from ccbench.errors import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from ccbench.executor.retry import retry_pause_s
 from ccbench.validate.grid import DEFAULT_OUT, GRIDS, plan
 from ccbench.validate.running import RunLog, execute_plan, set_aside, sim_settings_changed, unfinished
 
@@ -51,6 +53,9 @@ def add_command(sub: Any) -> None:
                    help="sim runs at the same time (default 1; 0 = one per CPU); linux runs are always serial")
     v.add_argument("--retry-suspect", type=int, default=1, metavar="N",
                    help="run a linux run that came back suspect again, up to N times (default 1)")
+    v.add_argument("--retry-pause", metavar="TIME",
+                   help="wait this long before the first retry of suspect linux runs, and k times "
+                        "as long before the k-th, so that a burst of other work can pass (default 5s)")
     v.add_argument("--recheck", type=int, default=0, metavar="N",
                    help="run each scenario that disagrees N more times on both backends and judge it again on all "
                         "its runs (default 0: no re-check)")
@@ -128,6 +133,7 @@ def cmd_validate(args: Any) -> int:
     grid = "quick" if args.quick else (args.grid or "medium")
     if args.retry_suspect < 0:
         raise UsageError(f"--retry-suspect: got {args.retry_suspect}; allowed: a number >= 0")
+    pause_s = retry_pause_s(args.retry_pause)
     if not 0 <= args.recheck <= MAX_RECHECK:
         raise UsageError(f"--recheck: got {args.recheck}; allowed: a number of more runs from 0 to {MAX_RECHECK}")
     jobs = worker_count(args.jobs)
@@ -163,7 +169,7 @@ def cmd_validate(args: Any) -> int:
         info.print(f"validate grid {p.grid.name}: {p.grid.size} scenarios × {p.reps} repetitions × {p.duration} on "
                    f"sim and linux → {out}; {todo} linux runs to do, about "
                    f"{todo * (p.duration_us / 1e6 + 1.6) / 60:.0f} min", soft_wrap=True)
-        execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, console=info, log=log)
+        execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, retry_pause_s=pause_s, console=info, log=log)
     # The analysis stack (numpy) only here: registering the command must not load it.
     from ccbench.store import find_db
     from ccbench.validate.comparison import analyse, summary_line
@@ -182,7 +188,7 @@ def cmd_validate(args: Any) -> int:
                        f"{'s' if len(again) == 1 else ''} at {p.reps} runs a side; each runs "
                        f"{args.recheck} more times on both backends ({todo} linux runs to do, about "
                        f"{todo * (p.duration_us / 1e6 + 1.6) / 60:.0f} min)", soft_wrap=True)
-            execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, console=info, log=log, only=new)
+            execute_plan(p, out, jobs=jobs, retry_suspect=args.retry_suspect, retry_pause_s=pause_s, console=info, log=log, only=new)
         v = analyse(p, out, log)
     log.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     paths = write_outputs(v)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ccbench.executor.retry import set_aside_suspect
+from ccbench.executor.retry import pause_before_retry, set_aside_suspect
 from ccbench.validate.grid import Plan
 
 @dataclass
@@ -86,10 +86,11 @@ def sim_settings_changed(out: Path, runs: Sequence[Any]) -> list[str]:
                 if r.status in ("ok", "suspect") and r.config != planned[r.run_id]]
 
 
-def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, console: Any = None,
-                 log: Optional[RunLog] = None, only: Optional[set] = None) -> RunLog:
+def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, retry_pause_s: float = 0.0,
+                 console: Any = None, log: Optional[RunLog] = None, only: Optional[set] = None) -> RunLog:
     """Run what is not finished yet: every sim run, then every linux run
-    (serially); with ``only``, just the plan's runs with those ids (a
+    (serially), retrying suspect linux runs after a pause
+    (:func:`~ccbench.executor.retry.pause_before_retry`); with ``only``, just the plan's runs with those ids (a
     re-check's new runs: the earlier runs' suspect ones have had their
     retries)."""
     from ccbench import backends
@@ -139,6 +140,8 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, c
         if console is not None:
             console.print(f"{len(again)} linux runs came back suspect; running them again "
                           f"(retry {attempt + 1} of {retry_suspect})", soft_wrap=True)
+        pause_before_retry(retry_pause_s, attempt + 1,
+                           (lambda s: console.print(s, soft_wrap=True)) if console is not None else (lambda s: None))
     return log
 
 
