@@ -28,6 +28,7 @@ from ccbench.cli import main
 from ccbench.errors import StudyError
 from ccbench.spec import load_study, parse_study
 
+from kernel_retry import ATTEMPTS, until_clean
 from root_checks import need_linux_backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,9 +231,9 @@ cca = "{cca}"
 RETRIED_KINDS = {"emulator", "kernel"}
 
 
-def _linux_runs(tmp_path, cca, duration="10s", rate="50Mbit", buffer="1bdp", qdisc="", attempts=3):
+def _linux_runs(tmp_path, cca, duration="10s", rate="50Mbit", buffer="1bdp", qdisc="", attempts=ATTEMPTS):
     """Linux runs of one config, until one is not suspect for RETRIED_KINDS
-    only, or ``attempts`` runs: the list of them, the last one to judge."""
+    only, or ``attempts`` runs (kernel_retry.py): the list of them, the last one to judge."""
     from ccbench.backends.linux.backend import LinuxBackend
 
     for f in EXAMPLES.glob("*.bpf.c"):
@@ -240,14 +241,12 @@ def _linux_runs(tmp_path, cca, duration="10s", rate="50Mbit", buffer="1bdp", qdi
     p = tmp_path / "s.toml"
     p.write_text(textwrap.dedent(LINUX.format(duration=duration, rate=rate, buffer=buffer, qdisc=qdisc, cca=cca)))
     (r,) = load_study(p).runs()
-    out = []
-    for _ in range(attempts):
-        res = LinuxBackend().run(r)
-        out.append(res)
+
+    def spoiled(res) -> bool:
         kinds = set(res.stats.get("suspect_kinds") or [])
-        if res.status == "ok" or not kinds or not kinds <= RETRIED_KINDS:
-            break
-    return out
+        return res.status == "suspect" and bool(kinds) and kinds <= RETRIED_KINDS
+
+    return until_clean(lambda: LinuxBackend().run(r), spoiled, lambda res: res.note, attempts)
 
 
 def _linux_run(tmp_path, cca, **kw):

@@ -248,12 +248,16 @@ def _run_row(spec: Any, rec: Any, values: dict, keys: dict) -> dict:
     """One stored run of a scenario: its judged metrics (None where the run is
     left out) and, for a linux run, its emulator's lateness, which the
     kernel's numbers follow on short paths (docs/validation/README.md,
-    sessions 23 and 25)."""
-    emu = (rec.stats or {}).get("emulator") or {}
+    sessions 23 and 25), and the steal time on the emulator's CPU, which
+    the lateness follows (backends/steal.py)."""
+    stats = rec.stats or {}
+    emu = stats.get("emulator") or {}
     late = emu.get("lateness_us") or {}
+    cpu = stats.get("emu_cpu")
     return {"run_id": rec.run_id, "repetition": spec.repetition, "status": rec.status,
             **{m: values.get(k) for m, k in keys.items()},
-            "late_pkts": emu.get("late_pkts"), "lateness_p99_us": late.get("p99"), "lateness_max_us": late.get("max")}
+            "late_pkts": emu.get("late_pkts"), "lateness_p99_us": late.get("p99"), "lateness_max_us": late.get("max"),
+            "emu_cpu_steal": (stats.get("steal") or {}).get(str(cpu)) if cpu is not None else None}
 
 
 def analyse(p: Plan, out: Path, log: Optional[RunLog] = None) -> Validation:

@@ -245,19 +245,21 @@ def html_page(v: Validation) -> str:
 
 def _per_run_table(s: Scenario) -> str:
     """Each stored run's judged numbers beside its emulator's lateness (linux):
-    on short paths the kernel's numbers follow it."""
+    on short paths the kernel's numbers follow it; and the steal time on the
+    emulator's CPU, which the lateness follows."""
     def num(x: object, div: float, fmt: str) -> str:
         return "–" if x is None else format(float(x) / div, fmt)
 
     rows = [[b, str(r["repetition"]), f"<code>{esc(r['run_id'])}</code>", esc(r["status"]),
              num(r.get("goodput_steady"), 1e6, ".2f"), num(r.get("rtt_mean_steady"), 1e3, ".2f"),
-             num(r.get("late_pkts"), 1, ".0f"), num(r.get("lateness_p99_us"), 1, ".0f")]
+             num(r.get("late_pkts"), 1, ".0f"), num(r.get("lateness_p99_us"), 1, ".0f"),
+             num(r.get("emu_cpu_steal"), 0.01, ".1f")]
             for b in ("sim", "linux") for r in s.runs[b].get("per_run", [])]
     if not rows:
         return ""
     return ('<p class="muted">Per run (– where a run is left out, or for the simulator, which has no emulator):'
             "</p>" + table(["backend", "rep", "run", "status", "goodput Mbit/s", "mean srtt ms",
-                            "late packets", "lateness p99 µs"], rows, left=4))
+                            "late packets", "lateness p99 µs", "steal on its CPU %"], rows, left=4))
 
 
 def _study_text_of(v: Validation) -> str:

@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ccbench.backends import SAMPLE_COLUMNS, RunResult
+from ccbench.backends import SAMPLE_COLUMNS, RunResult, steal
 from ccbench.errors import StudyError, UsageError
 from ccbench.spec import units
 
@@ -304,6 +304,7 @@ class _Run:
         self.procs: list[RemoteProc] = []
         self.local = tempfile.mkdtemp(prefix=log_dir_prefix(self.token))
         self.clock: dict[str, dict] = {}
+        self.cpu_times: dict[str, list[dict]] = {}  # per role: /proc/stat per CPU as the run starts and ends
         self.closed = False
 
     # -- lifecycle
@@ -447,6 +448,18 @@ class _Run:
                 except (OSError, subprocess.TimeoutExpired):
                     p.kill()
 
+    def read_cpu_times(self) -> None:
+        """Each host's /proc/stat per CPU (steal.py); a host that cannot say is left out."""
+        def one(role: str) -> dict:
+            try:
+                t = self.hr[role].conn.run(["cat", "/proc/stat"], check=False, sudo=False)
+            except SshError:
+                return {}
+            return steal.parse(t.stdout) if t.returncode == 0 else {}
+
+        for role, times in zip(self.hr, parallel(one, list(self.hr))):
+            self.cpu_times.setdefault(role, []).append(times)
+
     def offset(self, role: str) -> int:
         return int(self.clock[role]["start"]["monotonic_offset_ns"])
 
@@ -516,6 +529,7 @@ class _Run:
                 clients[f"client-s{i}"] = (h.role, flows)
                 load_procs.append(self.start_load(f"client-s{i}", h.role, "client"))
         self.wait_ready(load_procs)
+        self.read_cpu_times()
 
         t0 = time.monotonic_ns() + START_MARGIN_NS
         end = t0 + int(cfg["duration_ns"])
@@ -610,6 +624,7 @@ class _Run:
                 p.stdout_text = (out or b"").decode(errors="replace")
             except subprocess.TimeoutExpired:
                 p.popen.kill()
+        self.read_cpu_times()
         self.measure_clocks("end")
 
         by_name = {p.name: p for p in self.procs}
@@ -740,12 +755,19 @@ class _Run:
         for text in corrupt_windows(cfg, peaks) + unapplied_sockops(cfg, cflows, peaks):
             flag("kernel", text)
         info = []
+        stolen = {role: steal.fractions(*times) for role, times in self.cpu_times.items() if len(times) == 2}
+        if "emulator" in kinds:
+            text = steal.note(stolen.get("f") or {}, emu_out.get("cpu"))
+            if text:
+                info.append(f"on {self.inv.forwarder.label}: {text}" if self.inv.forwarder else text)
         if self.inv.bottleneck == "path":
             info.append("bottleneck = path: the study's links were not emulated; the real path between the hosts "
                         "was the bottleneck")
         stats = {
             "backend": "hosts", "bottleneck": self.inv.bottleneck, "token": self.token,
             "hosts": self.parameters(), "clock": self.clock, "emulator": emu_out,
+            # Per host, each CPU's share of the run stolen by its virtual machine's host (steal.py).
+            "steal": stolen,
             "suspect_reasons": reasons, "suspect_kinds": sorted(kinds),
         }
         if iperf3_summary:

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from ccbench.backends import SAMPLE_COLUMNS, RunResult
+from ccbench.backends import SAMPLE_COLUMNS, RunResult, steal
 from ccbench.errors import UsageError
 
 from . import bpf_cca, cgroups, cleanup, iperf3, netns, procs, tcp_watch
@@ -235,6 +235,7 @@ class _Run:
         self.cca_name: dict[str, str] = {}  # a flow's cca → the name its sockets use
         self.watch: Optional[tcp_watch.Watch] = None  # with BPF CCAs: every ACK's window (tcp_watch.py)
         self.watch_problem: Optional[str] = None
+        self.cpu_times: list[dict] = []  # /proc/stat per CPU as the run starts and ends (steal.py)
 
     # -- lifecycle
 
@@ -387,6 +388,7 @@ class _Run:
                 "late_tolerance_ns": LATE_TOLERANCE_NS, "cpu": "off" if emu_cpu is None else emu_cpu}
 
     def _finish(self, configs: dict[str, dict], t0: int, end: int, clients: dict, servers: list[str]) -> RunResult:
+        self.cpu_times = [steal.read()]
         self.procs.go(configs)
         deadline = (end + END_GRACE_NS) / 1e9 + EXIT_TIMEOUT_S
         # The hosts' TCP counters as the run's time ends: after it the clients
@@ -398,6 +400,7 @@ class _Run:
         late_exit = [p.name for p in self.procs.wait(deadline)]
         cut.set()  # a run that ended early is read when it ended
         reader.join()
+        self.cpu_times.append(steal.read())
         if late_exit:
             self.procs.stop()
         self._read_kernel_counters()
@@ -690,6 +693,11 @@ class _Run:
         elif self.watch_problem:
             info.append(f"windows were only checked at the sample interval: {self.watch_problem}")
 
+        stolen = steal.fractions(*self.cpu_times) if len(self.cpu_times) == 2 else {}
+        if "emulator" in kinds:
+            text = steal.note(stolen, emu_out.get("cpu"))
+            if text:
+                info.append(text)
         if self.tcp_ext_problem:
             info.append(self.tcp_ext_problem)
         if emu_out.get("placement_error"):
@@ -725,6 +733,8 @@ class _Run:
             # Where the emulator ran and where the hosts' kernel work was steered (RPS).
             "emu_cpu": emu_out.get("cpu"),
             "emu_rps_cpus": emu_out.get("rps_cpus"),
+            # Each CPU's share of the run stolen by the virtual machine's host (steal.py).
+            "steal": stolen,
             "suspect_reasons": reasons,
             "suspect_kinds": sorted(kinds),
         }
