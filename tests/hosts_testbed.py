@@ -12,7 +12,9 @@ as in a lab:
 
 All hosts share this machine's kernel and file system, so per-host TCP
 settings are per namespace (ccbench's sysctls are all per-namespace ones)
-and the hosts' work directories are distinct paths.
+and the hosts' work directories are distinct paths. Each host's /sys has
+cgroup v2 mounted at /sys/fs/cgroup, as on a real machine (one cgroup tree,
+the machine's).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 SSHD = "/usr/sbin/sshd"
+MOUNT_CGROUP2_THEN = 'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"'  # fixed; the command is "$@"
 
 
 def sh(*argv: str, check: bool = True, ns: Optional[str] = None) -> subprocess.CompletedProcess:
@@ -104,8 +107,11 @@ class Testbed:
 
     def start_sshd(self, role: str) -> None:
         d = self.tmp / role
-        self.sshd[role] = subprocess.Popen(["ip", "netns", "exec", self.ns[role], SSHD, "-D", "-f",
-                                            str(d / "sshd_config"), "-E", str(d / "sshd.log")],
+        # `ip netns exec` gives the host a /sys of its own without the cgroup v2 mount a real
+        # machine has (the senders' TCP-BPF program attaches there): mount it, then become sshd.
+        self.sshd[role] = subprocess.Popen(["ip", "netns", "exec", self.ns[role], "sh", "-c", MOUNT_CGROUP2_THEN,
+                                            "sh", SSHD, "-D", "-f", str(d / "sshd_config"), "-E",
+                                            str(d / "sshd.log")],
                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 20
@@ -169,6 +175,11 @@ class Testbed:
                 if "sshd" in exe or int(pid) in sshd:
                     continue
                 out.append(f"process in {r}: {pid} {cmd}")
+        from ccbench.backends.linux import cgroups
+
+        base = cgroups.root()  # the senders' cgroups (remote.py): one cgroup tree on this machine
+        if base is not None:
+            out += [f"cgroup {p}" for p in base.iterdir() if p.name.startswith("ccbh") and p.is_dir()]
         links = sh("ip", "-n", self.ns["f"], "-o", "link", "show", check=False).stdout
         out += [f"link in f: {x.split(':')[1].strip()}" for x in links.splitlines() if "ccb" in x]
         rules = sh("ip", "-n", self.ns["f"], "rule", "show", check=False).stdout

@@ -65,6 +65,20 @@ def test_remote_commands_are_quoted_argument_lists():
     assert "StrictHostKeyChecking=accept-new" in Connection(inv.senders[0], accept_new=True).command_argv(["true"])
 
 
+def test_a_manifest_from_the_host_is_checked_before_it_is_undone():
+    """The manifest lives on the host: only entries of the shapes ccbench writes are undone."""
+    from ccbench.backends.hosts.remote import undo_steps
+
+    good = "/sys/fs/cgroup/ccbh0123abcd-s0"
+    args, _ = undo_steps([{"kind": "cgroup", "path": good},
+                          {"kind": "cgroup", "path": "/sys/fs/cgroup/../../etc/ccbh0123abcd-s0"},
+                          {"kind": "cgroup", "path": "/sys/fs/cgroup/user.slice"},
+                          {"kind": "cgroup", "path": "/sys/fs/cgroup/ccb0123abcd-s0"},  # the linux backend's shape
+                          {"kind": "cgroup", "path": ["/sys/fs/cgroup/ccbh0123abcd-s0"]},
+                          {"kind": "sysctl", "key": "kernel.panic", "value": "1"}])
+    assert args == [f"cgroup={good}"]
+
+
 # ---------------------------------------------------------------- the testbed
 
 
@@ -176,6 +190,9 @@ def test_quickstart_through_a_forwarder_matches_the_linux_backend(bed, tmp_path)
     assert counts["samples"] > 0 and counts["queue"] > 0
     assert {f["flow_id"] for f in flows} == {0, 1}
     assert all(f["rtt_min_us"] >= 20_000 for f in flows)  # the emulated 20 ms path
+    # RTT statistics over every sample, from the TCP-BPF program in each sender's cgroup, as on linux
+    assert all(f["rtt_mean_us"] is not None and f["rtt_p99_us"] >= f["rtt_mean_us"] >= f["rtt_min_us"]
+               for f in flows), flows
 
     # The linux run is retried too while it comes back suspect (a late emulator takes goodput away:
     # a CI run compared a clean hosts run with a suspect linux one).
@@ -214,8 +231,55 @@ def run_ok(bed, tmp_path: Path, text: str, bottleneck: str, name: str):
     study.write_text(text)
     inv = bed.write_inventory(bottleneck=bottleneck)
     runs, flows, counts = run_measured(bed, study, inv, tmp_path / name)
-    assert runs[0].status == "ok", runs[0].note
+    assert runs[0].status == "ok", runs[0].error
     return runs, flows, counts
+
+
+CLAMP_STUDY = """
+[study]
+name = "hosts-clamp"
+duration = "6s"
+[topology]
+senders = 2
+[topology.bottleneck]
+rate = "100Mbit"
+delay = "10ms"
+buffer = "1bdp"
+[[flows]]
+cca = "cubic"
+sender = 0
+cwnd_clamp = 20
+[[flows]]
+cca = "cubic"
+sender = 1
+"""
+
+
+def test_cwnd_clamp_on_a_sender_by_its_tcp_bpf_program(bed, tmp_path):
+    """flows.cwnd_clamp on hosts, as on linux: the sender's load client attaches its sock_ops program
+    in the cgroup the run created there; the clamped flow's window reaches 20 segments and never more,
+    the other's grows past it; the cgroups are gone afterwards (run_measured checks for leftovers)."""
+    # One run: a late emulator does not change what is checked here (a window the sender sets).
+    study = tmp_path / "clamp.toml"
+    study.write_text(CLAMP_STUDY)
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(bed.write_inventory(bottleneck="emu")),
+                    "--out", str(tmp_path / "clamp"))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert bed.leftovers() == []
+    runs, _, _ = store_rows(tmp_path / "clamp")
+    assert runs[0].status == "ok" or emulator_late(runs[0].stats, runs[0].status), runs[0].error
+    from ccbench.store import Store
+
+    with Store.open_existing(tmp_path / "clamp") as st:
+        samples = st.reader("samples").read_all().to_pydict()
+    cwnd = {0: [], 1: []}
+    for f, c in zip(samples["flow_id"], samples["cwnd_bytes"]):
+        if c is not None:
+            cwnd[int(f)].append(int(c))
+    print(f"clamped flow: max cwnd {max(cwnd[0])} B; other: {max(cwnd[1])} B; {runs[0].stats['rtt_samples']}")
+    assert max(cwnd[0]) == 20 * 1448  # reached, never exceeded
+    assert max(cwnd[1]) > 40 * 1448
+    assert all(n > 0 for n in runs[0].stats["rtt_samples"].values())
 
 
 def test_path_with_iperf3_flow_rows_agree_with_iperf3(bed, tmp_path):

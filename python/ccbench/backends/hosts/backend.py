@@ -102,9 +102,6 @@ def check_config(cfg: dict, inv: Inventory) -> None:
     if int(cfg["tcp"].get("init_cwnd", 10)) != 10 or int(cfg["tcp"].get("min_rto_ns", 200_000_000)) != 200_000_000:
         raise UsageError("tcp.init_cwnd / tcp.min_rto: the hosts backend does not change the hosts' routes, where "
                          "Linux keeps them: leave them at Linux's defaults (10, '200ms')")
-    if any(f.get("cwnd_clamp") is not None for f in cfg["flows"]):
-        raise UsageError("cwnd_clamp: not supported by the hosts backend (it needs a cgroup and a BPF program on "
-                         "the sender)")
     if inv.bottleneck == "tc":
         for name, link in (("bottleneck", cfg["bottleneck"]), ("reverse", cfg.get("reverse"))):
             if link and (link.get("qdisc") or {"kind": "fifo"}).get("kind", "fifo") != "fifo":
@@ -305,6 +302,9 @@ class _Run:
         self.local = tempfile.mkdtemp(prefix=log_dir_prefix(self.token))
         self.clock: dict[str, dict] = {}
         self.cpu_times: dict[str, list[dict]] = {}  # per role: /proc/stat per CPU as the run starts and ends
+        # per sender: its load client's cgroup (remote.py), where the TCP-BPF program takes RTT samples;
+        # None without a cgroup v2 mount there
+        self.cgroups: dict[str, Optional[str]] = {}
         self.closed = False
 
     # -- lifecycle
@@ -320,6 +320,8 @@ class _Run:
             role = hr.conn.host.role
             names = ["ccbench-load"] + (["ccbench-emu"] if role == "f" and inv.bottleneck == "emu" else [])
             hr.create({n: self.b.binaries[n] for n in names})
+            if role.startswith("s"):
+                self.cgroups[role] = hr.create_cgroup()
             if role != "f":
                 hr.set_sysctls(sysctls)
             elif inv.bottleneck == "emu":
@@ -328,6 +330,11 @@ class _Run:
                 self._setup_tc()
 
         parallel(one, list(self.hr.values()))
+        for f in self.cfg["flows"]:
+            h = inv.senders[f["sender"]]
+            if f.get("cwnd_clamp") is not None and not self.cgroups.get(h.role):
+                raise HostError(f"host {h.label}: flow {f['id']} has cwnd_clamp, which the sender's TCP-BPF "
+                                "program applies in a cgroup v2, and the host has none mounted")
 
     def _setup_emu(self) -> None:
         """The forwarder: a TUN device; what arrives on the test interfaces for a test address goes into it
@@ -568,6 +575,8 @@ class _Run:
                 } for f in flows],
                 "samples_path": f"{self.hr[role].dir}/{name}.samples.jsonl",
             }
+            if self.cgroups.get(role):
+                configs[name]["cgroup"] = self.cgroups[role]
         for p in load_procs:
             try:
                 p.send(json.dumps(configs[p.name]))
@@ -760,6 +769,11 @@ class _Run:
             text = steal.note(stolen.get("f") or {}, emu_out.get("cpu"))
             if text:
                 info.append(f"on {self.inv.forwarder.label}: {text}" if self.inv.forwarder else text)
+        bare = [self.inv.senders[i].label for i in sorted({int(f["sender"]) for f in cfg["flows"]})
+                if not self.cgroups.get(self.inv.senders[i].role)]
+        if bare:
+            info.append(f"no cgroup v2 mounted on {', '.join(bare)}: those senders' flows have no rtt_mean_us or "
+                        "rtt_p99_us (the TCP-BPF program that takes every RTT sample attaches in one)")
         if self.inv.bottleneck == "path":
             info.append("bottleneck = path: the study's links were not emulated; the real path between the hosts "
                         "was the bottleneck")
@@ -768,6 +782,8 @@ class _Run:
             "hosts": self.parameters(), "clock": self.clock, "emulator": emu_out,
             # Per host, each CPU's share of the run stolen by its virtual machine's host (steal.py).
             "steal": stolen,
+            # How many RTT samples rtt_mean_us / rtt_p99_us are over, per flow (docs/analysis.md).
+            "rtt_samples": {str(i): c.get("rtt_samples") for i, c in sorted(cflows.items())},
             "suspect_reasons": reasons, "suspect_kinds": sorted(kinds),
         }
         if iperf3_summary:

@@ -15,7 +15,10 @@ exactly those and nothing else:
 * ``rule`` / ``table``: the forwarder's policy rules (pref, iif, table)
   that send the test traffic into the TUN, and that table, deleted;
 * ``qdisc``: a root qdisc ccbench put on an interface (``bottleneck =
-  "tc"``), deleted (the interface returns to its default qdisc).
+  "tc"``), deleted (the interface returns to its default qdisc);
+* ``cgroup``: a sender's cgroup (v2) ``<mount>/ccbh<token>-<role>``, where
+  its load client attaches the TCP-BPF program that takes every RTT sample
+  (as the linux backend's), removed once the processes are stopped.
 
 Removal order: the run's processes (``ccbench-load kill DIR``: its pidfiles,
 start times checked, and anything running a program inside DIR), the
@@ -36,6 +39,8 @@ NAME_RE = re.compile(r"^ccb([0-9a-f]{8})-(s[0-9]{1,3}|d|f)$")
 _WRITE = 'umask 077 && cat > "$1"'  # fixed; the path is $1
 _KEY_RE = re.compile(r"^net\.ipv4\.[a-z_]+$")
 _IF_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@-]{0,14}$")
+# "ccbh", not "ccb": the linux backend's doctor takes ccb<token>-<role> cgroups on the same machine for its own.
+_CGROUP_RE = re.compile(r"^(/[A-Za-z0-9_.-]+)+/ccbh[0-9a-f]{8}-s[0-9]{1,3}$")
 SYSCTL_KEYS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_sack", "net.ipv4.tcp_ecn",
                "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_comp_sack_nr")
 
@@ -91,6 +96,7 @@ mv "$d/manifest.json.tmp" "$d/manifest.json"
 for a in "$@"; do
   case $a in
     sysctl=*) sysctl -q -w "${a#sysctl=}" ;;
+    cgroup=*) mkdir "${a#cgroup=}" ;;
     ip) ip -batch - ;;
     tc) tc -batch - ;;
     *) echo "unknown step $a" >&2; exit 2 ;;
@@ -105,6 +111,10 @@ for a in "$@"; do
   case $a in
     sysctl=*) sysctl -q -w "${a#sysctl=}" >/dev/null 2>&1 || echo "cannot restore ${a#sysctl=}" >&2 ;;
     qdisc=*) tc qdisc del dev "${a#qdisc=}" root >/dev/null 2>&1 ;;
+    cgroup=*)
+      c=${a#cgroup=}; i=0
+      while [ -e "$c" ] && ! rmdir "$c" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done
+      [ ! -e "$c" ] || echo "cannot remove cgroup $c" >&2 ;;
   esac
 done
 ip -force -batch - >/dev/null 2>&1
@@ -193,6 +203,21 @@ class HostRun:
                        [f"sysctl={k}={v}" for k, v in changed.items()])
         return old
 
+    def create_cgroup(self) -> Optional[str]:
+        """A cgroup (v2) for this host's load client (recorded first); its path, or None
+        when the host has no cgroup v2 mounted."""
+        from ccbench.backends.linux.cgroups import mount_point
+
+        p = self.conn.run(["cat", "/proc/self/mountinfo"], check=False, sudo=False)
+        mount = mount_point(p.stdout) if p.returncode == 0 else None
+        if mount is None:
+            return None
+        path = f"{mount.rstrip('/')}/ccbh{self.token}-{self.conn.host.role}"
+        if not _CGROUP_RE.match(path):  # a mount point with characters the cleanup would not trust
+            return None
+        self.apply([{"kind": "cgroup", "path": path}], [f"cgroup={path}"])
+        return path
+
     def fetch(self, names: list[str]) -> dict[str, bytes]:
         """The run directory's files of these names that exist (one command)."""
         import io
@@ -237,6 +262,10 @@ def undo_steps(items: list[dict]) -> tuple[list[str], list[str]]:
             k, v = item.get("key"), item.get("value")
             if isinstance(k, str) and k in SYSCTL_KEYS and isinstance(v, str) and re.match(r"^[0-9 ]*$", v) and v:
                 args.append(f"sysctl={k}={v}")
+        elif kind == "cgroup":
+            path = item.get("path")
+            if isinstance(path, str) and _CGROUP_RE.match(path) and "/../" not in path + "/":
+                args.append(f"cgroup={path}")
         elif kind == "qdisc":
             dev = item.get("dev")
             if isinstance(dev, str) and _IF_RE.match(dev):

@@ -14,17 +14,23 @@ from typing import Optional
 from . import netns
 
 
+def mount_point(mountinfo: str) -> Optional[str]:
+    """The first cgroup v2 mount point in a /proc/self/mountinfo text, or None."""
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if right.split(" ", 1)[0] == "cgroup2" and len(fields) > 4:
+            return fields[4]
+    return None
+
+
 def root() -> Optional[Path]:
     """Where the cgroup v2 hierarchy is mounted (the first such mount), or None."""
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        found = mount_point(Path("/proc/self/mountinfo").read_text())
     except OSError:
         return None
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        if right.split(" ", 1)[0] == "cgroup2":
-            return Path(left.split()[4])
-    return None
+    return Path(found) if found is not None else None
 
 
 def create(token: str, role: str) -> Path:
