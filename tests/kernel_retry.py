@@ -4,20 +4,21 @@ A linux or hosts run comes back suspect when its emulator was late. On
 these VMs that is the hypervisor's doing: eight runs in a row of one CUBIC
 flow had 1.8-22 % steal time on the emulator's CPU and late packets in
 proportion (python/ccbench/backends/steal.py), and such spells last
-minutes (a CI run saw four hosts runs in a row late, the fifth clean). A
-test that needs a clean run tries again, waiting k × PAUSE_S before the
-k-th retry (at most MAX_PAUSE_S), as ``ccbench run --retry-suspect`` does; each try's note (with
-the steal time) is printed, so a failure says what the machine did.
+minutes (a CI run saw three hosts runs in a row late, the fourth clean).
+A test that needs a clean run tries again, waiting k × PAUSE_S before the
+k-th retry as ``ccbench run --retry-suspect`` does (the same
+``pause_before_retry``); each try's note (with the steal time) is
+printed, so a failure says what the machine did.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Callable, TypeVar
+
+from ccbench.executor.retry import pause_before_retry
 
 ATTEMPTS = 6
 PAUSE_S = 5.0
-MAX_PAUSE_S = 30.0
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ def until_clean(run: Callable[[], T], spoiled: Callable[[T], bool], note: Callab
     out: list[T] = []
     for i in range(attempts):
         if i:
-            time.sleep(min(PAUSE_S * i, MAX_PAUSE_S))
+            pause_before_retry(PAUSE_S, i, print)
         out.append(run())
         if not spoiled(out[-1]):
             break

@@ -18,13 +18,15 @@
 //! 0.85-0.87 of the ceiling in the steady state with it always on,
 //! 0.97-0.98 without, on the same VM; the other virtual CPU is likely its
 //! SMT sibling on the host). The level is 0.7, above the emulator's load
-//! at 100 Mbit/s (about 0.45 on average, its 10 ms windows spread around it):
-//! with 0.5 the spinner rested in the busier windows and the CPU could halt. One
+//! at 100 Mbit/s (0.42-0.47 averaged over a run): with 0.5 the spinner
+//! rested in any 10 ms window busier than that, and the CPU could halt. One
 //! CUBIC flow at 100 Mbit/s, 10 s runs alternating 0.5 and 0.7 on a busy
 //! host (session 54, six pairs): steal on the emulator's CPU 0.37-0.63 of
-//! the hosts' CPU's with 0.5, 0.10-0.39 with 0.7; late packets 957-3,773
-//! against 56-2,181. At 300 Mbit/s (load about 0.6-0.7) four pairs showed
-//! neither a gain nor a cost in goodput (283-286 Mbit/s both); at 1 Gbit/s
+//! the hosts' CPU's with 0.5, 0.11-0.39 with 0.7; late packets 957-3,773
+//! against 56-2,181. At 300 Mbit/s, four pairs: goodput 283-286 Mbit/s in
+//! every run with 0.5 and in the two with 0.7 where the host was quiet, 277
+//! and 230 in two with 0.7 during busy spells (10 and 21 % steal on the
+//! hosts' CPU): no cost seen, but not ruled out there. At 1 Gbit/s
 //! (0.88-0.93) it rests as before.
 
 use std::io;

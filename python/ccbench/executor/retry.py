@@ -11,9 +11,9 @@ left alone: running it again gives the same nothing.
 
 Each retry waits first (``--retry-pause``; retry k waits k times it):
 other work on the machine, or on a VM's host, comes in bursts that last
-from seconds to about a minute (a CI run saw three hosts runs in a row,
-20 s apart, each 1-2 % late, and the fourth clean), and a run started
-again at once meets the same burst.
+from seconds to minutes (a CI run saw three hosts runs in a row, about
+20 s apart, 1.5-2.4 % of their packets late, and the fourth clean), and a
+run started again at once meets the same burst.
 """
 
 from __future__ import annotations
