@@ -191,6 +191,17 @@ def test_convergence_time_by_hand():
     assert convergence(synthetic_run({0: per_second(1 * M, 1 * M)})) == []
 
 
+def test_joins_a_few_ms_apart_are_judged_once_from_the_last():
+    # three flows start 10 ms apart (as with start_jitter): the first two
+    # joins' epochs are 10 ms, shorter than a bin, and are not judged; the
+    # last one's runs to the end and converges in its first bin
+    rates = {f: per_second(*[10 * M] * 4) for f in range(3)}
+    run = synthetic_run(rates, starts={1: 10_000, 2: 20_000})
+    (c,) = convergence(run, threshold=0.9)
+    assert (c.flow_id, c.join_us, c.flows, c.converged_after_us) == (2, 20_000, [0, 1, 2], 0)
+    assert run_metrics(run).values()["converged"] == 1.0
+
+
 # -- anomalies ------------------------------------------------------------------------------
 
 
@@ -223,6 +234,76 @@ def test_collapse_ignores_rpc_flows():
     run = collapse_run(3)
     run.flows[1]["kind"] = "rpc"
     assert collapses(run, AnalysisSettings()) == []
+
+
+def parking_lot(rates: dict[int, list[float]], *, events: list[dict] | None = None) -> RunData:
+    """A synthetic run on two 100 Mbit/s links in a row: flow 0 crosses both
+    (l1, l2), flow 1 only l1, flow 2 only l2 (max-min: 50 Mbit/s each)."""
+    run = synthetic_run(rates, cap_bps=None)
+    links = [{"name": n, "rate_bps": r} for n, r in
+             [("l1", 100 * M), ("l2", 100 * M), ("alt", 100 * M), ("a-r0", 10e9), ("s1-r0", 10e9), ("s2-r1", 10e9)]]
+    paths = {0: ["a-r0", "l1", "l2"], 1: ["s1-r0", "l1"], 2: ["s2-r1", "l2"]}
+    run.config = {"network": {"nodes": [], "links": links},
+                  "flows": [{"id": f, "path": paths[f]} for f in rates]}
+    run.events = events or []
+    return run
+
+
+def test_collapse_and_starvation_in_a_network_use_max_min_shares_and_the_limiting_link():
+    # flow 0 (both links) at 3 Mbit/s, below 10 % of its 50 Mbit/s share,
+    # while l1 and l2 each carry 96 Mbit/s: busy
+    run = parking_lot({0: per_second(*[3 * M] * 5), 1: per_second(*[93 * M] * 5), 2: per_second(*[93 * M] * 5)})
+    (a,) = collapses(run, AnalysisSettings())
+    assert (a.flow_id, a.start_us, a.end_us) == (0, 0, 5 * S)
+    assert "6.0% of its fair share" in a.reason and "its bottleneck (l1)" in a.reason
+    # the same flow with only flow 1 beside it: its share is 50 on l1 (l2 has room)
+    run = parking_lot({0: per_second(*[3 * M] * 5), 1: per_second(*[93 * M] * 5)})
+    (a,) = collapses(run, AnalysisSettings())
+    assert "6.0% of its fair share" in a.reason
+    # l2's other user is idle: l2 not busy, but flow 0 is limited on l1, which is
+    run = parking_lot({0: per_second(*[3 * M] * 5), 1: per_second(*[93 * M] * 5), 2: per_second(*[1 * M] * 5)})
+    assert len(collapses(run, AnalysisSettings())) == 1
+    # below 1 % of 50 Mbit/s over the run: starved; and no config at all → no verdicts
+    run = parking_lot({0: per_second(*[0.3 * M] * 5), 1: per_second(*[95 * M] * 5), 2: per_second(*[95 * M] * 5)})
+    (a,) = starvation(run, AnalysisSettings())
+    assert a.flow_id == 0 and "(50 Mbit/s)" in a.reason
+    run.config = None
+    assert collapses(run, AnalysisSettings()) == [] and starvation(run, AnalysisSettings()) == []
+
+
+def test_a_route_event_changes_a_flows_links_from_its_time():
+    # flow 1 moves off l1 at 3 s: until then flow 0's 3 Mbit/s is below 10 %
+    # of its 50 on a busy l1; after, l1 carries only flow 0's 3 Mbit/s
+    ev = [{"time_us": 3 * S, "kind": "route", "flow_id": 1, "state": None, "link": None,
+           "detail": "path: s1-r0 alt; return_path: alt/back r0-s1"}]
+    rates = {0: per_second(*[3 * M] * 6), 1: per_second(*[93 * M] * 6)}
+    run = parking_lot(rates, events=ev)
+    (a,) = collapses(run, AnalysisSettings())
+    assert (a.start_us, a.end_us) == (0, 3 * S)
+    # without the event flow 1 stays on l1 and the collapse lasts the run
+    (a,) = collapses(parking_lot(rates), AnalysisSettings())
+    assert (a.start_us, a.end_us) == (0, 6 * S)
+
+
+def test_a_networks_drops_and_marks_are_every_queues():
+    run = parking_lot({0: per_second(*[50 * M] * 2), 1: per_second(*[50 * M] * 2)})
+    t = np.array([1.0, 2.0]) * S
+    for link, drops, marks in [("l1", [3, 7], [0, 1]), ("l2", [0, 2], [0, 0])]:
+        run.queue[link] = {"time_us": t, "backlog_bytes": np.zeros(2), "backlog_pkts": np.zeros(2),
+                           "drops": np.array(drops, float), "ecn_marks": np.array(marks, float)}
+    rm = run_metrics(run)
+    assert (rm.drops, rm.ecn_marks, rm.backlog_mean_bytes) == (9, 1, None)
+
+
+def test_a_slow_access_link_limits_the_fair_share_on_the_dumbbell():
+    # sender 0's access link is 5 Mbit/s: its share is 5, the other flow's 95;
+    # neither 4.8 Mbit/s nor 95 is a collapse (C / n would call 4.8 one)
+    run = synthetic_run({0: per_second(*[4.8 * M] * 5), 1: per_second(*[95 * M] * 5)})
+    run.config = {"senders": [{"rate_bps": 5 * M}, {"rate_bps": 10e9}], "bottleneck": {"rate_bps": 100 * M},
+                  "flows": [{"id": 0, "sender": 0}, {"id": 1, "sender": 1}]}
+    assert collapses(run, AnalysisSettings()) == []
+    run.config = None  # without the config: C / n
+    assert len(collapses(run, AnalysisSettings())) == 1
 
 
 def test_starvation():
@@ -391,6 +472,24 @@ def test_loss_sweep_models_use_each_series_own_rtt():
     cubic = next(v for k, v in by.items() if k.startswith("Mathis") and k.endswith("cca=cubic"))
     reno = next(v for k, v in by.items() if k.startswith("Mathis") and k.endswith("cca=reno"))
     assert cubic / reno == pytest.approx(4.5)
+
+
+def test_sweep_series_split_by_study_and_backend_and_refuse_the_x_axis_as_group():
+    from ccbench.analysis.sweeps import sweep_plot
+
+    runs = []
+    for study, backend, params in [("a", "sim", {"topology.bottleneck.loss": "1%"}),
+                                   ("a", "linux", {"topology.bottleneck.loss": "1%"}),
+                                   ("b", "sim", {"topology.bottleneck.loss": "1%", "flows.0.cca": "bbr"})]:
+        run = synthetic_run({0: per_second(50 * M)}, run_id=f"{study}{backend}", config_id=f"{study}{backend}",
+                            params=params)
+        run.study, run.backend = study, backend
+        runs.append(run)
+    plot = sweep_plot(analyze(runs), "goodput", "loss")
+    # three series, never pooled; no "cca=None" for the study without that key
+    assert sorted(s.label for s in plot.series) == ["g0 · a · linux", "g0 · a · sim", "g0 · cca=bbr · b · sim"]
+    with pytest.raises(UsageError, match="is the x axis already"):
+        sweep_plot(analyze(runs), "goodput", "loss", group="loss")
 
 
 # -- settings ---------------------------------------------------------------------------------

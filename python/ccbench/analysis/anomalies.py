@@ -1,20 +1,25 @@
 """Anomalies of one run: collapse, starvation, no steady state.
 
-Definitions (C = bottleneck rate in bits/s; intervals are the sample
-intervals of the run, (t_{k-1}, t_k] with t_k = k · sample interval):
+Definitions (intervals are the sample intervals of the run, (t_{k-1}, t_k]
+with t_k = k · sample interval; a flow's fair share in an interval and its
+limiting link are from shares.py: its max-min fair rate among the flows of
+any kind active for the whole interval, over the links of its path — on
+the dumbbell C / n_k with C the bottleneck rate, n_k those flows, and the
+bottleneck its limiting link while the access links are faster):
 
 collapse
   A bulk flow's goodput in an interval (from its cumulative delivered bytes)
-  is below ``collapse_fraction`` × its fair share C / n_k (n_k = flows of any
-  kind active for the whole interval) while the link is busy (the aggregate
-  goodput of all flows in the interval ≥ ``busy_fraction`` × C), and this
-  holds for consecutive intervals adding up to at least ``collapse_min``.
-  That is the BBR collapse of netdev 2.2: one flow stays near nothing while
-  the others fill the link. Each maximal stretch is one :class:`Anomaly`.
+  is below ``collapse_fraction`` × its fair share while its limiting link is
+  busy (the aggregate goodput in the interval of the flows crossing it ≥
+  ``busy_fraction`` × its rate), and this holds for consecutive intervals
+  adding up to at least ``collapse_min``. That is the BBR collapse of
+  netdev 2.2: one flow stays near nothing while the others fill the link.
+  Each maximal stretch is one :class:`Anomaly`.
 starvation
   A bulk flow whose goodput over its whole active time is below
-  ``starve_fraction`` × the mean of C / n_k over the intervals it was active;
-  an RPC flow active for at least ``collapse_min`` that completed no RPC.
+  ``starve_fraction`` × the mean of its fair share over the intervals it was
+  active; an RPC flow active for at least ``collapse_min`` that completed
+  no RPC.
 not steady
   The steady-state window is shorter than two sample intervals (the run
   ended before it), or a bulk flow active over the whole window has a
@@ -33,6 +38,7 @@ from ccbench import console
 from ccbench.analysis.data import RunData
 from ccbench.analysis.series import cumulative_at, flow_stop, goodput_between, steady_window
 from ccbench.analysis.settings import AnalysisSettings
+from ccbench.analysis.shares import Shares, fair_shares
 
 KINDS = ("collapse", "starvation", "not steady")
 
@@ -74,23 +80,28 @@ def _interval_table(run: RunData):
     return grid, rates, active
 
 
-def collapses(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
-    cap = run.bottleneck_bps
-    if not cap or not run.flows:
-        return []
+def _shares(run: RunData) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray], Optional[Shares]]:
     grid, rates, active = _interval_table(run)
-    if len(grid) < 2:
+    return grid, rates, active, fair_shares(run, grid, active, rates) if len(grid) >= 2 else None
+
+
+def collapses(run: RunData, settings: AnalysisSettings, table: Optional[tuple] = None) -> list[Anomaly]:
+    """``table``: _shares(run) when the caller has it."""
+    if not run.flows:
         return []
-    agg = np.nansum(np.vstack([rates[i] for i in rates]), axis=0)
-    n_active = np.sum(np.vstack([active[i] for i in active]), axis=0)
-    busy = agg >= settings.busy_fraction * cap
+    grid, rates, active, sh = table or _shares(run)
+    if sh is None:
+        return []
     out = []
     for f in run.flows:
         if (f.get("kind") or "bulk") != "bulk":
             continue
         fid = int(f["flow_id"])
-        fair = cap / np.maximum(n_active, 1)
-        low = active[fid] & busy & (rates[fid] < settings.collapse_fraction * fair)
+        fair = sh.fair[fid]
+        busy = np.array([ln is not None and sh.load[ln][k] >= settings.busy_fraction * sh.capacity[ln]
+                         for k, ln in enumerate(sh.limit[fid])], dtype=bool)
+        with np.errstate(invalid="ignore"):
+            low = active[fid] & busy & (rates[fid] < settings.collapse_fraction * fair)
         k = 0
         n = len(low)
         while k < n:
@@ -103,20 +114,22 @@ def collapses(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
             t0, t1 = grid[k], grid[j]
             if t1 - t0 >= settings.collapse_min_us:
                 share = float(np.nanmean(rates[fid][k:j] / fair[k:j]))
+                links = sorted({sh.limit[fid][i] for i in range(k, j)} - {None})
+                where = "the link" if links == ["bottleneck"] else f"its bottleneck ({', '.join(links)})"
                 out.append(Anomaly(
                     "collapse", run.run_id, fid, float(t0), float(t1),
                     f"flow {fid} ({f.get('group_name')}) at {100 * share:.1f}% of its fair share for "
-                    f"{(t1 - t0) / 1e6:.1f} s ({t0 / 1e6:.1f}–{t1 / 1e6:.1f} s) while the link was busy "
+                    f"{(t1 - t0) / 1e6:.1f} s ({t0 / 1e6:.1f}–{t1 / 1e6:.1f} s) while {where} was busy "
                     f"(threshold {100 * settings.collapse_fraction:g}% for {settings.collapse_min_us / 1e6:g} s)",
                 ))
             k = j
     return out
 
 
-def starvation(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
-    cap = run.bottleneck_bps
+def starvation(run: RunData, settings: AnalysisSettings, table: Optional[tuple] = None) -> list[Anomaly]:
+    """``table``: _shares(run) when the caller has it."""
     out = []
-    grid = active = None
+    sh = active = None
     for f in run.flows:
         fid = int(f["flow_id"])
         start, stop = float(f.get("start_us") or 0), flow_stop(run, f)
@@ -128,14 +141,15 @@ def starvation(run: RunData, settings: AnalysisSettings) -> list[Anomaly]:
                                    f"flow {fid} ({f.get('group_name')}) completed no RPC in "
                                    f"{(stop - start) / 1e6:.1f} s"))
             continue
-        if not cap:
+        if active is None:
+            _, _, active, sh = table or _shares(run)
+        if sh is None:
+            break
+        shares = sh.fair[fid][active[fid]]
+        shares = shares[np.isfinite(shares)]
+        if not len(shares):
             continue
-        if grid is None:
-            grid, _, active = _interval_table(run)
-            n_active = np.sum(np.vstack([active[i] for i in active]), axis=0) if active else None
-        if n_active is None or not active[fid].any():
-            continue
-        fair = float(np.mean(cap / np.maximum(n_active[active[fid]], 1)))
+        fair = float(np.mean(shares))
         gp = f.get("goodput_bps")
         if gp is not None and gp < settings.starve_fraction * fair:
             out.append(Anomaly("starvation", run.run_id, fid, start, stop,
@@ -177,4 +191,5 @@ def detect(run: RunData, settings: AnalysisSettings,
     """Every anomaly of a run (collapse, starvation, not steady); ``window`` is
     the steady-state window (default: series.steady_window)."""
     window = window if window is not None else steady_window(run, settings)
-    return collapses(run, settings) + starvation(run, settings) + not_steady(run, settings, window)
+    table = _shares(run) if run.flows else None
+    return collapses(run, settings, table) + starvation(run, settings, table) + not_steady(run, settings, window)

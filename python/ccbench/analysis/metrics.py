@@ -69,8 +69,15 @@ Per run (:class:`RunMetrics`)
                      in 1 s bins counted from the join, is ≥ converge_jfi in
                      that bin and every later bin up to the next flow start or
                      stop (or the end of the run); None = never converged.
-  backlog_mean/max_bytes (and _pkts): over the bottleneck queue samples.
-  drops, ecn_marks   at the bottleneck over the run (last cumulative sample).
+                     A join followed by the next start or stop within one
+                     bin is not judged: nothing can be measured in it (flows
+                     started a few ms apart are judged once, from the last).
+  backlog_mean/max_bytes (and _pkts): over the bottleneck queue samples
+                     (a network has no one bottleneck: None; each link's
+                     are in the queue table).
+  drops, ecn_marks   at the bottleneck over the run (last cumulative sample);
+                     in a network, summed over every queue. Packets lost to
+                     a link's random `loss` are not drops.
   timeouts, loss_probes, recoveries  the run's retransmission timeouts,
                      tail loss probes and entries into fast recovery over all
                      its connections (stats rto_count, tlp_count and
@@ -325,6 +332,8 @@ def convergence(run: RunData, threshold: float = 0.9, bin_us: int = 1_000_000) -
         if not others:
             continue
         end = min((e for e in events if e > join), default=float(run.duration_us))
+        if end - join < bin_us - 1e-6:
+            continue  # not one bin before the next start or stop: not judged
         sharing = [g for g in bulk if float(g.get("start_us") or 0) <= join and flow_stop(run, g) >= end]
         bins = []
         k = 0
@@ -446,6 +455,11 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
         bmean, bmax = float(np.nanmean(q["backlog_bytes"])), float(np.nanmax(q["backlog_bytes"]))
         pmean, pmax = float(np.nanmean(q["backlog_pkts"])), float(np.nanmax(q["backlog_pkts"]))
         drops, marks = int(np.nanmax(q["drops"])), int(np.nanmax(q["ecn_marks"]))
+    elif "network" in (run.config or {}) and run.queue:
+        # no one bottleneck: every queue's drops and marks (backlogs stay per link, in the queue table)
+        qs = [q for q in run.queue.values() if len(q["time_us"])]
+        drops = sum(int(np.nanmax(q["drops"])) for q in qs)
+        marks = sum(int(np.nanmax(q["ecn_marks"])) for q in qs)
     gp = [f.goodput_bps for f in fms if f.goodput_bps is not None]
     rm = RunMetrics(
         run=run, window=window, flows=fms, classes=classes, utilisation=util, utilisation_steady=util_steady,
@@ -509,7 +523,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("utilisation", "utilisation", "run", "", "link utilisation"),
     Metric("utilisation_steady", "utilisation_steady", "run", "", "link utilisation, steady state"),
     Metric("backlog", "backlog_mean_bytes", "run", "", "mean bottleneck backlog (bytes)"),
-    Metric("drops", "drops", "run", "", "bottleneck drops"),
+    Metric("drops", "drops", "run", "", "queue drops"),
     Metric("timeouts", "timeouts", "run", "", "retransmission timeouts"),
     Metric("loss_probes", "loss_probes", "run", "", "tail loss probes"),
     Metric("recoveries", "recoveries", "run", "", "entries into fast recovery"),

@@ -13,7 +13,8 @@ Groups (``--group``): a swept parameter (by full dotted path or a unique
 suffix such as ``cca`` for ``flows.0.cca``) — one series per value, the
 metric over all flows of the run; otherwise ``class`` (the flows' group
 label, the default), ``cca`` or ``kind`` of each flow — one series per
-value. Swept parameters other than x and the group also split series, so
+value. Swept parameters other than x and the group also split series, and
+so do the study and the backend when a directory holds several, so
 different configurations are never averaged together.
 """
 
@@ -121,6 +122,9 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
     x_key = resolve_param(x, keys, "--x")
     if x_key is None:
         raise UsageError(f"--x: '{x}' is not a swept parameter (swept: {', '.join(keys) or 'none'})")
+    if group not in FLOW_GROUPS and resolve_param(group, keys, "--group") == x_key:
+        raise UsageError(f"--group: '{group}' is the x axis already (--x {x}); group by another swept parameter "
+                         f"or by one of {', '.join(FLOW_GROUPS)}")
     g_key = resolve_param(group, [k for k in keys if k != x_key], "--group")
     if g_key is None and group not in FLOW_GROUPS:
         raise UsageError(f"--group: '{group}' is neither a swept parameter nor one of {', '.join(FLOW_GROUPS)}")
@@ -128,13 +132,16 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
     attr, level, unit, label = m.attr, m.level, m.unit, m.label
     other = [k for k in keys if k != x_key and k != g_key
              and len({str(c.params.get(k)) for c in configs}) > 1]
+    # results of several studies or backends in one directory are never pooled either
+    origin = [a for a in ("study", "backend") if len({getattr(c, a) for c in configs}) > 1]
     fkey = _flow_key(group if g_key is None else "all")
 
     cells: dict[tuple[str, str], dict] = {}
     for c in configs:
         xl = str(c.params.get(x_key, "–"))
         split = [f"{g_key.split('.')[-1]}={c.params.get(g_key)}"] if g_key else []
-        split += [f"{k.split('.')[-1]}={c.params.get(k)}" for k in other]
+        split += [f"{k.split('.')[-1]}={c.params[k]}" for k in other if k in c.params]
+        split += [str(getattr(c, a)) for a in origin]
         for rm in c.runs:
             if level == "run":
                 per = {"": (rm.values().get(attr), None, False)}

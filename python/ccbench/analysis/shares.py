@@ -1,0 +1,156 @@
+"""Each flow's fair share of the network, interval by interval, for the
+anomaly detectors (anomalies.py).
+
+A flow's fair share in a sample interval is its max-min fair rate
+(ccbench.spec.fairshare.max_min) among the flows active for the whole
+interval, every one of them taken as greedy, over the links of the path it
+had at the interval's start; capacities are the links' rates. Its
+*limiting link* is where the water filling froze it: a link of its path
+that the allocation fills and on which no flow gets more than it.
+
+- The dumbbell: a flow crosses its sender's access link and the bottleneck,
+  so with access links faster than the bottleneck's share every flow's
+  share is C / n and its limiting link the bottleneck.
+- A network: a flow crosses the links of its data path, which route
+  events (``[[events]]``, the path controller) change during the run; the
+  events table says when, in the backends' own words
+  ("path: <link> <link> ...; return_path: ...").
+
+A run whose config says nothing of its links (runs stored without one)
+falls back to one link, the bottleneck rate, crossed by every flow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ccbench.analysis.data import RunData
+from ccbench.spec.fairshare import max_min
+
+BOTTLENECK = "bottleneck"
+
+
+@dataclass
+class Shares:
+    """Per flow id, per interval k (t_{k-1}, t_k] of the grid: the fair share
+    (bits/s; NaN where the flow was not active for the whole interval) and
+    the limiting link (None there)."""
+
+    fair: dict[int, np.ndarray]
+    limit: dict[int, list[Optional[str]]]
+    #: per link, per interval: the aggregate goodput (bits/s) of the flows
+    #: whose path crossed it at the interval's start
+    load: dict[str, np.ndarray]
+    capacity: dict[str, float]
+
+
+def capacities(run: RunData) -> dict[str, float]:
+    """Link name → rate (bits/s) of the links the flows' data paths cross."""
+    cfg = run.config or {}
+    if "network" in cfg:
+        return {ln["name"]: float(ln["rate_bps"]) for ln in cfg["network"].get("links", [])
+                if ln.get("rate_bps")}
+    caps = {f"access{i}": float(s["rate_bps"]) for i, s in enumerate(cfg.get("senders") or [])
+            if s.get("rate_bps")}
+    if run.bottleneck_bps:
+        caps[BOTTLENECK] = float(run.bottleneck_bps)
+    return caps
+
+
+def initial_paths(run: RunData) -> dict[int, tuple[str, ...]]:
+    """Flow id → the links of its data path at the start."""
+    cfg = run.config or {}
+    by_id = {int(f["id"]): f for f in cfg.get("flows") or [] if "id" in f}
+    out = {}
+    for f in run.flows:
+        fid = int(f["flow_id"])
+        c = by_id.get(fid, {})
+        if "network" in cfg and c.get("path"):
+            out[fid] = tuple(c["path"])
+        elif c.get("sender") is not None and cfg.get("senders"):
+            out[fid] = (f"access{c['sender']}", BOTTLENECK)
+        else:
+            out[fid] = (BOTTLENECK,)
+    return out
+
+
+def route_changes(run: RunData) -> list[tuple[float, int, tuple[str, ...]]]:
+    """(time µs, flow id, new data path) of every route event, in time order."""
+    out = []
+    for ev in run.events:
+        detail = ev.get("detail") or ""
+        if ev.get("kind") != "route" or ev.get("flow_id") is None or not detail.startswith("path: "):
+            continue
+        names = detail[len("path: "):].split(";")[0].split()
+        if names:
+            out.append((float(ev["time_us"]), int(ev["flow_id"]), tuple(names)))
+    return sorted(out, key=lambda e: e[0])
+
+
+def limiting_links(capacity: dict[str, float], paths: dict[int, tuple[str, ...]],
+                   rate: dict[int, float]) -> dict[int, Optional[str]]:
+    """Each flow's limiting link under the max-min allocation ``rate``: the
+    first link of its path that is full and where no flow gets more."""
+    load: dict[str, float] = {}
+    top: dict[str, float] = {}
+    for f, p in paths.items():
+        for ln in p:
+            if ln in capacity:
+                load[ln] = load.get(ln, 0.0) + rate[f]
+                top[ln] = max(top.get(ln, 0.0), rate[f])
+    out: dict[int, Optional[str]] = {}
+    for f, p in paths.items():
+        out[f] = next((ln for ln in p if ln in capacity and load[ln] >= capacity[ln] * (1 - 1e-9)
+                       and rate[f] >= top[ln] * (1 - 1e-9)), None)
+    return out
+
+
+def fair_shares(run: RunData, grid: np.ndarray, active: dict[int, np.ndarray],
+                rates: dict[int, np.ndarray]) -> Optional[Shares]:
+    """The flows' fair shares and limiting links over ``grid``'s intervals,
+    and the links' load; ``active[fid][k]``: the flow was active for the
+    whole interval k; ``rates[fid][k]``: its goodput in it (bits/s, NaN
+    where unknown). None when no link's rate is known."""
+    capacity = capacities(run)
+    if not capacity:
+        return None
+    paths = initial_paths(run)
+    changes = route_changes(run)
+    n = max(len(grid) - 1, 0)
+    fair = {fid: np.full(n, np.nan) for fid in paths}
+    limit: dict[int, list[Optional[str]]] = {fid: [None] * n for fid in paths}
+    load = {ln: np.zeros(n) for ln in capacity}
+    memo: dict[bytes, tuple[dict[int, float], dict[int, Optional[str]]]] = {}
+    # the intervals between route changes, each with the paths it starts with
+    bounds = sorted({0, n} | {int(np.searchsorted(grid[:n], t, side="left")) for t, _, _ in changes})
+    c = 0
+    for k0, k1 in zip(bounds, bounds[1:]):
+        while c < len(changes) and changes[c][0] <= grid[k0]:
+            _, fid, path = changes[c]
+            if fid in paths:
+                paths[fid] = path
+            c += 1
+        for ln in capacity:
+            rows = [rates[fid][k0:k1] for fid, p in paths.items() if ln in p and fid in rates]
+            if rows:
+                load[ln][k0:k1] = np.nansum(np.vstack(rows), axis=0)
+        fids = [fid for fid in paths if fid in active]
+        if not fids:
+            continue
+        on_at = np.vstack([active[fid][k0:k1] for fid in fids]).T
+        memo.clear()  # the paths changed: so do the allocations
+        for k in range(k0, k1):
+            key = on_at[k - k0].tobytes()
+            if key not in memo:
+                sharing = {fid: paths[fid] for fid, on in zip(fids, on_at[k - k0]) if on}
+                rate = max_min(capacity, sharing)
+                memo[key] = (rate, limiting_links(capacity, sharing, rate))
+            rate, lim = memo[key]
+            for fid, r in rate.items():
+                if np.isfinite(r):
+                    fair[fid][k] = r
+                    limit[fid][k] = lim[fid]
+    return Shares(fair, limit, load, capacity)
