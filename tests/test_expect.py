@@ -120,6 +120,20 @@ def test_an_expectation_that_fails_exits_3_and_says_by_how_much(tmp_path, result
     ('metric = "goodput"\nop = ">="\nvalue = 1\nstat = "mode"', "expect.0.stat", "median"),
     ('metric = "goodput"\nop = ">="', "expect.0.value", None),
     ('metric = "goodput"\nop = ">="\nvalue = 1\nwehre = { cca = "bbr" }', "expect.0.wehre", None),
+    # nan fails every comparison and inf passes every one
+    ('metric = "goodput"\nop = ">="\nvalue = nan', "expect.0.value: must be a finite number", "ceiling"),
+    ('metric = "goodput"\nop = "<"\nvalue = inf', "expect.0.value: must be a finite number", "ceiling"),
+    ('metric = "goodput"\nop = "<"\nvalue = "1e999 * rate"', "expect.0.value: must be a finite number", None),
+    # a rate is in the unit of rate metrics only, written as a quantity or as a share of the link
+    ('metric = "rtt"\nop = ">="\nvalue = "5Mbit"', "expect.0.value: '5Mbit' is not in the unit of rtt",
+     "a time such as '20ms'"),
+    ('metric = "rtt"\nop = ">="\nvalue = "0.5 * rate"', "expect.0.value: '0.5 * rate' is a rate", "a time"),
+    ('metric = "jfi"\nop = ">="\nvalue = "1 * ceiling"', "expect.0.value: '1 * ceiling' is a rate", "a number"),
+    ('metric = "goodput"\nop = ">="\nvalue = "20ms"', "expect.0.value: '20ms' is not in the unit of goodput",
+     "'<number> * rate'"),
+    # the study has no rpc flows: their completion times could never be measured
+    ('metric = "rpc_p99"\nop = "<="\nvalue = "100ms"', "expect.0.metric: rpc_p99 is measured on kind = 'rpc' "
+     "flows, and no configuration of the study has one", "kind = 'rpc' flow"),
 ])
 def test_a_malformed_expectation_is_a_study_error_before_any_run(tmp_path, capsys, bad, field, allowed):
     study = _write(tmp_path, "\n[[expect]]\n" + bad + "\n")
@@ -166,3 +180,28 @@ def test_a_profile_that_leaves_the_selection_out_skips_it(tmp_path, capsys):
     with ccbench.open(out) as r:
         (o,) = r.check()
     assert o.skipped and not o.passed and not o.failed
+
+
+def test_kind_of_names_every_metric_of_one_kind_of_flow():
+    """spec.expect.KIND_OF (the schema's side, which cannot import the analysis) and the
+    analysis's rpc_* metrics agree."""
+    from ccbench.analysis.metrics import METRICS
+    from ccbench.spec.expect import KIND_OF
+
+    assert set(KIND_OF) == {m for m in METRICS if m.startswith("rpc_")}
+
+
+def test_rpc_metrics_are_accepted_when_some_configuration_has_rpc_flows():
+    from ccbench.spec import parse_study
+
+    text = STUDY.replace("[sweep]", '[[flows]]\ncca = "cubic"\n\n[[expect]]\nmetric = "rpc_p99"\nop = "<="\n'
+                         'value = "1s"\n\n[sweep]\n"flows.1.kind" = ["bulk", "rpc"]')
+    assert parse_study(text, filename="s.toml").n_runs == 16
+
+
+def test_a_plain_value_near_one_is_not_rounded_to_one():
+    from ccbench import console
+
+    # a JFI of 0.9996 against a threshold of 0.9999 must not both read "1"
+    assert (console.value(0.9996, ""), console.value(0.9999, ""), console.value(1.0, "")) == ("0.9996", "0.9999", "1")
+    assert console.value(1234.4, "") == "1234"

@@ -183,6 +183,40 @@ def test_every_profile_is_checked_even_when_not_selected():
     assert "profiles.other.\"tcp.msss\"" in error('[profiles.other]\n"tcp.msss" = 1\n')
 
 
+@pytest.mark.parametrize("tail, fragment", [
+    # a value that only the run's checks refuse (a negative duration), not the schema
+    ('[profiles.other]\n"study.duration" = "-1s"\n', 'profiles.other."study.duration": a time must not be negative'),
+    # a sweep list and a case's field the profile replaces, checked with the file's values
+    ('[profiles.other]\n"sweep.topology.bottleneck.loss" = ["0%", "101%"]\n',
+     'profiles.other."sweep.topology.bottleneck.loss"'),
+    ('[sweep.cases.x]\na = {}\n[profiles.other]\n"sweep.cases.x.a.tcp.mss" = 9\n',
+     'profiles.other."sweep.cases.x.a.tcp.mss": out of range (got 9;'),
+    ('[profiles.other]\n"sweep.study.duration" = ["5s", "5000ms"]\n',
+     'profiles.other."sweep.study.duration": \'5s\' and \'5000ms\' give the same run configuration'),
+    # a field the profile does not set, wrong only with the profile's values: the profile is named
+    ('[profiles.other]\n"study.duration" = "1s"\n', "flows.1.start: start + start_jitter must be before the end "
+     "of the run (study.duration = 1s; start = 2s, start_jitter = 0ns) [in profile 'other']"),
+])
+def test_every_profile_is_checked_on_load_not_only_the_selected_one(tail, fragment):
+    assert fragment in error(tail)
+    # and whichever profile is selected
+    assert fragment in error(tail + '[profiles.quick]\n"study.repetitions" = 1\n', profile="quick")
+
+
+def test_the_file_without_a_profile_is_checked_when_one_is_selected():
+    tail = '[sweep]\n"tcp.mss" = [1448, 9]\n[profiles.quick]\n"sweep.tcp.mss" = [1448]\n'
+    assert 'sweep."tcp.mss": out of range [in the study without a profile] (got 9;' in error(tail, profile="quick")
+
+
+def test_a_profile_not_selected_is_not_checked_against_this_machine():
+    """What the linux kernel offers is checked only for the profile that runs here (it may
+    run on another machine): a CCA this machine's kernel lacks does not stop a sim run."""
+    s = study('[profiles.linux]\n"study.backend" = "linux"\n"flows.*.cca" = "no_such_cca_here"\n')
+    assert s.n_runs == 3
+    assert "this kernel has no such congestion control" in error(
+        '[profiles.linux]\n"study.backend" = "linux"\n"flows.*.cca" = "no_such_cca_here"\n', profile="linux")
+
+
 def test_a_profile_may_set_a_field_some_cases_leave_alone():
     s = study('[sweep.cases.x]\na = {"tcp.mss" = 1000}\nb = {}\n[profiles.quick]\n"tcp.mss" = 1200\n',
               profile="quick")

@@ -599,3 +599,81 @@ def test_error_rmem_of_2gib(tmp_path):
     msg = error(tmp_path, BASE + '\n[tcp]\nrmem = "2GiB"\n')
     assert "tcp.rmem" in msg and "below 2 GiB" in msg and "2GiB" in msg, msg
     assert load(tmp_path, BASE + '\n[tcp]\nrmem = "1GiB"\n').runs()[0].config["tcp"]["rmem_bytes"] == 1 << 30
+
+
+# ------------------------------------------------------------------ sweep values that make the same runs
+
+
+@pytest.mark.parametrize("file_part, key, values, why", [
+    # a sender's own delay overrides topology.access.delay
+    ('[topology]\nsenders = [{delay = "1ms"}]\n', "topology.access.delay", '["1ms", "30ms"]',
+     "topology.access.delay has no effect: every sender in topology.senders sets its own delay"),
+    # bdp_rtt sizes nothing when the buffer is in packets
+    ('[topology.bottleneck]\nbuffer = "50pkt"\n', "topology.bottleneck.bdp_rtt", '["10ms", "100ms"]',
+     "topology.bottleneck.bdp_rtt has no effect"),
+    ("", "study.duration", '["1s", "1000ms"]', "they are the same value written two ways"),
+    ("", "topology.bottleneck.loss", '["0%", "0.0%", "0.000%"]', "they are the same value written two ways"),
+])
+def test_sweep_values_that_give_the_same_runs_are_an_error(tmp_path, file_part, key, values, why):
+    """They would be summarised as one configuration, the second value's runs counted as
+    repetitions of the first."""
+    text = BASE.replace("[topology.bottleneck]\n", file_part if "[topology.bottleneck]" in file_part
+                        else file_part + "[topology.bottleneck]\n")
+    first, second = (v.strip(' "') for v in values.strip("[]").split(",")[:2])
+    msg = error(tmp_path, text + f'\n[sweep]\n"{key}" = {values}\n"flows.0.cca" = ["cubic", "reno"]\n')
+    assert f'sweep."{key}": \'{first}\' and \'{second}\' give the same run configuration; {why}' in msg, msg
+    assert "allowed:" in msg
+
+
+def test_cases_that_give_the_same_runs_are_an_error(tmp_path):
+    msg = error(tmp_path, BASE + '\n[sweep.cases.scenario]\na = { "flows.0.cca" = "reno" }\n'
+                'b = { "flows.0.cca" = "reno", "study.repetitions" = 2 }\n')
+    assert "sweep.cases.scenario: 'a' and 'b' give the same run configuration" in msg, msg
+
+
+def test_sweep_values_that_change_the_runs_are_accepted(tmp_path):
+    study = load(tmp_path, BASE + '\n[sweep]\n"topology.bottleneck.buffer" = ["20pkt", "30000B", "0.2bdp"]\n')
+    assert len({r.config_id for r in study.runs()}) == 3
+    # a buffer in bytes that the BDP of this link resolves to as well (100 Mbit/s x 20 ms x 0.12)
+    msg = error(tmp_path, BASE + '\n[sweep]\n"topology.bottleneck.buffer" = ["30000B", "0.12bdp"]\n')
+    assert "'30000B' and '0.12bdp' give the same run configuration (allowed:" in msg, msg
+
+
+# ------------------------------------------------------------------ buffers, names, [analysis]
+
+
+def test_byte_buffer_below_one_packet_is_an_error(tmp_path):
+    msg = error(tmp_path, BASE.replace('delay = "10ms"', 'delay = "10ms"\nbuffer = "10B"'))
+    assert "topology.bottleneck.buffer: a buffer must hold at least one full-size packet (got '10B'" in msg, msg
+    assert "at least 1500B (mss 1448 + 52 header bytes)" in msg
+    # the minimum follows the mss
+    msg = error(tmp_path, BASE.replace('delay = "10ms"', 'delay = "10ms"\nbuffer = "3000B"') + '[tcp]\nmss = 8948\n')
+    assert "at least 9000B" in msg, msg
+    cfg = load(tmp_path, BASE.replace('delay = "10ms"', 'delay = "10ms"\nbuffer = "1500B"')).runs()[0].config
+    assert cfg["bottleneck"]["buffer_bytes"] == 1500
+    # a queue's threshold in bytes is not a buffer: it may be below a packet
+    cfg = load(tmp_path, BASE.replace('delay = "10ms"', 'delay = "10ms"\nqdisc = { kind = "step_ecn", threshold = "100B" }')
+               ).runs()[0].config
+    assert cfg["bottleneck"]["qdisc"]["threshold_bytes"] == 100
+
+
+@pytest.mark.parametrize("name", ["x v2", "cubic loss v10"])
+def test_a_study_name_like_a_stored_version_is_reserved(tmp_path, name):
+    msg = error(tmp_path, BASE.replace('name = "t"', f'name = "{name}"'))
+    assert "study.name: ends in ' v' and a number, which is how ccbench names a new version" in msg, msg
+    assert f"got '{name}'" in msg
+
+
+@pytest.mark.parametrize("name", ["x-v2", "x v", "xv2", "x v2b"])
+def test_names_near_the_version_suffix_are_fine(tmp_path, name):
+    assert load(tmp_path, BASE.replace('name = "t"', f'name = "{name}"')).name == name
+
+
+def test_steady_after_must_be_before_the_end_of_the_run(tmp_path):
+    msg = error(tmp_path, BASE + '\n[analysis]\nsteady_after = "10s"\n')
+    assert "analysis.steady_after: must be before the end of the run (study.duration = 10s)" in msg, msg
+    assert "got '10s'" in msg
+    # with a swept duration, the configuration that is too short is named
+    msg = error(tmp_path, BASE + '\n[analysis]\nsteady_after = "5s"\n[sweep]\n"study.duration" = ["10s", "5s"]\n')
+    assert "[with sweep study.duration = '5s']" in msg, msg
+    assert load(tmp_path, BASE + '\n[analysis]\nsteady_after = "9s"\n').n_runs == 1

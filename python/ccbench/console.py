@@ -104,7 +104,8 @@ def value(v: Optional[float], unit: str, short: bool = True) -> str:
         return ms(v, short)
     if unit == "%":
         return f"{sig3(v)} %"
-    return sig3(v)
+    # plain numbers (Jain's index, ratios) are judged near 1: 0.9996 must not read as 1
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
 def metric(key: str, v: Optional[float], short: bool = True) -> str:

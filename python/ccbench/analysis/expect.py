@@ -30,7 +30,7 @@ from ccbench.analysis.metrics import ALL_FLOWS, METRICS, payload_ceiling
 from ccbench.analysis.study import Analysis, ConfigResult
 from ccbench.analysis.sweeps import resolve_param
 from ccbench.errors import StudyError, UsageError
-from ccbench.spec.expect import Expect
+from ccbench.spec.expect import REFS, Expect
 
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 
@@ -101,6 +101,7 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
     says so); missing from both, it is an ExpectationError."""
     if e.metric not in METRICS:
         raise ExpectationError(f"{where}.metric: unknown metric (got {e.metric!r}; allowed: {', '.join(METRICS)})")
+    _value(e, where)
     tables = [("where", e.where)]
     if e.ratio is not None:
         tables += [("ratio.of", e.ratio.of), ("ratio.to", e.ratio.to)]
@@ -139,31 +140,48 @@ def _stat_key(e: Expect, c: ConfigResult, where: str) -> str:
     return m.key(classes[0] if len(classes) == 1 else ALL_FLOWS)
 
 
-def _threshold(e: Expect, c: ConfigResult, unit: str, where: str) -> float:
+_WANT = {"bps": "a rate such as '50Mbit'", "us": "a time such as '20ms'", "%": "a percentage such as '1%'"}
+
+
+def _value(e: Expect, where: str) -> tuple[float, Optional[str]]:
+    """``e.value`` as (a number in the metric's unit, None), or (a factor, "rate" or "ceiling")
+    for '<number> * rate': the one place its unit is checked (ExpectationError otherwise)."""
     if isinstance(e.value, float):
-        return e.value
+        return e.value, None
     from ccbench.spec import units
 
     text = e.value
+    unit = METRICS[e.metric].unit
+    allowed = "a number" + (f" or {_WANT[unit]}" if unit in _WANT and e.ratio is None else "")
+    if unit == "bps" and e.ratio is None:
+        allowed += ", or '<number> * rate' or '<number> * ceiling'"
     ref = text.replace(" ", "").split("*")
-    if len(ref) == 2 and ref[1] in ("rate", "ceiling"):
+    if len(ref) == 2 and ref[1] in REFS:
         if e.ratio is not None:
             raise ExpectationError(f"{where}.value: a ratio compares with a plain number (got {text!r})")
-        run = c.runs[0].run if c.runs else None
-        if run is None or not run.bottleneck_bps:
-            raise ExpectationError(f"{where}.value: {c.label()} has no run with a bottleneck rate for {text!r}")
-        base = run.bottleneck_bps * (payload_ceiling(run) if ref[1] == "ceiling" else 1.0)
-        return float(ref[0]) * base
+        if unit != "bps":  # a rate: only a rate metric compares with it
+            raise ExpectationError(f"{where}.value: {text!r} is a rate (the bottleneck's {ref[1]}), not in the "
+                                   f"unit of {e.metric} (allowed: {allowed})")
+        return float(ref[0]), ref[1]
     parse = {"bps": lambda s: float(units.parse_rate(s)), "us": lambda s: units.parse_time(s) / 1000.0,
              "%": lambda s: 100.0 * float(units.parse_percent(s))}.get("" if e.ratio is not None else unit)
     try:
         if parse is None:
             raise units.UnitError("", "")
-        return parse(text)
+        return parse(text), None
     except units.UnitError:
-        want = {"bps": "a rate such as '50Mbit'", "us": "a time such as '20ms'", "%": "a percentage such as '1%'"}
-        raise ExpectationError(f"{where}.value: {text!r} is not in the unit of {e.metric} (allowed: a number"
-                               + (f" or {want[unit]}" if unit in want and e.ratio is None else "") + ")") from None
+        raise ExpectationError(f"{where}.value: {text!r} is not in the unit of {e.metric} (allowed: {allowed})"
+                               ) from None
+
+
+def _threshold(e: Expect, c: ConfigResult, where: str) -> float:
+    x, ref = _value(e, where)
+    if ref is None:
+        return x
+    run = c.runs[0].run if c.runs else None
+    if run is None or not run.bottleneck_bps:
+        raise ExpectationError(f"{where}.value: {c.label()} has no run with a bottleneck rate for {e.value!r}")
+    return x * run.bottleneck_bps * (payload_ceiling(run) if ref == "ceiling" else 1.0)
 
 
 def _stat(c: ConfigResult, key: str, stat: str) -> tuple[Optional[float], Optional[float], Optional[float], int]:
@@ -205,7 +223,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
             raise ExpectationError(f"{where}.where: matches no configuration of {study}")
         for c in chosen:
             v, lo, hi, n = _stat(c, _stat_key(e, c, where), e.stat)
-            out.append(Outcome(e, index, study, label(c), v, lo, hi, _threshold(e, c, unit, where), n, unit))
+            out.append(Outcome(e, index, study, label(c), v, lo, hi, _threshold(e, c, where), n, unit))
         return out
     fixed = {resolve_key(n, keys) for n in list(e.ratio.of) + list(e.ratio.to)}
     tops = [c for c in chosen if _matches(c, e.ratio.of, keys)]
@@ -225,7 +243,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
         v2, lo2, hi2, n2 = _stat(bot, _stat_key(e, bot, where), e.stat)
         name = f"{label(top, skip=fixed)}: {label(top, only=fixed)} / {label(bot, only=fixed)}"
         out.append(Outcome(e, index, study, name, _div(v1, v2), _div(lo1, hi2), _div(hi1, lo2),
-                           _threshold(e, top, unit, where), min(n1, n2), "ratio"))
+                           _threshold(e, top, where), min(n1, n2), "ratio"))
     return out
 
 

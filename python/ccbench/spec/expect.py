@@ -20,7 +20,10 @@ every configuration ``where`` selects; with it, each configuration matching
 has the same values of every other swept parameter. ``group`` picks a class
 of flows for per-class metrics (default: the only class, or all flows
 together; the study file's flows ``group`` label). In ``value``, ``rate`` is the bottleneck rate and ``ceiling`` the
-most payload it carries (rate × mss / (mss + header bytes)).
+most payload it carries (rate × mss / (mss + header bytes)): both only for rate metrics (a
+quantity must be in the metric's unit; ccbench.analysis.expect checks it before any run). A
+number must be finite. A metric only flows of one kind give (``rpc_p99``: kind = "rpc") is
+an error in a study none of whose configurations has such a flow.
 
 This module is the schema (checked with the rest of the study file, so a
 malformed expectation is a study error before any run);
@@ -29,6 +32,7 @@ ccbench.analysis.expect evaluates expectations on results.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Dict, List, Literal, Optional, Union
 
@@ -39,6 +43,9 @@ from typing_extensions import Annotated
 from ccbench.errors import StudyError
 
 OPS = (">=", ">", "<=", "<")
+# Metrics measured on flows of one kind only (ccbench.analysis.metrics: the rpc_* class metrics);
+# tests/test_expect.py checks that this names every such metric.
+KIND_OF = {"rpc_p50": "rpc", "rpc_p99": "rpc", "rpc_p999": "rpc"}
 STATS = ("median", "mean", "min", "max")
 REFS = ("rate", "ceiling")
 VALUE_ALLOWED = ("a number, '<number> * rate' or '<number> * ceiling' (the bottleneck's rate or payload "
@@ -57,11 +64,16 @@ def _value(value: Any) -> Union[float, str]:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _error("must be a number or a string", VALUE_ALLOWED)
     if isinstance(value, (int, float)):
+        # nan fails every comparison and inf passes or fails every one: neither tests anything
+        if not math.isfinite(value):
+            raise _error("must be a finite number", VALUE_ALLOWED)
         return float(value)
     m = _REF.match(value)
     if m:
         if m.group(2) not in REFS:
             raise _error(f"unknown reference '{m.group(2)}'", VALUE_ALLOWED)
+        if not math.isfinite(float(m.group(1))):
+            raise _error("must be a finite number", VALUE_ALLOWED)
         return value
     from ccbench.spec import units
 
@@ -146,3 +158,14 @@ def parse(document: dict, filename: str) -> list[Expect]:
             raise StudyError(f"{filename}: expect.{i}.{where}: {ctx.get('problem') or err['msg']} "
                              f"(got {got!r}" + (f"; allowed: {allowed})" if allowed else ")")) from None
     return out
+
+
+def check_kinds(expects: list, kinds: set, filename: str) -> None:
+    """An expectation on a metric that only flows of one kind give (``KIND_OF``) in a study
+    none of whose configurations has such a flow (``kinds``) could never hold: a StudyError."""
+    for i, e in enumerate(expects):
+        kind = KIND_OF.get(e.metric)
+        if kind is not None and kind not in kinds:
+            raise StudyError(f"{filename}: expect.{i}.metric: {e.metric} is measured on kind = '{kind}' flows, and "
+                             f"no configuration of the study has one (got {e.metric!r}; allowed: a metric of "
+                             f"{' and '.join(sorted(kinds))} flows, or a kind = '{kind}' flow in [[flows]])")

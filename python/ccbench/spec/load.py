@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ccbench.errors import StudyError
 
-from . import cases, cost, guard, overrides, profiles, resolve
+from . import cases, cost, distinct, expect, guard, overrides, profiles, resolve
 from .leaves import LeafModels
 from .model import BACKENDS, StudyFile
 from .sweep import FieldError, dotted, field_names, is_list, is_model, parse_sweep, unwrap
@@ -137,6 +137,8 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
                 limits: Optional[cost.Limits] = cost.DEFAULT_LIMITS) -> Study:
     """Validate study text (the contents of a study file), with ``profile`` applied if given.
 
+    The file's other profiles (and the file without one) are checked too, lightly
+    (see :func:`_check_variant`), so that a mistake in one of them is found on any load.
     A study whose estimated cost (ccbench.spec.cost) is beyond ``limits`` is
     refused with a StudyError; ``limits=None`` accepts any size.
     """
@@ -147,18 +149,94 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
         raise StudyError(_toml_message(filename, e)) from None
 
     original = doc
-    prof: Optional[profiles.Profile] = None
-    renamed: dict[str, str] = {}
     try:
         doc, raw_profiles = profiles.take(doc)
         base = {k: v for k, v in doc.items() if k != "sweep"}
         items, raw_cases, case_pos = cases.split_sweep(doc.get("sweep"))
         names = cases.case_names(raw_cases)
         parsed = {n: profiles.parse(n, t, base, names) for n, t in raw_profiles.items()}
-        if profile is not None and profile not in parsed:
-            raise StudyError(f"{filename}: --profile: the study has no profile '{profile}' "
-                             f"(allowed: {', '.join(parsed) or 'none: it has no [profiles] tables'})")
-        prof = parsed.get(profile) if profile is not None else None
+    except FieldError as e:
+        raise StudyError(_fmt(filename, e.field or dotted(e.loc), e.problem, e.got, e.allowed)) from None
+    if profile is not None and profile not in parsed:
+        raise StudyError(f"{filename}: --profile: the study has no profile '{profile}' "
+                         f"(allowed: {', '.join(parsed) or 'none: it has no [profiles] tables'})")
+    if backend is not None and backend not in BACKENDS:
+        raise StudyError(f"--backend: unknown backend (got {backend!r}; allowed: {', '.join(BACKENDS)})")
+
+    def variant(name: Optional[str]) -> _Variant:
+        return _variant(filename, base, items, raw_cases, case_pos, parsed[name] if name is not None else None)
+
+    chosen = variant(profile)
+    axes = chosen.axes
+    study_table = chosen.base.get("study")
+    cost.check_count(filename, axes, study_table.get("repetitions", 1) if isinstance(study_table, dict) else 1,
+                     limits)
+    expander = _Expander(filename, path, chosen, backend)
+    combos: list[_Combo] = []
+    seen_ids: set[str] = set()
+    first_model: Optional[StudyFile] = None
+    estimator: Optional[cost.Estimator] = None
+    params_json = _ParamsJson(axes)
+
+    for combo in itertools.product(*(range(len(a.values)) for a in axes)):
+        model, be, config, jitters, meta, basis_json, config_id = expander.configure(combo)
+        if first_model is None:
+            first_model = model
+            estimator = cost.Estimator(be)
+        params = {a.key: a.labels[i] for a, i in zip(axes, combo)}
+        reps = []
+        id_text = _RunIdText(model.study.name, be, model.study.seed, params_json.text(params, combo), basis_json)
+        for rep in range(model.study.repetitions):
+            seed = resolve.derive_seed(model.study.seed, config_id, rep)
+            run_id = id_text.run_id(rep)
+            if run_id in seen_ids:  # pragma: no cover - 48-bit collision
+                raise StudyError(f"{filename}: sweep: two runs hash to the same run id {run_id}")
+            seen_ids.add(run_id)
+            reps.append((rep, seed, run_id))
+        assert estimator is not None
+        estimator.add(config, len(reps), params)
+        combos.append(_Combo(config_id, params, config, jitters, meta, reps))
+
+    assert first_model is not None and estimator is not None
+    if first_model.expect:
+        expect.check_kinds(first_model.expect, _flow_kinds(combos), filename)
+    for other in [None, *parsed]:
+        if other != profile:
+            _check_variant(filename, path, variant(other))
+    estimate = estimator.check(filename, limits)
+    study = Study(path=path or Path(filename), source_text=text, document=original,
+                  model=first_model, backend=backend or first_model.study.backend, axes=axes, runs=combos,
+                  profile=profile, profiles=tuple(parsed))
+    study.estimate = estimate
+    return study
+
+
+def _flow_kinds(combos: list["_Combo"]) -> set[str]:
+    """The kinds of flow (bulk, rpc, transfer) of any configuration."""
+    kinds: set[str] = set()
+    last = None
+    for c in combos:
+        if c.meta is not last:  # configurations share their flows' meta while the flows do not change
+            kinds.update(m["kind"] for m in c.meta)
+            last = c.meta
+    return kinds
+
+
+@dataclass
+class _Variant:
+    """The study file as one profile (or none) makes it: the document without [sweep]
+    and [profiles], its sweep axes and the fields the profile sets."""
+
+    profile: Optional[str]
+    base: dict
+    axes: list
+    fixed: list  # the profile's Overrides of plain fields
+
+
+def _variant(filename: str, base: dict, items: list, raw_cases: Any, case_pos: int,
+             prof: Optional[profiles.Profile]) -> _Variant:
+    renamed: dict[str, str] = {}
+    try:
         if prof is not None:
             base = overrides.apply(base, prof.overrides)
             items, renamed = profiles.apply_sweep(items, prof)
@@ -174,68 +252,88 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
             if fieldname == f'sweep."{key}"':
                 fieldname = shown
         raise StudyError(_fmt(filename, fieldname, e.problem, e.got, e.allowed)) from None
+    return _Variant(prof.name if prof is not None else None, base, axes, list(prof.overrides) if prof else [])
 
-    if backend is not None and backend not in BACKENDS:
-        raise StudyError(f"--backend: unknown backend (got {backend!r}; allowed: {', '.join(BACKENDS)})")
 
-    fixed = prof.overrides if prof is not None else []
-    study_table = base.get("study")
-    cost.check_count(filename, axes, study_table.get("repetitions", 1) if isinstance(study_table, dict) else 1,
-                     limits)
-    combos: list[_Combo] = []
-    seen_ids: set[str] = set()
-    first_model: Optional[StudyFile] = None
-    estimator: Optional[cost.Estimator] = None
-    leaves = LeafModels(base, axes)
-    resolvers: dict[str, resolve.Resolver] = {}
-    params_json = _ParamsJson(axes)
-    fixed_owners = [(o.path, o.field) for o in fixed]
+def _check_variant(filename: str, path: Optional[Path], v: _Variant) -> None:
+    """Check a variant of the study that is not the one loaded: its first configuration and
+    each value of each axis with the other axes at their first (not the whole product), on the
+    variant's own backend, without what depends on this machine (resolve.Resolver's ``local``)."""
+    n = len(v.axes)
+    combos = [(0,) * n] + [tuple(i if j == k else 0 for j in range(n))
+                           for k, a in enumerate(v.axes) for i in range(1, len(a.values))]
+    note = f"profile '{v.profile}'" if v.profile is not None else "the study without a profile"
+    expander = _Expander(filename, path, v, None, local=False, note=note)
+    for combo in combos:
+        expander.configure(combo)
 
-    def where(combo: tuple) -> _Where:  # only for a message: not built for every configuration
-        return _Where(cases.owners(axes, combo) + fixed_owners, axes, combo)
 
-    for combo in itertools.product(*(range(len(a.values)) for a in axes)):
-        model = leaves.model(combo)
+class _Expander:
+    """The configurations of one variant: each one's validated model and resolved config
+    (StudyError naming the field otherwise), each its own (see distinct.py)."""
+
+    def __init__(self, filename: str, path: Optional[Path], v: _Variant, backend: Optional[str],
+                 local: bool = True, note: str = ""):
+        self.filename, self.path, self.v, self.backend, self.local, self.note = filename, path, v, backend, local, note
+        self.leaves = LeafModels(v.base, v.axes)
+        self.resolvers: dict[str, resolve.Resolver] = {}
+        self.first_of: dict[str, tuple] = {}  # config_id -> the first combination that made it
+
+    def where(self, combo: tuple) -> "_Where":  # only for a message: not built for every configuration
+        owners = cases.owners(self.v.axes, combo) + [(o.path, o.field) for o in self.v.fixed]
+        return _Where(owners, self.v.axes, combo, self.note)
+
+    def model(self, combo: tuple) -> StudyFile:
+        model = self.leaves.model(combo)
         if model is None:
-            cdoc = cases.apply_all(base, axes, combo)
+            cdoc = cases.apply_all(self.v.base, self.v.axes, combo)
             try:
                 model = StudyFile.model_validate(cdoc)
             except ValidationError as ve:
-                raise StudyError(_pydantic_message(filename, ve, cdoc, where(combo))) from None
-        be = backend or model.study.backend
-        resolver = resolvers.get(be)
+                raise StudyError(_pydantic_message(self.filename, ve, cdoc, self.where(combo))) from None
+        return model
+
+    def configure(self, combo: tuple) -> tuple[StudyFile, str, dict, list, list, str, str]:
+        """(model, backend, config, jitters, meta, basis_json, config_id) of one configuration."""
+        model = self.model(combo)
+        be = self.backend or model.study.backend
+        resolver = self.resolvers.get(be)
         if resolver is None:
-            resolver = resolvers[be] = resolve.Resolver(be, path.parent if path is not None else None)
+            base = self.path.parent if self.path is not None else None
+            resolver = self.resolvers[be] = resolve.Resolver(be, base, local=self.local)
         try:
             config, jitters, meta = resolver.resolve(model)
         except FieldError as e:
-            raise StudyError(_field_message(filename, e, cases.apply_all(base, axes, combo), where(combo))) from None
-        if first_model is None:
-            first_model = model
-            estimator = cost.Estimator(be)
-        params = {a.key: a.labels[i] for a, i in zip(axes, combo)}
+            doc = cases.apply_all(self.v.base, self.v.axes, combo)
+            raise StudyError(_field_message(self.filename, e, doc, self.where(combo))) from None
         basis_json = resolver.basis_json(config, jitters)
         config_id = resolve.hash_text(basis_json)
-        reps = []
-        id_text = _RunIdText(model.study.name, be, model.study.seed, params_json.text(params, combo), basis_json)
-        for rep in range(model.study.repetitions):
-            seed = resolve.derive_seed(model.study.seed, config_id, rep)
-            run_id = id_text.run_id(rep)
-            if run_id in seen_ids:  # pragma: no cover - 48-bit collision
-                raise StudyError(f"{filename}: sweep: two runs hash to the same run id {run_id}")
-            seen_ids.add(run_id)
-            reps.append((rep, seed, run_id))
-        assert estimator is not None
-        estimator.add(config, len(reps), params)
-        combos.append(_Combo(config_id, params, config, jitters, meta, reps))
+        first = self.first_of.setdefault(config_id, combo)
+        if first != combo:
+            raise StudyError(self._same(first, combo))
+        return model, be, config, jitters, meta, basis_json, config_id
 
-    assert first_model is not None and estimator is not None
-    estimate = estimator.check(filename, limits)
-    study = Study(path=path or Path(filename), source_text=text, document=original,
-                  model=first_model, backend=backend or first_model.study.backend, axes=axes, runs=combos,
-                  profile=profile, profiles=tuple(parsed))
-    study.estimate = estimate
-    return study
+    def _same(self, first: tuple, combo: tuple) -> str:
+        """Two configurations that resolve to the same runs: which sweep values, and why if known."""
+        axes = self.v.axes
+        moved = [k for k in range(len(axes)) if first[k] != combo[k]]
+        a, b = self.model(first), self.model(combo)
+        if len(moved) == 1:
+            k = moved[0]
+            ax = axes[k]
+            why = distinct.why_same(ax, a, b)
+            problem = (f"{ax.labels[first[k]]!r} and {ax.labels[combo[k]]!r} give the same run configuration"
+                       + (f"; {why}" if why else ""))
+            fieldname = ax.field
+        else:
+            def values(c: tuple) -> str:
+                return ", ".join(f"{axes[k].key} = {axes[k].labels[c[k]]!r}" for k in moved)
+
+            problem = f"[{values(first)}] and [{values(combo)}] give the same run configuration"
+            fieldname = "sweep"
+        if self.note and not fieldname.startswith("profiles."):  # a profile's key names its profile
+            problem += f" [in {self.note}]"
+        return _fmt(self.filename, fieldname, problem, allowed=distinct.ALLOWED)
 
 
 @functools.lru_cache(maxsize=256, typed=True)
@@ -322,6 +420,7 @@ class _Where:
     owners: list  # (path, field name) of every field a sweep key, case or profile set
     axes: list
     combo: tuple
+    note: str = ""  # the variant checked, when it is not the one loaded: "profile 'quick'"
 
 
 # ------------------------------------------------------------------ messages
@@ -381,6 +480,8 @@ def _attribute(filename: str, loc: tuple, problem: str, got: Any, allowed: Optio
     """Name the sweep key, case or profile key that set the field; else the field, plus the
     sweep values it depends on."""
     name = overrides.owner_field(loc, where.owners)
+    if where.note and not (name or "").startswith("profiles."):  # a profile's key names its profile
+        problem = f"{problem} [in {where.note}]"
     if name is not None:
         return _fmt(filename, name, problem, got, allowed)
     deps = []

@@ -11,9 +11,11 @@ backend, sender index in range, stop after start...) live in
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Callable, List, Literal, Optional, Sequence, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, StrictStr
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, StrictBool,
+                      StrictInt, StrictStr)
 from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
@@ -119,9 +121,23 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+NAME_ALLOWED = "a name of printable characters, not blank, such as 'cubic-vs-bbr-loss'"
+# How the store names a new version of a study (executor/versions.py: "NAME v2", read
+# back with the same \d+): a study may not be named so itself.
+_VERSION_SUFFIX = re.compile(r" v\d+\Z")
+
+
+def _not_versioned(name: str) -> str:
+    if _VERSION_SUFFIX.search(name):
+        raise PydanticCustomError("ccbench_unit", "{problem}", {
+            "problem": "ends in ' v' and a number, which is how ccbench names a new version of a study "
+                       "(ccbench run --new-version)", "allowed": NAME_ALLOWED + ", not ending in ' v2' and the like"})
+    return name
+
+
 class StudyInfo(Model):
-    name: StrictStr = F(
-        ..., "a name of printable characters, not blank, such as 'cubic-vs-bbr-loss'", min_length=1,
+    name: Annotated[StrictStr, AfterValidator(_not_versioned)] = F(
+        ..., NAME_ALLOWED, min_length=1,
         pattern=r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$",
     )
     description: StrictStr = F("", "free text")

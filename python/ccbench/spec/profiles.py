@@ -16,8 +16,12 @@ ccbench.spec.overrides); [study] fields other than ``name`` may be set;
 that a [sweep] key varies is changed through its sweep list, not directly;
 one that every case of a case axis sets, through the cases.
 
-Every profile of a file is checked whenever the file is loaded; only the
-selected one is applied.  A study run with a profile writes its results to
+Every profile of a file (and the file without one) is checked whenever the
+file is loaded; only the selected one is applied and expanded in full. The
+others are checked by their first configuration and each of their sweep
+values and cases with the other axes at their first (ccbench.spec.load),
+without what depends on this machine (resolve.Resolver's ``local``): a
+``linux`` profile may run elsewhere.  A study run with a profile writes its results to
 ``results/<name>-<profile>/`` by default (:attr:`Study.results_name`), so a
 quick run and a full run never share a results directory.
 """

@@ -228,9 +228,12 @@ class Ctx:
         raise self.error(path, problem, self.error.NO_VALUE if got is None else got, allowed, related=related)
 
     def bytes_of(self, b: units.Buffer, name: Any) -> int:
-        """A size parameter in bytes (packets count mss + 52 bytes each)."""
+        """A size parameter in bytes (packets count mss + 52 bytes each); a threshold, not a
+        buffer, so bytes are taken as they are (a buffer must hold a packet, resolve._buffer)."""
         if b.kind == "pkts":
             return int(b.amount) * self.mtu
+        if b.kind == "bytes":
+            return int(b.amount)
         d = self.resolve_buffer(b, self.loc + (name if isinstance(name, tuple) else (name,)))
         return d["buffer_bytes"]
 

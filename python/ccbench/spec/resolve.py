@@ -7,7 +7,9 @@ Decisions written down here:
   packet (mss + header bytes).  The RTT is ``bdp_rtt`` or, by default, the
   largest base RTT over the senders (2 × access delay + bottleneck delay +
   return-path delay).  The reverse path's BDP uses the reverse rate and the
-  same RTT.  A BDP buffer with a zero RTT is an error.
+  same RTT.  A BDP buffer with a zero RTT is an error.  A buffer written in
+  bytes below one full-size packet is an error, not raised: only a computed
+  BDP is (Linux's qdisc limits count packets, so one packet is its floor).
 * Seeds: ``sha256("ccbench-seed|<study seed>|<config_id>|<repetition>")``,
   first 8 bytes, top bit cleared (fits a signed 64-bit column).
 * config_id: 12 hex chars of sha256 over the canonical JSON of the resolved
@@ -93,6 +95,12 @@ def _buffer(buf: units.Buffer, rate_bps: int, rtt_ns: int, mss: int, loc: tuple,
     if buf.kind == "pkts":
         return {"buffer_bytes": None, "buffer_pkts": int(buf.amount)}
     if buf.kind == "bytes":
+        # A queue that cannot hold one full-size packet drops every data packet (a "0pkt"
+        # buffer is refused by units.parse_buffer alike; BDP buffers are rounded up to one).
+        if buf.amount < mss + HEADER_BYTES:
+            raise FieldError(loc, "a buffer must hold at least one full-size packet", str(buf),
+                             f"at least {mss + HEADER_BYTES}B (mss {mss} + {HEADER_BYTES} header bytes), "
+                             "or packets such as '100pkt'", related=("tcp.mss",))
         return {"buffer_bytes": int(buf.amount), "buffer_pkts": None}
     if rtt_ns <= 0:
         raise FieldError(
@@ -205,9 +213,12 @@ class Resolver:
     share these parts: read a config, do not change it.
     """
 
-    def __init__(self, backend: str, base: Optional[Path] = None):
+    def __init__(self, backend: str, base: Optional[Path] = None, local: bool = True):
         self.backend = backend
         self.base = base  # the study's directory (bpf: paths)
+        # check what depends on this machine (the linux kernel's algorithms and CONFIG_HZ, BPF
+        # programs): False for a profile that is checked but not run here
+        self.local = local
         self._last: dict[str, tuple[tuple, Any]] = {}  # part -> (its inputs, its result)
         self._texts: dict[Optional[str], tuple[Any, str]] = {}  # config key -> (value, "key":JSON); None: jitters
 
@@ -237,7 +248,8 @@ class Resolver:
     def resolve(self, m: StudyFile) -> tuple[dict, list[int], list[dict]]:
         """(config, per-flow jitter range in ns, per-flow meta without start/stop). Raises FieldError."""
         st, topo, tcp, backend = m.study, m.topology, m.tcp, self.backend
-        config = dict(self._once("run", (st, tcp), _run, st, tcp, backend))
+        config = dict(self._once("run", (st, tcp), _run, st, tcp, backend, self.local))
+        self._once("analysis", (st, m.analysis), _analysis, st, m.analysis)
         if tcp.sender_pauses is not None and any(f.kind == "rpc" for f in m.flows):
             sp = tcp.sender_pauses
             raise FieldError(("tcp", "sender_pauses"), "not modelled with kind = 'rpc' flows (their ACKs ride on "
@@ -247,7 +259,7 @@ class Resolver:
             self._once("pacing", (tcp, m.flows), _pacing, tcp, m.flows)
         if topo.links is not None or topo.hosts is not None:
             net = network.build(m)
-            flows, jitters, meta, routes = _flows(m.flows, st, backend, self.base, net, 0)
+            flows, jitters, meta, routes = _flows(m.flows, st, backend, self.base, net, 0, self.local)
             net_config, events, controller = network.resolve(m, net, routes, meta, tcp.mss, _buffer)
             config["network"] = net_config
             config["flows"] = flows
@@ -262,12 +274,12 @@ class Resolver:
         bottleneck, reverse = self._once("dumbbell", (topo, tcp, senders), _dumbbell, topo, tcp, senders)
         # the number of senders comes from topo.senders (None: one)
         flows, jitters, meta, _ = self._once("flows", (m.flows, st, topo.senders), _flows, m.flows, st, backend,
-                                             self.base, None, len(senders))
+                                             self.base, None, len(senders), self.local)
         config.update(senders=senders, bottleneck=bottleneck, reverse=reverse, flows=flows)
         return config, jitters, meta
 
 
-def _run(st: Any, tcp: Any, backend: str) -> dict:
+def _run(st: Any, tcp: Any, backend: str, local: bool = True) -> dict:
     """Checks of [study] and [tcp]; the run-wide part of the config."""
     if st.duration <= 0:
         raise FieldError(("study", "duration"), "must be positive", units.format_time(st.duration),
@@ -318,7 +330,7 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
         raise FieldError(("tcp", "hz"), "not supported by the linux backend: real hosts run the kernel's own "
                          "timers (its CONFIG_HZ, and high-resolution timers for pacing)", tcp.hz,
                          "leave it out for backend 'linux'")
-    if backend == "linux" and tcp.kernel_hz is not None:
+    if backend == "linux" and tcp.kernel_hz is not None and local:
         from . import kernel
 
         hz = kernel.config_hz()
@@ -355,6 +367,16 @@ def _run(st: Any, tcp: Any, backend: str) -> dict:
     }
 
 
+def _analysis(st: Any, analysis: Any) -> None:
+    """[analysis] against the run (not part of the config)."""
+    after = analysis.steady_after
+    if after is not None and after >= st.duration:
+        # the steady-state window would be empty: every steady metric without a value
+        raise FieldError(("analysis", "steady_after"), "must be before the end of the run (study.duration = "
+                         f"{units.format_time(st.duration)})", units.format_time(after),
+                         f"a time below {units.format_time(st.duration)}", related=("study.duration",))
+
+
 def _pacing(tcp: Any, flows: list) -> None:
     """tcp.pacing = 'off' on a real kernel (checked only for linux and hosts)."""
     # Linux cannot stop an algorithm that paces by itself (BBR sets the
@@ -367,14 +389,16 @@ def _pacing(tcp: Any, flows: list) -> None:
 
 
 def _flows(flows: list, st: Any, backend: str, base: Optional[Path], net: Optional[network.Net],
-           n_senders: int) -> tuple[list[dict], list[int], list[dict], list]:
+           n_senders: int, local: bool = True) -> tuple[list[dict], list[int], list[dict], list]:
     """Checks of each flow; the config's flows, each flow's start jitter range, its meta and
-    (in a general network, ``net``) its route; ``n_senders``: a dumbbell's senders."""
+    (in a general network, ``net``) its route; ``n_senders``: a dumbbell's senders; ``local``:
+    see Resolver."""
     general = net is not None
     if sum(f.count for f in flows) > MAX_COUNT:
         raise FieldError(("flows",), f"more than {MAX_COUNT:,} flows in one run (the sum of flows.*.count)",
                          sum(f.count for f in flows), f"at most {MAX_COUNT:,} flows")
-    allowed_ccas = ccas_for(backend)
+    # None: a linux profile not run here; the kernel that runs it decides
+    allowed_ccas = ccas_for(backend) if local or backend != "linux" else None
     out: list[dict] = []
     jitters: list[int] = []
     meta: list[dict] = []
@@ -383,13 +407,14 @@ def _flows(flows: list, st: Any, backend: str, base: Optional[Path], net: Option
         loc = ("flows", i)
         cca = f.cca
         if f.cca.startswith("bpf:"):  # a BPF struct_ops CCA (ccbench.bpf; base: the study's directory)
-            from ccbench import bpf
+            if local:  # else compiled and checked where it runs
+                from ccbench import bpf
 
-            try:
-                cca = bpf.resolve_cca(f.cca, base, backend)
-            except bpf.BpfError as e:
-                raise FieldError(loc + ("cca",), str(e)) from None
-        elif f.cca not in allowed_ccas:
+                try:
+                    cca = bpf.resolve_cca(f.cca, base, backend)
+                except bpf.BpfError as e:
+                    raise FieldError(loc + ("cca",), str(e)) from None
+        elif allowed_ccas is not None and f.cca not in allowed_ccas:
             problem = f"unknown congestion control for backend '{backend}'"
             if backend == "linux":
                 problem = ("this kernel has no such congestion control"
