@@ -102,6 +102,42 @@ def test_report_and_plot(results, tmp_path):
         "topology.bottleneck.loss")
 
 
+def test_report_and_plot_raise_ccbenchs_error_and_leave_nothing(results, tmp_path):
+    """A directory where the file goes, a missing directory, a suffix of another
+    format: ccbench's UsageError naming the file, not a raw OSError, and no
+    .part or half-written file left."""
+    from ccbench.errors import UsageError
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    with ccbench.open(results) as r:
+        with pytest.raises(UsageError, match=f"^{taken}: is a directory"):
+            r.report(taken)
+        with pytest.raises(UsageError, match=r"^/proc/x/y\.png: no directory /proc/x "):
+            r.plot(metric="goodput", x="loss", out="/proc/x/y.png")
+        with pytest.raises(UsageError, match=r"g\.svg: a \.svg file, but the format asked for is png"):
+            r.plot(metric="goodput", x="loss", out=tmp_path / "g.svg", format="png")
+        with pytest.raises(UsageError, match=f"^{taken}: is a directory"):
+            r.plot(metric="goodput", x="loss", out=taken)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"] and not any(taken.iterdir())
+        r.plot(metric="goodput", x="loss", out=tmp_path / "g.pdf")  # the format from the suffix
+        r.plot(metric="goodput", x="loss", out=tmp_path / "g", format="svg")
+    assert (tmp_path / "g.pdf").read_bytes().startswith(b"%PDF")
+    assert (tmp_path / "g").read_text().lstrip().startswith("<?xml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g", "g.pdf", "taken"]
+
+
+def test_errors_name_the_users_results_not_the_snapshot(results, tmp_path):
+    from ccbench.errors import UsageError
+
+    other = tmp_path / "other"
+    other.mkdir()
+    duckdb.connect(str(other / DB_FILENAME)).execute("CREATE TABLE t (a INTEGER)").close()
+    with pytest.raises(UsageError) as e:
+        ccbench.open(other)
+    assert str(e.value).startswith(f"{other / DB_FILENAME}: not a ccbench results database"), str(e.value)
+
+
 def test_the_snapshot_is_removed_on_close(results):
     import tempfile
 

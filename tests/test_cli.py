@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.csv as pcsv
@@ -119,6 +120,7 @@ def test_run_with_an_unavailable_backend_creates_nothing(study_file, capsys):
 
 def test_usage_mistakes_are_one_line(study_file, capsys):
     for argv in (["run", str(study_file), "--jobs", "-1"], ["run", str(study_file), "--jobs", "two"],
+                 ["run", str(study_file), "--jobs", "99999999999"],
                  ["run"], ["frobnicate"], [], ["ls", "nowhere"], ["summary", "nowhere"],
                  ["show", "abc"], ["export", "nowhere", "--format", "xlsx"]):
         assert main(argv) == 2, argv
@@ -237,7 +239,6 @@ def test_ctrl_c_on_a_real_process(study_file, tmp_path, jobs):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) during `ccbench run`:
     exit 130 without tracebacks, what finished is kept, a re-run resumes."""
     import signal
-    import time
 
     script = tmp_path / "slow.py"
     script.write_text(
@@ -303,6 +304,7 @@ def test_show_table_csv_json(filled, capsys):
     assert main(["show", prefix, "--results", str(filled)]) == 0
     out = capsys.readouterr().out
     assert run.run_id in out and "cubic bulk" in out and "bbr bulk" in out
+    assert re.search(rf"^results +{re.escape(str(filled))} *$", out, re.M), out  # the user's, not a snapshot's
     assert "topology.bottleneck.loss" in out and "8.00 Mbit/s" in out  # flow 0 of rep 0
 
     # without --results: found under ./results
@@ -322,7 +324,7 @@ def test_show_table_csv_json(filled, capsys):
 
 def test_show_unknown_or_ambiguous_run(filled, capsys):
     assert main(["show", "zzzz", "--results", str(filled)]) == 2
-    assert "no run 'zzzz'" in one_line_error(capsys.readouterr().err)
+    assert one_line_error(capsys.readouterr().err) == f"ccbench: error: no run 'zzzz' in {filled}"
     with Store.open_existing(filled) as store:
         ids = [r.run_id for r in store.runs()]
     # a prefix shared by several runs (the empty-ish one: first hex digit if shared, else "")
@@ -358,6 +360,70 @@ def test_export(filled, tmp_path, capsys, fmt):
     # default output directory: RESULTS/export
     assert main(["export", str(filled), "--format", fmt]) == 0
     assert (filled / "export" / f"samples.{fmt}").is_file()
+
+
+def test_show_names_the_directory_given_and_refuses_two_results(filled, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["show", str(empty)]) == 2
+    assert one_line_error(capsys.readouterr().err) == f"ccbench: error: {empty}: not a results directory (no ccbench.duckdb in it)"
+    # a results directory and --results: which one was meant is not clear
+    assert main(["show", str(filled), "--results", str(empty)]) == 2
+    assert "--results" in one_line_error(capsys.readouterr().err)
+
+
+def test_export_refuses_a_directory_in_the_way_and_leaves_nothing(filled, tmp_path, capsys):
+    out = tmp_path / "exp"
+    (out / "flows.csv").mkdir(parents=True)
+    assert main(["export", str(filled), "--format", "csv", "--out", str(out)]) == 2
+    assert f"{out / 'flows.csv'}: is a directory" in one_line_error(capsys.readouterr().err)
+    assert sorted(p.name for p in out.iterdir()) == ["flows.csv"] and not any((out / "flows.csv").iterdir())
+
+
+def test_report_and_plot_leave_nothing_behind_and_plot_keeps_to_its_format(filled, tmp_path, capsys):
+    tmp_path = tmp_path / "figs"  # beside the study's own files
+    tmp_path.mkdir()
+    (tmp_path / "taken").mkdir()
+    assert main(["report", str(filled), "--out", str(tmp_path / "taken")]) == 2
+    assert f"{tmp_path / 'taken'}: is a directory" in one_line_error(capsys.readouterr().err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+    # the format follows the file's suffix; a suffix of another format is refused
+    plot = ["plot", str(filled), "--x", "loss"]
+    assert main([*plot, "--out", str(tmp_path / "q.svg")]) == 0
+    assert (tmp_path / "q.svg").read_text().lstrip().startswith("<?xml")
+    assert main([*plot, "--out", str(tmp_path / "q.pdf")]) == 0
+    assert (tmp_path / "q.pdf").read_bytes().startswith(b"%PDF")
+    capsys.readouterr()
+    assert main([*plot, "--format", "svg", "--out", str(tmp_path / "q2.png")]) == 2
+    assert "q2.png: a .png file, but the format asked for is svg" in one_line_error(capsys.readouterr().err)
+    # a missing directory is refused, as report and export refuse it
+    assert main([*plot, "--out", str(tmp_path / "nonexist" / "x.png")]) == 2
+    assert f"no directory {tmp_path / 'nonexist'}" in one_line_error(capsys.readouterr().err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.pdf", "q.svg", "taken"]
+
+
+def test_run_refuses_a_missing_inventory_whatever_the_backend(study_file, fake_sim, capsys):
+    assert main(["run", str(study_file), "--inventory", "missing.toml"]) == 2
+    assert "--inventory missing.toml: no such file" in one_line_error(capsys.readouterr().err)
+    assert not (study_file.parent / "results").exists()
+
+
+def test_a_local_cluster_has_a_bounded_number_of_workers(tmp_path, monkeypatch):
+    """local:99999999999 made Dask build workers until memory ran out."""
+    monkeypatch.setenv("CCBENCH_CLUSTER_CONFIG", str(tmp_path / "none.toml"))  # no user settings
+    from ccbench.errors import UsageError
+    from ccbench.executor.cluster_config import max_local_workers, resolve
+
+    most = max_local_workers()
+    assert most == max(32, 4 * (os.cpu_count() or 1))
+    assert resolve(f"local:{most}").workers == most
+    for spec in ("local:99999999999", f"local:{most + 1}", "local:0", "local:\u00b2"):
+        with pytest.raises(UsageError, match=rf"local:N needs a number of workers from 1 to {most} "):
+            resolve(spec)
+    with pytest.raises(UsageError, match=rf"workers: got 99999999999; expected a number of local worker processes "
+                                         rf"from 1 to {most}"):
+        resolve("local", {"workers": 99999999999})
 
 
 def test_doctor(capsys):

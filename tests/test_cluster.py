@@ -173,6 +173,9 @@ def test_bad_cluster_input_is_one_error_before_anything_is_written(study_file, t
     bad.write_text(SWEEP + '\n[cluster]\nnodes = 3\n')
     assert main(["run", str(bad), "--out", str(out), "--cluster", "local:1"]) == 2
     assert "[cluster]: nodes: unknown cluster setting (allowed: kind, address" in capsys.readouterr().err
+    # ... also when the run does not use the cluster: the typo is found now, not on the day it is
+    assert main(["run", str(bad), "--out", str(out)]) == 2
+    assert "[cluster]: nodes: unknown cluster setting" in capsys.readouterr().err
     assert not out.exists()
 
 

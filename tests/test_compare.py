@@ -66,3 +66,19 @@ def test_compare_cli_formats(results, capsys):
     out = capsys.readouterr().out
     assert "matched by config_id" in out
     assert "0 differences exceed the spread across repetitions in 0 of 2 configurations" in out
+
+
+@pytest.mark.parametrize("tolerance", ["nan", "inf", "-0.1"])
+def test_a_tolerance_that_is_not_a_finite_fraction_is_a_usage_error(results, capsys, tolerance):
+    """nan compares false with every difference, so it would flag nothing (and inf too)."""
+    assert main(["compare", str(results["a"]), str(results["lossy"]), "--tolerance", tolerance]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ccbench: error: --tolerance: got ") and "allowed: a" in err and err.count("\n") == 1, err
+
+
+def test_results_with_nothing_in_common_are_not_reported_as_no_differences(results, tmp_path, capsys):
+    other = run_study(tmp_path / "other", name="other", reps=1, seed=1, loss="1%", sweep='"flows.0.cca" = ["bbr"]')
+    assert main(["compare", str(results["a"]), str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "(2 configurations) and" in err and "have none in common (matched by params)" in err
+    assert err.count("\n") == 1

@@ -52,12 +52,22 @@ def intact(tmp_path_factory) -> Path:
     return d
 
 
+def bad_checksums(data: bytes) -> bytes:
+    """Every block's checksum wrong (a block is 256 KiB after the three 4 KiB
+    headers, its checksum its first 8 bytes): DuckDB's message names no file."""
+    out = bytearray(data)
+    for start in range(3 * 4096, len(out), 256 * 1024):
+        out[start:start + 8] = bytes(b ^ 0xFF for b in out[start:start + 8])
+    return bytes(out)
+
+
 def damaged_copies(intact: Path, dest: Path) -> dict[str, Path]:
     data = (intact / "r" / DB_FILENAME).read_bytes()
     half = len(data) // 2
     out = {}
     for kind, damaged in (("truncated", data[:half]),
-                          ("flipped", data[:half] + bytes(b ^ 0xFF for b in data[half:]))):
+                          ("flipped", data[:half] + bytes(b ^ 0xFF for b in data[half:])),
+                          ("checksums", bad_checksums(data))):
         d = dest / kind
         d.mkdir()
         (d / DB_FILENAME).write_bytes(damaged)
@@ -263,3 +273,69 @@ def test_the_api_on_a_damaged_store_raises_ccbenchs_error(intact, tmp_path):
         msg = str(e.value)
         assert f"{d / DB_FILENAME}: the results database is damaged" in msg, (kind, msg)
         assert "\n" not in msg and "ccbench-snapshot" not in msg, msg
+
+
+# ------------------------------------------------------------ a failed or killed writer, a closed pipe
+
+BIG_COMMIT = """\
+[study]
+name = "bigw"
+duration = "3s"
+repetitions = 3
+sample_interval = "1ms"
+[topology]
+senders = 4
+[topology.bottleneck]
+rate = "20Mbit"
+delay = "10ms"
+[[flows]]
+cca = "cubic"
+count = 4
+"""
+
+
+def test_a_commit_that_overflows_the_file_size_limit_does_not_hold_up_readers(tmp_path, monkeypatch, capsys):
+    """`ulimit -f` below a run's commit: the run fails with the one-line full
+    disk error, and readers then read at once (they waited 30 s for the write
+    counter the failed commit had left odd)."""
+    import resource
+
+    import ccbench
+    from ccbench.store import WriteCounter
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w.toml").write_text(BIG_COMMIT)
+    limit = 3000 * 1024
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    r = subprocess.run([sys.executable, "-m", "ccbench", "run", "w.toml", "--out", "r"], cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=str(REPO / "python")), preexec_fn=small_files,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "no space left on the disk" in one_line(r.stderr)
+    assert WriteCounter.read(tmp_path / "r" / DB_FILENAME) % 2 == 0
+    started = time.monotonic()
+    assert main(["ls", "r"]) == 0
+    with ccbench.open("r") as res:
+        assert len(res.runs) < 3
+    assert time.monotonic() - started < 10
+    assert "changed all the time" not in capsys.readouterr().err
+
+
+def test_a_closed_stdout_does_not_stop_a_study(tmp_path):
+    """`ccbench run ... | head -1`: the study goes on to its end with its output
+    dropped (a note on stderr) and exits 0; it used to stop with exit 1 and no word."""
+    (tmp_path / "s.toml").write_text(study(repetitions=8))  # long enough to print after the pipe closed
+    p = subprocess.Popen([sys.executable, "-m", "ccbench", "run", "s.toml", "--out", "r"], cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().startswith("running 24 runs")
+    p.stdout.close()  # as `head -1` does
+    assert p.wait(timeout=120) == 0
+    err = p.stderr.read()
+    assert err.strip() == ("note: standard output was closed; the study goes on without printing its progress "
+                           "(Ctrl-C stops it)"), err
+    with Store.open_existing(tmp_path / "r") as s:
+        assert len(s.finished_runs()) == 24

@@ -396,3 +396,134 @@ def test_params_json_is_queryable(tmp_path):
     assert rows == [("0%", 2), ("1%", 2)]
     cfg = _count(tmp_path / DB_FILENAME, "SELECT config FROM runs LIMIT 1")[0][0]
     assert json.loads(cfg)["duration_ns"] == 1_000_000_000
+
+
+# -- readers after a failed or killed writer, foreign files, snapshots, export ----
+
+
+def _gen(results) -> int:
+    return int.from_bytes((results / (DB_FILENAME + ".gen")).read_bytes(), "little")
+
+
+def test_a_write_that_fails_leaves_the_counter_even_and_readers_do_not_wait(tmp_path):
+    """A failed commit (a full disk) used to leave the write counter odd, so
+    that every reader waited 30 s for a write that was over."""
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path / "res") as store:
+        _write_ok(store, rs)
+        with pytest.raises(RuntimeError):
+            with store._writing():
+                raise RuntimeError("disk full")
+        assert _gen(tmp_path / "res") % 2 == 0
+        started = time.monotonic()
+        with Store.snapshot(tmp_path / "res") as snap:
+            assert snap.finished_runs() == {rs.run_id}
+        assert time.monotonic() - started < 5
+
+
+def test_a_killed_writers_odd_counter_does_not_hold_up_readers(tmp_path):
+    """A writer killed mid-write leaves the counter odd; no process holds the
+    store's lock then, so readers copy it at once."""
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path / "res") as store:
+        _write_ok(store, rs)
+    gen = tmp_path / "res" / (DB_FILENAME + ".gen")
+    gen.write_bytes((_gen(tmp_path / "res") + 1).to_bytes(8, "little"))
+    started = time.monotonic()
+    with Store.snapshot(tmp_path / "res") as snap:
+        assert snap.finished_runs() == {rs.run_id}
+    assert time.monotonic() - started < 5
+    with Store(tmp_path / "res"):  # the next writer makes it even again
+        assert _gen(tmp_path / "res") % 2 == 0
+
+
+@pytest.mark.parametrize("their_table", ["runs", "stuff"])
+def test_a_duckdb_file_that_is_not_ccbenchs_is_left_alone(tmp_path, their_table):
+    d = tmp_path / "theirs"
+    d.mkdir()
+    con = duckdb.connect(str(d / DB_FILENAME))
+    con.execute(f"CREATE TABLE {their_table} (a INTEGER)")
+    con.execute(f"INSERT INTO {their_table} VALUES (1)")
+    con.close()
+    before = (d / DB_FILENAME).read_bytes()
+    with pytest.raises(UsageError) as e:
+        Store(d)
+    msg = str(e.value)
+    assert msg.startswith(f"{d / DB_FILENAME}: a DuckDB database that is not a ccbench results database "
+                          f"(its tables: {their_table})") and "--out" in msg, msg
+    assert (d / DB_FILENAME).read_bytes() == before and sorted(p.name for p in d.iterdir()) == [DB_FILENAME]
+    Store(tmp_path / "new").close()  # a new store (an empty file at first) is made as ever
+
+
+def test_a_snapshot_names_the_users_results_not_its_copy(tmp_path):
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path / "res") as store:
+        _write_ok(store, rs)
+    with Store.snapshot(tmp_path / "res") as snap:
+        assert snap.source_dir == tmp_path / "res" and snap.source_db == tmp_path / "res" / DB_FILENAME
+        with pytest.raises(UsageError, match=f"^no run 'zzzz' in {tmp_path / 'res'}$"):
+            snap.resolve_run("zzzz")
+    # a file that is not a store: tests/test_api.py, test_errors_name_the_users_results_not_the_snapshot
+
+
+def test_a_snapshot_that_cannot_be_copied_is_one_line_and_leaves_no_copy(tmp_path, monkeypatch):
+    import errno
+    import shutil
+    import tempfile
+
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path / "res") as store:
+        _write_ok(store, rs)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+
+    def full(src, dst):
+        open(dst, "wb").close()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfile", full)
+    with pytest.raises(UsageError) as e:
+        Store.snapshot(tmp_path / "res")
+    assert str(e.value) == (f"{tmp_path / 'res' / DB_FILENAME}: cannot copy the results to read them "
+                            f"(into {tmp_path / 'tmp'}: No space left on device); free space there or set "
+                            f"TMPDIR to a directory with room")
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def _tree(d) -> dict:
+    return {str(p.relative_to(d)): (p.read_bytes() if p.is_file() else None) for p in sorted(d.rglob("*"))}
+
+
+def test_an_export_is_all_or_nothing(tmp_path, monkeypatch):
+    import errno
+
+    rs = make_runs(reps=1)[0]
+    with Store(tmp_path / "res") as store:
+        _write_ok(store, rs)
+    with Store.snapshot(tmp_path / "res") as snap:
+        # a directory where a file goes: refused before anything is written
+        (tmp_path / "a" / "flows.csv").mkdir(parents=True)
+        with pytest.raises(UsageError, match=r"a/flows\.csv: is a directory, where the export writes a file"):
+            snap.export(tmp_path / "a", "csv")
+        assert _tree(tmp_path / "a") == {"flows.csv": None}
+        with pytest.raises(UsageError, match=r"no directory .*/missing to create it in"):
+            snap.export(tmp_path / "missing" / "x", "csv")
+        assert not (tmp_path / "missing").exists()
+
+        # a full disk half way: an earlier export stays as it was, a new directory goes
+        snap.export(tmp_path / "b", "parquet")
+        earlier = _tree(tmp_path / "b")
+        real = Store._export_table
+
+        def samples_fail(self, table, path, fmt):
+            real(self, table, path, fmt)
+            if table == "samples":
+                raise OSError(errno.EFBIG, "File too large")
+
+        monkeypatch.setattr(Store, "_export_table", samples_fail)
+        for out in (tmp_path / "b", tmp_path / "c"):
+            with pytest.raises(UsageError) as e:
+                snap.export(out, "parquet")
+            assert str(e.value) == (f"{out / 'samples.parquet'}: cannot write the export (File too large); "
+                                    f"nothing of this export was kept")
+        assert _tree(tmp_path / "b") == earlier and not (tmp_path / "c").exists()

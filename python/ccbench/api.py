@@ -232,7 +232,8 @@ class Results:
 
     @_database_errors_explained
     def report(self, out: str | Path, title: Optional[str] = None) -> Path:
-        """Write the self-contained HTML report to ``out``."""
+        """Write the self-contained HTML report to ``out`` (whole, or nothing:
+        ccbench.errors.UsageError naming the file and the cause)."""
         from ccbench.report.html import write_report
 
         return write_report(self.analysis(), out, title)
@@ -243,20 +244,48 @@ class Results:
         """A sweep figure (matplotlib): ``metric`` (a name of METRICS) against the
         swept parameter ``x`` (full path or a unique suffix such as 'loss'),
         one line per ``group`` (a swept parameter, or class, cca, kind of the
-        flows). Saved to ``out`` if given (format from its suffix or ``format``)."""
+        flows). Saved to ``out`` if given, as ``format`` or else as its
+        suffix says (png without one); a suffix of another format, a missing
+        directory or a failed write is a ccbench.errors.UsageError, and
+        leaves nothing behind."""
         from ccbench.analysis.sweeps import sweep_plot
         from ccbench.errors import UsageError
         from ccbench.report.figures import save_figure, sweep_figure
+        from ccbench.report.page import check_target, write_whole
 
         if x is None:
             raise UsageError("plot: say which swept parameter goes on the x axis (x=...)")
+        if out is not None:  # checked before the figure is made
+            out = check_target(out)
+            fmt = _figure_format(out, format)
         p = sweep_plot(self.analysis(), metric, x, group)
         if not any(pt.spread.n for s in p.series for pt in s.points):
             raise UsageError(f"--metric {metric}: no values in {self.path} (no such flows?)")
         fig = sweep_figure(p)
         if out is not None:
-            save_figure(fig, out, format or Path(out).suffix.lstrip(".") or "png")
+            write_whole(out, lambda tmp: save_figure(fig, tmp, fmt))
         return fig
+
+
+def _figure_format(out: Path, format: Optional[str]) -> str:
+    """The format a figure is saved in: ``format``, else ``out``'s suffix, else
+    png. A suffix naming another format than ``format`` is refused (a .svg
+    file of PNG bytes opens nowhere)."""
+    from ccbench.errors import UsageError
+    from ccbench.report.figures import FORMATS
+
+    suffix = out.suffix.lstrip(".").lower()
+    if format is not None and format not in FORMATS:
+        raise UsageError(f"format {format!r}: allowed: {', '.join(FORMATS)}")
+    if format is None:
+        if suffix and suffix not in FORMATS:
+            raise UsageError(f"{out}: cannot tell a figure format from '.{suffix}' "
+                             f"(allowed: {', '.join('.' + f for f in FORMATS)}; or give the format)")
+        return suffix or "png"
+    if suffix in FORMATS and suffix != format:
+        raise UsageError(f"{out}: a .{suffix} file, but the format asked for is {format}; "
+                         f"give a file name ending in .{format}, or leave the format out")
+    return format
 
 
 def open_results(path: str | Path, **settings: Any) -> Results:

@@ -29,7 +29,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -95,7 +95,7 @@ def summary_tables(a: Analysis) -> list[Table]:
             t.add_column(escape(names[k]))
         t.add_column("class")
         t.add_column("n", justify="right")
-        t.add_column(f"goodput\n{unit}", justify="right", no_wrap=True)
+        t.add_column(f"goodput/flow\n{unit}", justify="right", no_wrap=True)
         t.add_column(f"min–max\n{unit}", justify="right", no_wrap=True)
         t.add_column("JFI", justify="right", no_wrap=True)
         t.add_column("retx\n%", justify="right", no_wrap=True)
@@ -147,6 +147,46 @@ def summary_tables(a: Analysis) -> list[Table]:
 # -- commands ---------------------------------------------------------------
 
 
+class _DropWhenClosed:
+    """A stream of `run`. When its reader goes away (`ccbench run ... | head -1`,
+    a pager quit) the study goes on and the rest of that output is dropped,
+    with a note on stderr for stdout: hours of runs should not die of a closed
+    pipe (Ctrl-C stops a study; the store has every run either way)."""
+
+    def __init__(self, file: Any, note: str | None = None):
+        self._file, self._note, self.closed_pipe = file, note, False
+
+    def write(self, text: str) -> int:
+        if not self.closed_pipe:
+            try:
+                return self._file.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_pipe:
+            try:
+                self._file.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        self.closed_pipe = True
+        try:  # what is still buffered, and the interpreter's last flush, go nowhere instead of failing
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._file.fileno())
+        except (OSError, ValueError):
+            pass
+        if self._note:
+            try:
+                print(f"note: {self._note}", file=sys.stderr, flush=True)
+            except OSError:  # stderr went with it (2>&1)
+                pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ccbench.executor import execute, worker_count
     from ccbench.executor.progress import make_progress
@@ -163,6 +203,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--quick is --profile quick; it cannot be combined with --profile {args.profile}")
     if args.out is not None and not args.out.strip():
         raise UsageError("--out: empty path; give a results directory, or leave --out out for results/<study name>/")
+    if args.inventory is not None and not Path(args.inventory).is_file():
+        # checked whatever the backend: a misspelt name is a mistake even where no inventory is read
+        what = "is a directory" if Path(args.inventory).is_dir() else "no such file"
+        raise UsageError(f"--inventory {args.inventory}: {what}; give the hosts inventory file (.toml)")
     from ccbench.spec.cost import DEFAULT_LIMITS
 
     study = load_study(args.study, backend=args.backend, profile=profile,
@@ -182,6 +226,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out is not None else default_results_dir(study.results_name)
 
     out_c, err_c = console.stdout(), console.stderr()
+    out_c.file = _DropWhenClosed(out_c.file, "standard output was closed; the study goes on without printing "
+                                              "its progress (Ctrl-C stops it)")
+    err_c.file = _DropWhenClosed(err_c.file)
     if cluster is None and study.backend in ("linux", "hosts") and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
@@ -365,14 +412,17 @@ def _find_run(prefix: str, results: str | None):
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    if cli_analysis.is_results(args.run):
+    if Path(args.run).exists():  # a path is results, also one that holds none (say so, not "no run")
+        if args.results:
+            raise UsageError(f"show {args.run}: a results directory, and --results {args.results} too; --results "
+                             f"says where a run id is: give a run id with --results, or a results directory alone")
         return cli_analysis.show_results(args)
     store, run_id = _find_run(args.run, args.results)
     with store:
         run = store.runs(run_ids=[run_id], with_config=True)[0]
         flows = store.flows([run_id])
         counts = {t: store.count(t, run_id) for t in ("samples", "queue", "rpcs")}
-        results_dir = store.results_dir
+        results_dir = store.source_dir
     if args.format == "json":
         json.dump({"run": run.as_dict(), "flows": flows, "rows": counts}, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

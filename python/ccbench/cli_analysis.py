@@ -99,10 +99,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         a = r.analysis()
         if not a.configs:
             raise UsageError(f"{args.results}: no finished runs to report on")
-        try:
-            r.report(out, args.title)
-        except OSError as e:
-            raise UsageError(f"{out}: cannot write the report ({e.strerror})") from None
+        r.report(out, args.title)
     flagged = len({f.run_id for f in a.flags()})
     _console().print(f"report: {out} ({len(a.runs())} runs, {len(a.configs)} configurations, "
                      f"{flagged} flagged)", soft_wrap=True)
@@ -120,6 +117,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise UsageError(f"argument --metric: {args.metric!r} is not a metric; one of {', '.join(METRICS)}")
 
     db = find_db(args.results)
+    created = None  # the default figures directory, made here: removed again if no figure goes in
     with _results(args.results, args) as r:
         out = Path(args.out) if args.out else None
         if out is None:
@@ -127,11 +125,19 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
             keys = r.analysis().param_keys()
             x_key = resolve_param(args.x, keys, "--x") or args.x
-            out = db.parent / "figures" / f"{args.metric}-vs-{x_key.split('.')[-1]}.{args.format}"
+            out = db.parent / "figures" / f"{args.metric}-vs-{x_key.split('.')[-1]}.{args.format or 'png'}"
+            if not out.parent.is_dir():  # the default directory is made here; one given with --out must exist
+                try:
+                    out.parent.mkdir()
+                except OSError as e:
+                    raise UsageError(f"{out.parent}: cannot create directory ({e.strerror})") from None
+                created = out.parent
         try:
             r.plot(args.metric, args.x, args.group, out=out, format=args.format)
-        except OSError as e:
-            raise UsageError(f"{out}: cannot write the figure ({e.strerror})") from None
+        except BaseException:
+            if created is not None:
+                created.rmdir()
+            raise
     _console().print(str(out), soft_wrap=True)
     return EXIT_OK
 
@@ -145,13 +151,15 @@ def _val(key: str, v: Optional[float]) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ccbench.analysis.compare import compare
+    from ccbench.analysis.compare import check_tolerance, compare
 
+    check_tolerance(args.tolerance)  # before the analyses, which take a while
     a = _analysis(args.a, args)
     b = _analysis(args.b, args)
-    if args.tolerance < 0:
-        raise UsageError(f"--tolerance: got {args.tolerance}; allowed: a fraction >= 0 such as 0.01")
     cmp = compare(a, b, args.match, args.tolerance)
+    if not cmp.pairs:  # nothing was compared: not "no differences"
+        raise UsageError(f"{args.a} ({len(cmp.only_a)} configurations) and {args.b} ({len(cmp.only_b)}) have "
+                         f"none in common (matched by {cmp.match}): nothing to compare")
     if args.format == "json":
         json.dump(cmp.as_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -189,13 +197,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 # -- show RESULTS ---------------------------------------------------------------------
-
-
-def is_results(path: str) -> bool:
-    from ccbench.store import DB_FILENAME
-
-    p = Path(path)
-    return (p / DB_FILENAME).is_file() or (p.is_file() and p.suffix == ".duckdb")
 
 
 def show_results(args: argparse.Namespace) -> int:
@@ -345,7 +346,8 @@ def add_commands(sub: Any) -> None:
     pl.add_argument("--x", required=True, metavar="PARAM", help="the swept parameter on the x axis, e.g. loss")
     pl.add_argument("--group", default="class", metavar="G",
                     help="one line per: a swept parameter (e.g. cca), or class, cca, kind of the flows (default class)")
-    pl.add_argument("--format", choices=("png", "svg", "pdf"), default="png")
+    pl.add_argument("--format", choices=("png", "svg", "pdf"),
+                    help="default: as --out's suffix says, else png; a suffix of another format is refused")
     pl.add_argument("--out", metavar="FILE", help="default: RESULTS/figures/<metric>-vs-<x>.<format>")
     add_analysis_options(pl)
     pl.set_defaults(func=cmd_plot)

@@ -38,10 +38,11 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -296,13 +297,17 @@ class WriteCounter:
     can copy the file between two writes without waiting for a quiet moment
     (a busy writer never has one) and without ever blocking the writer."""
 
+    #: databases this process has open for writing (DuckDB's lock does not tell a process its own)
+    open_here: set[str] = set()
+
     def __init__(self, db: Path):
         self.path = db.with_name(db.name + ".gen")
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.db = str(db.resolve())
+        WriteCounter.open_here.add(self.db)
         self.value = WriteCounter.read(db) or 0
         if self.value % 2:  # a writer killed mid-write left it odd (only the lock holder opens one)
-            self.value += 1
-            os.pwrite(self.fd, self.value.to_bytes(8, "little"), 0)
+            self._step()
 
     @staticmethod
     def read(db: Path) -> int | None:
@@ -314,16 +319,48 @@ class WriteCounter:
             return None
         return int.from_bytes(b, "little") if len(b) == 8 else None
 
+    def _step(self) -> None:
+        self.value += 1
+        os.pwrite(self.fd, self.value.to_bytes(8, "little"), 0)
+
     @contextmanager
     def writing(self):
-        for _ in range(2):
-            if _ == 1:
-                yield
-            self.value += 1
-            os.pwrite(self.fd, self.value.to_bytes(8, "little"), 0)
+        self._step()
+        try:
+            yield
+        finally:  # a failed write (a full disk) leaves the file as DuckDB left it: readers may copy it
+            self._step()
 
     def close(self) -> None:
         os.close(self.fd)
+        WriteCounter.open_here.discard(self.db)
+
+
+def _writer_holds(db: Path) -> bool:
+    """Whether a process may be writing ``db``: one here, or another one that
+    holds DuckDB's write lock on it (an fcntl lock over the whole file). A
+    writer that was killed holds none, so its odd counter means nothing."""
+    if str(db.resolve()) in WriteCounter.open_here:
+        return True
+    if not sys.platform.startswith("linux"):  # struct flock's layout is Linux's below
+        return True
+    import fcntl
+    import struct
+
+    # F_GETLK only asks (it takes no lock, so it never locks a starting writer
+    # out); a read lock conflicts with a write lock only
+    query = struct.pack("hhqqi", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0)
+    try:
+        fd = os.open(db, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        lock_type = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, query))[0]
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return lock_type != fcntl.F_UNLCK
 
 
 def _copy_quiescent(db: Path, dest: Path, quiet_s: float = 0.05, timeout_s: float = 30.0) -> None:
@@ -339,6 +376,8 @@ def _copy_quiescent(db: Path, dest: Path, quiet_s: float = 0.05, timeout_s: floa
         # With the writer's counter: copy between two writes (even before and
         # the same after). Without one (an older writer): after a quiet moment.
         ready = count % 2 == 0 if count is not None else time.time_ns() - newest >= quiet_s * 1e9
+        if count is not None and not ready and not _writer_holds(db):
+            ready = True  # odd, but its writer was killed mid-write: the file is at rest
         if ready:
             shutil.copyfile(db, dest)
             if before[1] is not None:
@@ -355,6 +394,20 @@ def _copy_quiescent(db: Path, dest: Path, quiet_s: float = 0.05, timeout_s: floa
         time.sleep(0.002 if count is not None else quiet_s / 2)
 
 
+def os_reason(e: OSError) -> str:
+    """What went wrong, without the path (the message names it): pyarrow's
+    OSErrors carry no strerror."""
+    if e.strerror:
+        return e.strerror
+    text = str(e).strip()
+    return text.splitlines()[-1] if text else type(e).__name__
+
+
+def _no_snapshot(db: Path, where: Path, e: OSError) -> str:
+    return (f"{db}: cannot copy the results to read them (into {where}: {os_reason(e)}); "
+            f"free space there or set TMPDIR to a directory with room")
+
+
 class Store:
     """A results store. Use as a context manager or call :meth:`close`.
 
@@ -363,7 +416,8 @@ class Store:
     ``Store.snapshot(path)`` reads a copy (while a study may be writing it).
     """
 
-    def __init__(self, results_dir: str | Path, *, read_only: bool = False, _db: Path | None = None):
+    def __init__(self, results_dir: str | Path, *, read_only: bool = False, _db: Path | None = None,
+                 _source: Path | None = None):
         if _db is None:
             self.results_dir = Path(results_dir)
             self.db_file = self.results_dir / DB_FILENAME
@@ -382,7 +436,9 @@ class Store:
             self.db_file = _db
             self.results_dir = _db.parent
         self.read_only = read_only
-        self.source_dir = self.results_dir  # where the results live (a snapshot's copy is elsewhere)
+        # the user's database file and directory, which messages name (a snapshot opens a private copy)
+        self.source_db = _source if _source is not None else self.db_file
+        self.source_dir = self.source_db.parent
         self._snapshot_dir: Path | None = None
         self._counter: WriteCounter | None = None
         try:
@@ -391,43 +447,72 @@ class Store:
             msg = str(e)
             if "lock" in msg.lower():
                 raise UsageError(
-                    f"{self.db_file}: in use by another ccbench process; wait for it to finish"
+                    f"{self.source_db}: in use by another ccbench process; wait for it to finish"
                 ) from None
             if is_damage(e) or is_disk_full(e):
-                raise explain(e, self.db_file) from None
-            raise UsageError(f"{self.db_file}: cannot open results database ({msg.splitlines()[0]})") from None
+                raise explain(e, self.source_db) from None
+            raise UsageError(f"{self.source_db}: cannot open results database ({msg.splitlines()[0]})") from None
         except duckdb.Error as e:
             if is_damage(e) or is_disk_full(e):
-                raise explain(e, self.db_file) from None
-            raise UsageError(f"{self.db_file}: not a ccbench results database ({str(e).splitlines()[0]})") from None
+                raise explain(e, self.source_db) from None
+            raise UsageError(f"{self.source_db}: not a ccbench results database ({str(e).splitlines()[0]})") from None
         note_open(self.db_file)
         if not read_only:  # DuckDB's lock is ours now: no other writer touches the counter
             try:
+                self._refuse_foreign()  # before the counter: nothing is written beside another program's file
                 self._counter = WriteCounter(self.db_file)
+            except UsageError:
+                self.con.close()
+                raise
+            except duckdb.Error as e:
+                self.con.close()
+                raise explain(e, self.source_db) from None
             except OSError as e:
                 self.con.close()
-                raise UsageError(f"{self.db_file}: cannot write beside the results database ({e.strerror})") from None
+                raise UsageError(f"{self.source_db}: cannot write beside the results database ({e.strerror})") from None
         try:
             with self._writing():
                 self._init_schema()
-        except duckdb.Error as e:
-            self.con.close()
-            raise explain(e, self.db_file) from None
+        except BaseException as e:
+            self.close()
+            if isinstance(e, duckdb.Error):
+                raise explain(e, self.source_db) from None
+            raise
 
     @classmethod
     def open_existing(cls, results: str | Path, *, read_only: bool = True) -> "Store":
         return cls(Path(results), read_only=read_only, _db=find_db(results))
 
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+    def _refuse_foreign(self) -> None:
+        """A DuckDB file of something else where the results are to go: refused
+        before ccbench adds a table to it (an empty file is a new store)."""
+        tables = self._tables()
+        if not tables:
+            return
+        try:
+            version = self._version() if "meta" in tables else 0
+        except duckdb.Error:  # a meta table of its own
+            version = 0
+        if version < 1:
+            raise UsageError(
+                f"{self.source_db}: a DuckDB database that is not a ccbench results database (its tables: "
+                f"{', '.join(sorted(tables)[:5])}{', ...' if len(tables) > 5 else ''}); ccbench leaves it alone: "
+                f"give another results directory with --out"
+            )
+
     def _init_schema(self) -> None:
-        tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        tables = self._tables()
         if self.read_only:
             missing = [t for t in ("meta",) + ALL_TABLES if t not in tables and t != "events"]
             if missing:
-                raise UsageError(f"{self.db_file}: not a ccbench results database (no table {missing[0]})")
+                raise UsageError(f"{self.source_db}: not a ccbench results database (no table {missing[0]})")
         version = self._version() if "meta" in tables else None
         if version is not None and version > SCHEMA_VERSION:
             raise UsageError(
-                f"{self.db_file}: written by a newer ccbench (schema {version}, this one reads {SCHEMA_VERSION})"
+                f"{self.source_db}: written by a newer ccbench (schema {version}, this one reads {SCHEMA_VERSION})"
             )
         if self.read_only:
             if "events" not in tables:  # a version-1 store: read as having no events
@@ -477,8 +562,12 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        # said before close: a snapshot's copy is then still known, and a message names its source
+        explained = explain(exc, self.source_db) if isinstance(exc, duckdb.Error) else None
         self.close()
+        if explained is not None:
+            raise explained from None
 
     @classmethod
     def snapshot(cls, results: str | Path) -> "Store":
@@ -496,14 +585,20 @@ class Store:
         writer never waits for a reader.
         """
         db = find_db(results)
-        tmp = Path(tempfile.mkdtemp(prefix="ccbench-snapshot-"))
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix="ccbench-snapshot-"))
+        except OSError as e:
+            raise UsageError(_no_snapshot(db, Path(tempfile.gettempdir()), e)) from None
         register_copy(tmp / DB_FILENAME, db)
         deadline = time.monotonic() + 3.0
         try:
             while True:
-                _copy_quiescent(db, tmp / DB_FILENAME)
                 try:
-                    store = cls(tmp, read_only=True, _db=tmp / DB_FILENAME)
+                    _copy_quiescent(db, tmp / DB_FILENAME)
+                except OSError as e:
+                    raise UsageError(_no_snapshot(db, tmp.parent, e)) from None
+                try:
+                    store = cls(tmp, read_only=True, _db=tmp / DB_FILENAME, _source=db)
                     break
                 except DatabaseError:
                     raise
@@ -517,7 +612,6 @@ class Store:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         store.con.execute("SET enable_progress_bar = false")  # readers are libraries too: no bars on stdout
-        store.source_dir = db.parent
         store._snapshot_dir = tmp
         return store
 
@@ -670,7 +764,7 @@ class Store:
                 # transaction is gone and the runs committed before it are kept
                 pass
             if isinstance(e, duckdb.Error) and (is_disk_full(e) or is_damage(e)):
-                raise explain(e, self.db_file) from None
+                raise explain(e, self.source_db) from None
             if isinstance(e, (duckdb.ConversionException, duckdb.InvalidInputException)):
                 raise ResultError(f"result does not fit the results schema: {str(e).splitlines()[0]}") from None
             raise
@@ -766,7 +860,7 @@ class Store:
             "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id LIMIT 6", [prefix]
         ).fetchall()
         if not rows:
-            raise UsageError(f"no run '{prefix}' in {self.results_dir}")
+            raise UsageError(f"no run '{prefix}' in {self.source_dir}")
         if len(rows) > 1:
             shown = ", ".join(r[0] for r in rows[:5])
             raise UsageError(f"run id prefix '{prefix}' is ambiguous (matches {shown}{', ...' if len(rows) > 5 else ''})")
@@ -786,34 +880,63 @@ class Store:
         return self.con.sql(f"SELECT * FROM {table} ORDER BY {_ORDER[table]}").to_arrow_reader(batch_size)
 
     def export(self, out_dir: str | Path, fmt: str) -> list[Path]:
-        """Write every table to ``out_dir/<table>.<fmt>`` (parquet or csv)."""
+        """Write every table to ``out_dir/<table>.<fmt>`` (parquet or csv).
+
+        All or nothing: the files are written into a temporary directory in
+        ``out_dir`` and moved into place once every one is whole, so an
+        export that fails (a full disk) leaves the files of an earlier export
+        as they were and nothing of its own. UsageError naming the file and
+        the cause."""
         if fmt not in ("parquet", "csv"):
             raise UsageError(f"unknown export format '{fmt}' (allowed: parquet, csv)")
         out = Path(out_dir)
+        paths = [out / f"{table}.{fmt}" for table in ALL_TABLES]
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"{out}: not a directory; give a directory for the exported files with --out")
+        for path in paths:
+            if path.is_dir():
+                raise UsageError(f"{path}: is a directory, where the export writes a file; move it away "
+                                 f"or give another directory with --out")
+        if not out.parent.is_dir():
+            raise UsageError(f"{out}: no directory {out.parent} to create it in")
+        created = not out.exists()
         try:
-            out.mkdir(parents=True, exist_ok=True)
+            out.mkdir(exist_ok=True)
+            part = Path(tempfile.mkdtemp(prefix=".export-", suffix=".part", dir=out))
         except OSError as e:
-            raise UsageError(f"{out}: cannot create directory ({e.strerror})") from None
-        written = []
-        for table in ALL_TABLES:
-            path = out / f"{table}.{fmt}"
-            reader = self.reader(table)
-            tmp = path.with_name(path.name + ".part")
-            if fmt == "parquet":
-                import pyarrow.parquet as pq
+            raise UsageError(f"{out}: cannot create directory ({os_reason(e)})") from None
+        try:
+            for path in paths:
+                try:
+                    self._export_table(path.stem, part / path.name, fmt)
+                except OSError as e:
+                    raise UsageError(f"{path}: cannot write the export ({os_reason(e)}); "
+                                     f"nothing of this export was kept") from None
+            for path in paths:
+                (part / path.name).replace(path)
+        except BaseException:
+            shutil.rmtree(part, ignore_errors=True)
+            if created:
+                with suppress(OSError):
+                    out.rmdir()
+            raise
+        part.rmdir()
+        return paths
 
-                with pq.ParquetWriter(str(tmp), reader.schema) as w:
-                    for batch in reader:
-                        w.write_batch(batch)
-            else:
-                import pyarrow.csv as pcsv
+    def _export_table(self, table: str, path: Path, fmt: str) -> None:
+        reader = self.reader(table)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
 
-                with pcsv.CSVWriter(str(tmp), reader.schema) as w:
-                    for batch in reader:
-                        w.write_batch(batch)
-            tmp.replace(path)
-            written.append(path)
-        return written
+            with pq.ParquetWriter(str(path), reader.schema) as w:
+                for batch in reader:
+                    w.write_batch(batch)
+        else:
+            import pyarrow.csv as pcsv
+
+            with pcsv.CSVWriter(str(path), reader.schema) as w:
+                for batch in reader:
+                    w.write_batch(batch)
 
 
 def _dicts(cur) -> list[dict[str, Any]]:

@@ -104,6 +104,8 @@ def explain(e: BaseException, db: Path | None = None) -> DatabaseError:
     """One line for a DuckDB (or OS) error on the results database ``db``."""
     if db is None and _OPENED:
         db = _OPENED[0]
+    if db is not None:
+        db = _SOURCES.get(str(db), db)
     detail, named = _name_file(_first_line(e), db)
     if is_disk_full(e):
         return DatabaseError(disk_full_message(named, detail))

@@ -28,11 +28,13 @@ marked by `few_reps`.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ccbench.analysis.stats import Spread
 from ccbench.analysis.study import Analysis, ConfigResult
+from ccbench.errors import UsageError
 
 COMPARED = ("goodput_mean_bps", "goodput_sum_bps", "retrans_pct", "rtt_mean_us", "rtt_p99_us",
             "queue_delay_mean_us", "rpc_p50_us", "rpc_p99_us", "rpc_p999_us", "jfi", "utilisation")
@@ -114,9 +116,16 @@ def _pkey(c: ConfigResult) -> str:
     return json.dumps(c.params, sort_keys=True)
 
 
+def check_tolerance(tolerance: float) -> None:
+    """A tolerance is a finite fraction >= 0 (nan would flag nothing, inf too)."""
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise UsageError(f"--tolerance: got {tolerance}; allowed: a finite fraction >= 0 such as 0.01")
+
+
 def compare(a: Analysis, b: Analysis, match: str = "auto", tolerance: float = 0.01) -> Comparison:
     if match not in ("auto", "config_id", "params"):
         raise ValueError(match)
+    check_tolerance(tolerance)
     if match == "auto":
         shared = {c.config_id for c in a.configs} & {c.config_id for c in b.configs}
         match = "config_id" if shared else "params"

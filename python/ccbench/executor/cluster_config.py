@@ -58,6 +58,22 @@ def _int_at_least(lo: int) -> Any:
 _pos_int, _nonneg_int = _int_at_least(1), _int_at_least(0)
 
 
+def max_local_workers() -> int:
+    """The most worker processes local:N (and --jobs) starts: 4 per CPU, at least 32. A
+    sim run keeps a CPU busy, so more only share the CPUs and cost memory
+    (each worker is a Python process); the floor keeps a study's small
+    local:N valid on a small machine. Unbounded, a typo (local:99999999999)
+    made Dask build its workers until the machine ran out of memory."""
+    return max(32, 4 * (os.cpu_count() or 1))
+
+
+def _local_workers(v: Any) -> int:
+    n = _pos_int(v)
+    if n > max_local_workers():
+        raise ValueError
+    return n
+
+
 def _text(v: Any) -> str:
     if not isinstance(v, str) or not v.strip() or "\n" in v:
         raise ValueError
@@ -87,7 +103,8 @@ def _text_list(v: Any) -> list[str]:
 _KEYS: dict[str, tuple[str, Any]] = {
     "kind": ("local, local:N, tcp://HOST:PORT, slurm, pbs or sge", None),  # checked by parse_spec
     "address": ("a scheduler address such as 'tcp://head:8786'", _text),
-    "workers": ("a number of local worker processes >= 1", _pos_int),
+    "workers": (f"a number of local worker processes from 1 to {max_local_workers()} (4 per CPU, at least 32)",
+                _local_workers),
     "queue": ("a queue (Slurm partition) name such as 'batch'", _text),
     "cores": ("a number of cores per batch job >= 1", _pos_int),
     "memory": ("memory per batch job such as '4GB' or '512MiB'", _memory),
@@ -153,8 +170,9 @@ def parse_spec(spec: str, where: str) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "local"}
         if ":" in s:
             n = s.split(":", 1)[1]
-            if not n.isdigit() or int(n) < 1:
-                raise UsageError(f"{where}: local:N needs a number of workers >= 1 (got {spec!r})")
+            if not (n.isascii() and n.isdigit()) or not 1 <= int(n) <= max_local_workers():
+                raise UsageError(f"{where}: local:N needs a number of workers from 1 to {max_local_workers()} "
+                                 f"(4 per CPU of this machine, at least 32; more only share the CPUs) (got {spec!r})")
             out["workers"] = int(n)
         return out
     if s in BATCH_KINDS:
@@ -271,12 +289,14 @@ def add_arguments(parser: Any) -> None:
 
 def from_args(args: Any, study: Any) -> Optional[ClusterConfig]:
     """The ClusterConfig of `ccbench run`'s arguments, or None without --cluster."""
+    doc = getattr(study, "document", None) or {}
     if getattr(args, "cluster", None) is None:
         for opt in ("queue", "cores", "memory", "walltime", "retries"):
             if getattr(args, opt, None) is not None:
                 raise UsageError(f"--{opt} needs --cluster")
+        if doc.get("cluster") is not None:  # checked on every run: a typo there is not left for the day it is used
+            _table(doc["cluster"], f"{getattr(study, 'path', 'study')}: [cluster]")
         return None
-    doc = getattr(study, "document", None) or {}
     cli = {k: getattr(args, k, None) for k in ("queue", "cores", "memory", "walltime", "retries")}
     cfg = resolve(args.cluster, doc.get("cluster"), str(getattr(study, "path", "study")), cli)
     if args.jobs != 1:

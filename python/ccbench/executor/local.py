@@ -21,6 +21,7 @@ from ccbench import degenerate
 from ccbench.backends import ResultError, RunResult
 from ccbench.errors import UsageError
 from ccbench.executor import signals, versions
+from ccbench.executor.cluster_config import max_local_workers
 
 if TYPE_CHECKING:
     import concurrent.futures as cf
@@ -236,8 +237,9 @@ class _Committer:
 
 def worker_count(jobs: int) -> int:
     """The ``--jobs`` value as a number of worker processes (0 = one per CPU)."""
-    if jobs < 0:
-        raise UsageError(f"--jobs: got {jobs}; expected a number of worker processes >= 1 (0 = one per CPU)")
+    if jobs < 0 or jobs > max_local_workers():
+        raise UsageError(f"--jobs: got {jobs}; expected a number of worker processes from 1 to "
+                         f"{max_local_workers()} (0 = one per CPU)")
     return jobs or (os.cpu_count() or 1)
 
 

@@ -18,6 +18,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ccbench.errors import UsageError
+
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#7f7f7f", "#bcbd22")
 
@@ -168,12 +170,37 @@ def page(title: str, sections: Sequence[str], figures: dict, eager: Sequence[str
     return text, doc
 
 
-def write(text: str, out: Any) -> Any:
-    """Write a page atomically (a .part file renamed into place)."""
+def check_target(out: Any) -> Any:
+    """``out`` as a Path a file can be written to: not a directory, in one
+    that exists (UsageError naming it otherwise)."""
     from pathlib import Path
 
     out = Path(out)
-    tmp = out.with_name(out.name + ".part")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    if out.is_dir():
+        raise UsageError(f"{out}: is a directory; give a file name")
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: no directory {out.parent} to write it in")
     return out
+
+
+def write_whole(out: Any, save: Any) -> Any:
+    """Write a file atomically: ``save(path)`` writes a .part file, renamed
+    into place, so the file is whole or as it was and no .part is left.
+    UsageError naming ``out`` and the cause otherwise."""
+    out = check_target(out)
+    tmp = out.with_name(out.name + ".part")
+    try:
+        save(tmp)
+        tmp.replace(out)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise UsageError(f"{out}: cannot write it ({e.strerror or e}); nothing was written") from None
+    return out
+
+
+def write(text: str, out: Any) -> Any:
+    """Write a page atomically (write_whole)."""
+    return write_whole(out, lambda p: p.write_text(text, encoding="utf-8"))
