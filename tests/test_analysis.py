@@ -295,6 +295,25 @@ def test_a_networks_drops_and_marks_are_every_queues():
     assert (rm.drops, rm.ecn_marks, rm.backlog_mean_bytes) == (9, 1, None)
 
 
+def test_link_metrics_of_a_network_by_hand():
+    run = parking_lot({0: per_second(*[40 * M] * 2), 1: per_second(*[50 * M] * 2)})
+    run.config["network"]["links"][0]["rate_bps"] = 100 * M
+    t = np.array([1.0, 2.0]) * S
+    # l1 sent 22.5 MB on the wire in 2 s of 100 Mbit/s: 0.9; l2 sent nothing yet
+    run.queue["l1"] = {"time_us": t, "backlog_bytes": np.array([1000.0, 3000.0]), "backlog_pkts": np.zeros(2),
+                       "drops": np.array([1.0, 4.0]), "ecn_marks": np.zeros(2),
+                       "tx_bytes": np.array([11.25e6, 22.5e6])}
+    run.queue["l2"] = {"time_us": t, "backlog_bytes": np.zeros(2), "backlog_pkts": np.zeros(2),
+                       "drops": np.zeros(2), "ecn_marks": np.zeros(2), "tx_bytes": np.zeros(2)}
+    v = run_metrics(run).values()
+    assert v["link_utilisation[l1]"] == pytest.approx(0.9) and v["link_utilisation[l2]"] == 0
+    assert (v["link_backlog_mean_bytes[l1]"], v["link_drops[l1]"], v["link_drops[l2]"]) == (2000.0, 4.0, 0.0)
+    # the dumbbell has none: its bottleneck has the run-level keys
+    dumbbell = synthetic_run({0: per_second(50 * M)})
+    dumbbell.queue["bottleneck"] = run.queue["l1"]
+    assert not any(k.startswith("link_") for k in run_metrics(dumbbell).values())
+
+
 def test_a_slow_access_link_limits_the_fair_share_on_the_dumbbell():
     # sender 0's access link is 5 Mbit/s: its share is 5, the other flow's 95;
     # neither 4.8 Mbit/s nor 95 is a collapse (C / n would call 4.8 one)

@@ -128,6 +128,11 @@ def test_an_expectation_that_fails_exits_3_and_says_by_how_much(tmp_path, result
     ('metric = "rtt"\nop = ">="\nvalue = "5Mbit"', "expect.0.value: '5Mbit' is not in the unit of rtt",
      "a time such as '20ms'"),
     ('metric = "rtt"\nop = ">="\nvalue = "0.5 * rate"', "expect.0.value: '0.5 * rate' is a rate", "a time"),
+    # a link metric needs its link, and only link metrics take one
+    ('metric = "link_utilisation"\nop = ">="\nvalue = 0.9', "expect.0.link: the link_* metrics need the link",
+     None),
+    ('metric = "goodput"\nlink = "l1"\nop = ">="\nvalue = 1', "expect.0.link: no such link in the study's "
+     "topology (got 'l1'; allowed: none: a dumbbell has the run-level keys)", None),
     ('metric = "jfi"\nop = ">="\nvalue = "1 * ceiling"', "expect.0.value: '1 * ceiling' is a rate", "a number"),
     ('metric = "goodput"\nop = ">="\nvalue = "20ms"', "expect.0.value: '20ms' is not in the unit of goodput",
      "'<number> * rate'"),
@@ -205,3 +210,79 @@ def test_a_plain_value_near_one_is_not_rounded_to_one():
     # a JFI of 0.9996 against a threshold of 0.9999 must not both read "1"
     assert (console.value(0.9996, ""), console.value(0.9999, ""), console.value(1.0, "")) == ("0.9996", "0.9999", "1")
     assert console.value(1234.4, "") == "1234"
+
+
+NETWORK = """\
+[study]
+name = "links"
+duration = "3s"
+
+[topology]
+hosts = ["a", "b", "c", "d"]
+routers = ["ra", "rb"]
+
+[[topology.links]]
+name = "core"
+between = ["ra", "rb"]
+rate = "20Mbit"
+delay = "5ms"
+
+[[topology.links]]
+between = ["a", "ra"]
+rate = "1Gbit"
+[[topology.links]]
+between = ["c", "ra"]
+rate = "1Gbit"
+[[topology.links]]
+between = ["rb", "b"]
+rate = "1Gbit"
+[[topology.links]]
+between = ["rb", "d"]
+rate = "1Gbit"
+
+[[flows]]
+cca = "cubic"
+src = "a"
+dst = "b"
+
+[[flows]]
+cca = "cubic"
+src = "c"
+dst = "d"
+
+[[expect]]
+metric = "link_utilisation"
+link = "core"
+op = ">="
+value = 0.9
+
+[[expect]]
+metric = "link_utilisation"
+link = "core/back"
+op = "<"
+value = 0.1
+"""
+
+
+def test_link_metrics_of_a_network_are_expectations_too(tmp_path, capsys):
+    """Two flows through one 20 Mbit/s core link: its data direction is full,
+    its ACK direction nearly idle; a link the network lacks is named."""
+    study = tmp_path / "links.toml"
+    study.write_text(NETWORK)
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    v = ccbench.open(out).by_config()
+    core = v[v.key == "link_utilisation[core]"]["median"].item()
+    assert 0.9 <= core <= 1.01
+    assert set(v[v.metric == "link_drops"].key) == {"link_drops[core]", "link_drops[core/back]"}
+    # a link on a metric of flows, and a link the topology lacks: study errors before anything runs
+    study.write_text(NETWORK.replace('metric = "link_utilisation"\nlink = "core/back"',
+                                     'metric = "goodput"\nlink = "core/back"'))
+    assert main(["run", str(study), "--out", str(tmp_path / "other")]) == 2
+    assert "expect.1.link: only for the link_* metrics, not goodput" in capsys.readouterr().err
+    study.write_text(NETWORK.replace('link = "core/back"', 'link = "edge"'))
+    assert main(["run", str(study), "--out", str(tmp_path / "other")]) == 2
+    err = capsys.readouterr().err
+    assert "expect.1.link: no such link in the study's topology (got 'edge'; allowed: a-ra, b-rb, c-ra, core, core/back," in err
+    assert not (tmp_path / "other").exists()

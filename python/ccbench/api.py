@@ -294,11 +294,11 @@ def open_results(path: str | Path, **settings: Any) -> Results:
 
 
 def _split_key(key: str) -> dict[str, Any]:
-    """'goodput_mean_bps[cubic]' → metric 'goodput', group 'cubic'; 'jfi' → metric 'jfi', group None."""
+    """'goodput_mean_bps[cubic]' → metric 'goodput', group 'cubic'; 'jfi' → metric 'jfi', group None;
+    'link_drops[l1]' → metric 'link_drops', group 'l1' (the link)."""
     from ccbench.analysis.metrics import METRICS
 
     attr, _, rest = key.partition("[")
     group = rest[:-1] if rest else None
-    level = "class" if rest else "run"
-    name = next((m.name for m in METRICS.values() if m.attr == attr and m.level == level), attr)
+    name = next((m.name for m in METRICS.values() if m.attr == attr and (m.level == "run") == (not rest)), attr)
     return {"metric": name, "group": group, "key": key}

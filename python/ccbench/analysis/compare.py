@@ -37,7 +37,8 @@ from ccbench.analysis.study import Analysis, ConfigResult
 from ccbench.errors import UsageError
 
 COMPARED = ("goodput_mean_bps", "goodput_sum_bps", "retrans_pct", "rtt_mean_us", "rtt_p99_us",
-            "queue_delay_mean_us", "rpc_p50_us", "rpc_p99_us", "rpc_p999_us", "jfi", "utilisation")
+            "queue_delay_mean_us", "rpc_p50_us", "rpc_p99_us", "rpc_p999_us", "jfi", "utilisation",
+            "link_utilisation")
 
 
 @dataclass

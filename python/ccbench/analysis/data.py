@@ -15,7 +15,7 @@ import numpy as np
 SERIES_COLUMNS = ("time_us", "delivered_bytes", "cwnd_bytes", "srtt_us", "retrans_segs", "inflight_bytes")
 QUEUE_SERIES = ("time_us", "backlog_bytes", "backlog_pkts", "drops", "ecn_marks")
 # Added in store schema 2 (absent from a version-1 store read as it is).
-QUEUE_SERIES_V2 = ("utilisation",)
+QUEUE_SERIES_V2 = ("tx_bytes", "utilisation")
 EVENT_COLUMNS = ("time_us", "kind", "flow_id", "state", "link", "detail")
 
 

@@ -101,6 +101,13 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
     says so); missing from both, it is an ExpectationError."""
     if e.metric not in METRICS:
         raise ExpectationError(f"{where}.metric: unknown metric (got {e.metric!r}; allowed: {', '.join(METRICS)})")
+    level = METRICS[e.metric].level
+    if (level == "link") != (e.link is not None):
+        raise ExpectationError(f"{where}.link: " + ("the link_* metrics need the link they are about, e.g. "
+                                                    "link = \"l1\"" if level == "link" else
+                                                    f"only for the link_* metrics, not {e.metric}"))
+    if level == "link" and e.group is not None:
+        raise ExpectationError(f"{where}.group: {e.metric} is about a link, not a class of flows")
     _value(e, where)
     tables = [("where", e.where)]
     if e.ratio is not None:
@@ -131,6 +138,11 @@ def _stat_key(e: Expect, c: ConfigResult, where: str) -> str:
     m = METRICS[e.metric]
     if m.level == "run":
         return m.key()
+    if m.level == "link":
+        if e.link not in c.links:
+            raise ExpectationError(f"{where}.link: no queueing link {e.link!r} in {c.label()} "
+                                   f"(links: {', '.join(c.links) or 'none: the dumbbell has the run-level keys'})")
+        return m.key(e.link)
     classes = c.classes
     if e.group is not None:
         if e.group not in classes:

@@ -75,6 +75,11 @@ Per run (:class:`RunMetrics`)
   backlog_mean/max_bytes (and _pkts): over the bottleneck queue samples
                      (a network has no one bottleneck: None; each link's
                      are in the queue table).
+  link_utilisation, link_backlog_mean_bytes, link_drops  per queueing link of
+                     a general topology (key suffix [directed link name]):
+                     bytes it sent on the wire × 8 / (its rate × the time of
+                     its last sample), the mean of its backlog samples, its
+                     drops over the run. Headers count: a full link reads 1.
   drops, ecn_marks   at the bottleneck over the run (last cumulative sample);
                      in a network, summed over every queue. Packets lost to
                      a link's random `loss` are not drops.
@@ -103,8 +108,8 @@ from ccbench.analysis.series import (
 __all__ = [
     "percentile", "jain_index", "cumulative_at", "goodput_between", "interval_rates", "steady_window", "flow_stop",
     "payload_ceiling", "delivered_in_window",
-    "jfi_series", "convergence", "FlowMetrics", "ClassMetrics", "RunMetrics", "Convergence",
-    "flow_metrics", "class_metrics", "run_metrics", "METRICS", "Metric", "ALL_FLOWS",
+    "jfi_series", "convergence", "FlowMetrics", "ClassMetrics", "RunMetrics", "LinkMetrics", "Convergence",
+    "flow_metrics", "class_metrics", "run_metrics", "link_metrics", "METRICS", "Metric", "ALL_FLOWS",
 ]
 
 
@@ -351,6 +356,39 @@ def convergence(run: RunData, threshold: float = 0.9, bin_us: int = 1_000_000) -
     return out
 
 
+# -- per link of a network ----------------------------------------------------
+
+
+@dataclass
+class LinkMetrics:
+    """One queueing link of a general topology over the run, from its rows
+    of the queue table (module docstring: link_*)."""
+
+    utilisation: Optional[float]
+    backlog_mean_bytes: Optional[float]
+    drops: Optional[int]
+
+
+def link_metrics(run: RunData) -> dict[str, LinkMetrics]:
+    """Directed link name → LinkMetrics, for a run on a general topology ({} on the dumbbell,
+    whose bottleneck has the run-level keys)."""
+    cfg = run.config or {}
+    if "network" not in cfg:
+        return {}
+    rates = {ln["name"]: ln.get("rate_bps") for ln in cfg["network"].get("links", [])}
+    out = {}
+    for name, q in sorted(run.queue.items()):
+        t = q["time_us"]
+        if not len(t):
+            continue
+        util = None
+        tx, rate = q.get("tx_bytes"), rates.get(name)
+        if tx is not None and rate and t[-1] > 0 and np.isfinite(tx[-1]):
+            util = float(tx[-1]) * 8e6 / (float(rate) * float(t[-1]))
+        out[name] = LinkMetrics(util, float(np.nanmean(q["backlog_bytes"])), int(np.nanmax(q["drops"])))
+    return out
+
+
 # -- per run -------------------------------------------------------------------
 
 
@@ -379,6 +417,8 @@ class RunMetrics:
     steady_held_bytes: Optional[float] = None
     #: every flow as one class (None when the run has one class: then it is that class)
     all_flows: Optional[ClassMetrics] = None
+    #: a general topology's queueing links by directed name ({} on the dumbbell)
+    links: dict[str, LinkMetrics] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -409,6 +449,10 @@ class RunMetrics:
             for m in METRICS.values():
                 if m.level == "class" and (c.rpc_count or not m.attr.startswith("rpc_")):
                     v[f"{m.attr}[{g}]"] = getattr(c, m.attr)
+        for name, lm in self.links.items():
+            v[f"link_utilisation[{name}]"] = lm.utilisation
+            v[f"link_backlog_mean_bytes[{name}]"] = lm.backlog_mean_bytes
+            v[f"link_drops[{name}]"] = to_float(lm.drops)
         return v
 
 
@@ -468,6 +512,7 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
         convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us) if run.series else [],
         backlog_mean_bytes=bmean, backlog_max_bytes=bmax, backlog_mean_pkts=pmean, backlog_max_pkts=pmax,
         drops=drops, ecn_marks=marks, steady_held_bytes=held, all_flows=everyone,
+        links=link_metrics(run) if run.queue else {},
     )
     rm.anomalies = detect(run, settings, window)
     return rm
@@ -481,8 +526,8 @@ class Metric:
     """A metric as users name it (``ccbench plot --metric``, ``[[expect]]``, the API)."""
 
     name: str
-    attr: str  # level "class": a ClassMetrics attribute; "run": a RunMetrics.values() key
-    level: str  # "class" (per class of flows) or "run"
+    attr: str  # level "class": a ClassMetrics attribute; "run", "link": a RunMetrics.values() key (link: before [name])
+    level: str  # "class" (per class of flows), "link" (per link of a general topology) or "run"
     unit: str  # "bps", "us", "%" or "" (see ccbench.console.value)
     label: str
 
@@ -529,4 +574,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("recoveries", "recoveries", "run", "", "entries into fast recovery"),
     Metric("convergence", "convergence_us", "run", "us", "time to converge to fairness"),
     Metric("converged", "converged", "run", "", "share of runs where every join converged"),
+    Metric("link_utilisation", "link_utilisation", "link", "", "link utilisation (bytes on the wire)"),
+    Metric("link_backlog", "link_backlog_mean_bytes", "link", "", "mean link backlog (bytes)"),
+    Metric("link_drops", "link_drops", "link", "", "link queue drops"),
 )}

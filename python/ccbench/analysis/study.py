@@ -84,6 +84,11 @@ class ConfigResult:
     def classes(self) -> list[str]:
         return list(dict.fromkeys(g for r in self.runs for g in r.classes))
 
+    @property
+    def links(self) -> list[str]:
+        """A general topology's queueing links (directed names), for the link_* metrics."""
+        return list(dict.fromkeys(ln for r in self.runs for ln in r.links))
+
     def anomaly_counts(self) -> dict[str, int]:
         """kind → number of runs with at least one anomaly of that kind."""
         return {k: sum(1 for r in self.runs if any(a.kind == k for a in r.anomalies)) for k in KINDS}

@@ -7,7 +7,9 @@ series.
 Metrics (``--metric``): the names of ccbench.analysis.metrics.METRICS — per
 group of flows e.g. goodput (mean per-flow goodput, bits/s), goodput_sum,
 goodput_steady, retrans (%), rtt, rtt_p99, queue_delay, rpc_p99; per run
-jfi, utilisation, drops, convergence (runs that never converged are left out).
+jfi, utilisation, drops, convergence (runs that never converged are left out);
+per link of a general topology link_utilisation, link_backlog, link_drops
+(one series per link).
 
 Groups (``--group``): a swept parameter (by full dotted path or a unique
 suffix such as ``cca`` for ``flows.0.cca``) — one series per value, the
@@ -145,6 +147,8 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
         for rm in c.runs:
             if level == "run":
                 per = {"": (rm.values().get(attr), None, False)}
+            elif level == "link":  # a series per link
+                per = {name: (rm.values().get(m.key(name)), None, False) for name in rm.links}
             else:
                 bulk = _bulk_pools(rm, fkey)
                 per = {name: (getattr(cm, attr), cm.rtt_mean_us, bulk[name]) for name, cm in pooled(rm, fkey).items()

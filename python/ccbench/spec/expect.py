@@ -19,7 +19,9 @@ every configuration ``where`` selects; with it, each configuration matching
 ``where`` and ``of`` is divided by the one matching ``where`` and ``to`` that
 has the same values of every other swept parameter. ``group`` picks a class
 of flows for per-class metrics (default: the only class, or all flows
-together; the study file's flows ``group`` label). In ``value``, ``rate`` is the bottleneck rate and ``ceiling`` the
+together; the study file's flows ``group`` label); ``link`` picks the link
+(a directed name such as "l1" or "l1/back") of the link_* metrics, which
+need one. In ``value``, ``rate`` is the bottleneck rate and ``ceiling`` the
 most payload it carries (rate × mss / (mss + header bytes)): both only for rate metrics (a
 quantity must be in the metric's unit; ccbench.analysis.expect checks it before any run). A
 number must be finite. A metric only flows of one kind give (``rpc_p99``: kind = "rpc") is
@@ -120,6 +122,8 @@ class Expect(_Model):
     metric: StrictStr = Field(..., description="a metric name such as 'goodput'")
     group: Optional[StrictStr] = Field(None, description="a class of flows (the flows' group label), for "
                                                          "per-class metrics")
+    link: Optional[StrictStr] = Field(None, description="a directed link name of a general topology, for the "
+                                                        "link_* metrics")
     stat: Literal["median", "mean", "min", "max"] = Field("median", description="median, mean, min or max")
     op: Literal[">=", ">", "<=", "<"] = Field(..., description="one of >=, >, <=, <")
     value: Annotated[Union[float, str], PlainValidator(_value)] = Field(..., description=VALUE_ALLOWED)
@@ -130,7 +134,7 @@ class Expect(_Model):
         def sel(d: dict) -> str:
             return ", ".join(f"{k}={'|'.join(v)}" for k, v in d.items())
 
-        what = f"{self.metric}" + (f"[{self.group}]" if self.group else "") + f" {self.stat}"
+        what = f"{self.metric}" + (f"[{self.group or self.link}]" if self.group or self.link else "") + f" {self.stat}"
         if self.ratio is not None:
             what += f" [{sel(self.ratio.of)}] / [{sel(self.ratio.to)}]"
         value = f"{self.value:g}" if isinstance(self.value, float) else self.value
@@ -158,6 +162,15 @@ def parse(document: dict, filename: str) -> list[Expect]:
             raise StudyError(f"{filename}: expect.{i}.{where}: {ctx.get('problem') or err['msg']} "
                              f"(got {got!r}" + (f"; allowed: {allowed})" if allowed else ")")) from None
     return out
+
+
+def check_links(expects: list, links: set, filename: str) -> None:
+    """An expectation's ``link`` must name a link of the study's topology (``links``: the
+    directed names in any configuration); whether it queues is known from the results."""
+    for i, e in enumerate(expects):
+        if e.link is not None and e.link not in links:
+            raise StudyError(f"{filename}: expect.{i}.link: no such link in the study's topology (got {e.link!r}; "
+                             f"allowed: {', '.join(sorted(links)) or 'none: a dumbbell has the run-level keys'})")
 
 
 def check_kinds(expects: list, kinds: set, filename: str) -> None:

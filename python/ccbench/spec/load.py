@@ -200,6 +200,9 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
     assert first_model is not None and estimator is not None
     if first_model.expect:
         expect.check_kinds(first_model.expect, _flow_kinds(combos), filename)
+        if any(e.link is not None for e in first_model.expect):
+            links = {ln["name"] for c in combos for ln in (c.config.get("network") or {}).get("links", [])}
+            expect.check_links(first_model.expect, links, filename)
     for other in [None, *parsed]:
         if other != profile:
             _check_variant(filename, path, variant(other))
