@@ -75,7 +75,7 @@ def stolen(stats: dict) -> float:
     return max(shares, default=0.0)
 
 
-def testbed_disturbed(stats: dict, status: str) -> bool:
+def disturbed_testbed(stats: dict, status: str) -> bool:
     """emulator_late, or more than STEAL_MAX of a CPU stolen: a run whose
     timing says more about the hypervisor than about the emulator."""
     return emulator_late(stats, status) or stolen(stats) > STEAL_MAX

@@ -25,7 +25,7 @@ from ccbench.cli import main
 from ccbench.errors import StudyError, UsageError
 from ccbench.spec import kernel, parse_study
 
-from kernel_retry import emulator_late, stolen, testbed_disturbed, until_clean
+from kernel_retry import disturbed_testbed, emulator_late, stolen, until_clean
 from root_checks import OURS, assert_nothing_left, need_linux_backend, record_run_tokens  # noqa: F401 (autouse)
 
 HERE = Path(__file__).resolve().parent
@@ -73,7 +73,7 @@ def run_measured(text: str, timing: bool = False):
     """run1, again while the run comes back suspect only because the emulator could not
     keep up (kernel_retry.py) or, for a test of timing (``timing``), while the
     hypervisor took more than kernel_retry.STEAL_MAX of a CPU; the last try."""
-    spoiled = testbed_disturbed if timing else emulator_late
+    spoiled = disturbed_testbed if timing else emulator_late
     return until_clean(lambda: run1(text), lambda x: spoiled(x[1].stats, x[1].status),
                        lambda x: f"{x[1].note or x[1].status}; steal up to {100 * stolen(x[1].stats):.1f}%")[-1]
 
