@@ -8,6 +8,7 @@ Every run uses the Rust emulator and load generator in ccbench._core.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -811,21 +812,27 @@ def test_link_jitter_reaches_the_emulator(core):
         print(f"{name}: rtt min {f['rtt_min_us']} mean {f['rtt_mean_us']:.0f} p99 {f['rtt_p99_us']:.0f} us over "
               f"{res.stats['rtt_samples']['0']} samples; emulator lateness at most {late_us:.0f} us")
         assert res.stats["rtt_samples"]["0"] > 150
-        return r.config, f, late_us
+        return r.config, f, late_us, res.stats["rtt_samples"]["0"]
 
     # A CI rehearsal (session 29) saw three noisy plain runs in a row (p99
     # 1.3-3.5 ms above the minimum): up to five, 10 s apart.
     for attempt in range(5):
-        cp, plain, late_p = measure("plain", "")
+        cp, plain, late_p, _ = measure("plain", "")
         if plain["rtt_p99_us"] - plain["rtt_min_us"] < 0.1 * jitter_us + late_p or attempt == 4:
             break
         print(f"attempt {attempt + 1}: the plain run's samples spread by the hosts' own stalls; measuring again")
         time.sleep(10.0)
-    cj, jit, late_j = measure("jitter", f"jitter = '{jitter_us}us'")
+    cj, jit, late_j, jit_samples = measure("jitter", f"jitter = '{jitter_us}us'")
     assert "jitter_ns" not in cp["bottleneck"]
     assert cj["bottleneck"]["jitter_ns"] == cj["reverse"]["jitter_ns"] == jitter_us * 1000
     slack = 0.1 * jitter_us + late_p + late_j  # the emulator's own timing, on top
     assert plain["rtt_p99_us"] - plain["rtt_min_us"] < slack, "without jitter the samples hardly vary"
-    assert plain["rtt_min_us"] <= jit["rtt_min_us"] <= plain["rtt_min_us"] + 0.15 * jitter_us
+    # The least of n sums of two uniform draws in [0, J] exceeds x with
+    # probability (1 - x²/2J²)^n: 0.15 J failed about 3 % of runs with ~320
+    # samples by the draw alone (a CI rehearsal, session 55: 680 us above the
+    # plain minimum); this x fails one run in 10,000.
+    n = jit_samples
+    assert plain["rtt_min_us"] <= jit["rtt_min_us"] <= plain["rtt_min_us"] + jitter_us * math.sqrt(
+        2 * math.log(1e4) / n), n
     assert abs(jit["rtt_mean_us"] - plain["rtt_mean_us"] - jitter_us) < slack
     assert abs(jit["rtt_p99_us"] - plain["rtt_min_us"] - (2 - 0.02 ** 0.5) * jitter_us) < slack
