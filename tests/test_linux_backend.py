@@ -828,9 +828,9 @@ def test_link_jitter_reaches_the_emulator(core):
     slack = 0.1 * jitter_us + late_p + late_j  # the emulator's own timing, on top
     assert plain["rtt_p99_us"] - plain["rtt_min_us"] < slack, "without jitter the samples hardly vary"
     # The least of n sums of two uniform draws in [0, J] exceeds x with
-    # probability (1 - x²/2J²)^n: 0.15 J failed about 3 % of runs with ~320
-    # samples by the draw alone (a CI rehearsal, session 55: 680 us above the
-    # plain minimum); this x fails one run in 10,000.
+    # probability (1 - x²/2J²)^n: by that arithmetic 0.15 J fails about 3 %
+    # of runs with ~320 samples from the draw alone (a CI rehearsal, session
+    # 55, saw 680 us above the plain minimum); this x, one run in 10,000.
     n = jit_samples
     assert plain["rtt_min_us"] <= jit["rtt_min_us"] <= plain["rtt_min_us"] + jitter_us * math.sqrt(
         2 * math.log(1e4) / n), n

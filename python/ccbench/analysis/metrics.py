@@ -366,7 +366,8 @@ class LinkMetrics:
 
     utilisation: Optional[float]
     backlog_mean_bytes: Optional[float]
-    drops: Optional[int]
+    drops: int
+    ecn_marks: int
 
 
 def link_metrics(run: RunData) -> dict[str, LinkMetrics]:
@@ -385,7 +386,8 @@ def link_metrics(run: RunData) -> dict[str, LinkMetrics]:
         tx, rate = q.get("tx_bytes"), rates.get(name)
         if tx is not None and rate and t[-1] > 0 and np.isfinite(tx[-1]):
             util = float(tx[-1]) * 8e6 / (float(rate) * float(t[-1]))
-        out[name] = LinkMetrics(util, float(np.nanmean(q["backlog_bytes"])), int(np.nanmax(q["drops"])))
+        out[name] = LinkMetrics(util, float(np.nanmean(q["backlog_bytes"])), int(np.nanmax(q["drops"])),
+                                int(np.nanmax(q["ecn_marks"])))
     return out
 
 
@@ -452,7 +454,7 @@ class RunMetrics:
         for name, lm in self.links.items():
             v[f"link_utilisation[{name}]"] = lm.utilisation
             v[f"link_backlog_mean_bytes[{name}]"] = lm.backlog_mean_bytes
-            v[f"link_drops[{name}]"] = to_float(lm.drops)
+            v[f"link_drops[{name}]"] = float(lm.drops)
         return v
 
 
@@ -495,15 +497,13 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
     q = run.queue.get("bottleneck")
     bmean = bmax = pmean = pmax = None
     drops = marks = None
+    links = link_metrics(run)
     if q is not None and len(q["time_us"]):
         bmean, bmax = float(np.nanmean(q["backlog_bytes"])), float(np.nanmax(q["backlog_bytes"]))
         pmean, pmax = float(np.nanmean(q["backlog_pkts"])), float(np.nanmax(q["backlog_pkts"]))
         drops, marks = int(np.nanmax(q["drops"])), int(np.nanmax(q["ecn_marks"]))
-    elif "network" in (run.config or {}) and run.queue:
-        # no one bottleneck: every queue's drops and marks (backlogs stay per link, in the queue table)
-        qs = [q for q in run.queue.values() if len(q["time_us"])]
-        drops = sum(int(np.nanmax(q["drops"])) for q in qs)
-        marks = sum(int(np.nanmax(q["ecn_marks"])) for q in qs)
+    elif links:  # a network has no one bottleneck: every queue's drops and marks
+        drops, marks = sum(lm.drops for lm in links.values()), sum(lm.ecn_marks for lm in links.values())
     gp = [f.goodput_bps for f in fms if f.goodput_bps is not None]
     rm = RunMetrics(
         run=run, window=window, flows=fms, classes=classes, utilisation=util, utilisation_steady=util_steady,
@@ -512,7 +512,7 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
         convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us) if run.series else [],
         backlog_mean_bytes=bmean, backlog_max_bytes=bmax, backlog_mean_pkts=pmean, backlog_max_pkts=pmax,
         drops=drops, ecn_marks=marks, steady_held_bytes=held, all_flows=everyone,
-        links=link_metrics(run) if run.queue else {},
+        links=links,
     )
     rm.anomalies = detect(run, settings, window)
     return rm

@@ -28,7 +28,7 @@ from typing import Optional
 import numpy as np
 
 from ccbench.analysis.data import RunData
-from ccbench.spec.fairshare import max_min
+from ccbench.spec import fairshare
 
 BOTTLENECK = "bottleneck"
 
@@ -47,34 +47,16 @@ class Shares:
     capacity: dict[str, float]
 
 
-def capacities(run: RunData) -> dict[str, float]:
-    """Link name → rate (bits/s) of the links the flows' data paths cross."""
-    cfg = run.config or {}
-    if "network" in cfg:
-        return {ln["name"]: float(ln["rate_bps"]) for ln in cfg["network"].get("links", [])
-                if ln.get("rate_bps")}
-    caps = {f"access{i}": float(s["rate_bps"]) for i, s in enumerate(cfg.get("senders") or [])
-            if s.get("rate_bps")}
-    if run.bottleneck_bps:
-        caps[BOTTLENECK] = float(run.bottleneck_bps)
-    return caps
-
-
-def initial_paths(run: RunData) -> dict[int, tuple[str, ...]]:
-    """Flow id → the links of its data path at the start."""
-    cfg = run.config or {}
-    by_id = {int(f["id"]): f for f in cfg.get("flows") or [] if "id" in f}
-    out = {}
-    for f in run.flows:
-        fid = int(f["flow_id"])
-        c = by_id.get(fid, {})
-        if "network" in cfg and c.get("path"):
-            out[fid] = tuple(c["path"])
-        elif c.get("sender") is not None and cfg.get("senders"):
-            out[fid] = (f"access{c['sender']}", BOTTLENECK)
-        else:
-            out[fid] = (BOTTLENECK,)
-    return out
+def links_and_paths(run: RunData) -> tuple[dict[str, float], dict[int, tuple[str, ...]]]:
+    """The rates (bits/s) of the run's links, and each flow's data path at the
+    start (spec/fairshare.links_and_paths); a run stored without a config:
+    the bottleneck, crossed by every flow."""
+    if run.config and ("network" in run.config or "bottleneck" in run.config):
+        rates, paths = fairshare.links_and_paths(run.config)
+        capacity = {ln: float(r) for ln, r in rates.items() if r}
+    else:
+        capacity, paths = ({BOTTLENECK: float(run.bottleneck_bps)} if run.bottleneck_bps else {}), {}
+    return capacity, {int(f["flow_id"]): tuple(paths.get(int(f["flow_id"]), (BOTTLENECK,))) for f in run.flows}
 
 
 def route_changes(run: RunData) -> list[tuple[float, int, tuple[str, ...]]]:
@@ -114,10 +96,9 @@ def fair_shares(run: RunData, grid: np.ndarray, active: dict[int, np.ndarray],
     and the links' load; ``active[fid][k]``: the flow was active for the
     whole interval k; ``rates[fid][k]``: its goodput in it (bits/s, NaN
     where unknown). None when no link's rate is known."""
-    capacity = capacities(run)
+    capacity, paths = links_and_paths(run)
     if not capacity:
         return None
-    paths = initial_paths(run)
     changes = route_changes(run)
     n = max(len(grid) - 1, 0)
     fair = {fid: np.full(n, np.nan) for fid in paths}
@@ -146,7 +127,7 @@ def fair_shares(run: RunData, grid: np.ndarray, active: dict[int, np.ndarray],
             key = on_at[k - k0].tobytes()
             if key not in memo:
                 sharing = {fid: paths[fid] for fid, on in zip(fids, on_at[k - k0]) if on}
-                rate = max_min(capacity, sharing)
+                rate = fairshare.max_min(capacity, sharing)
                 memo[key] = (rate, limiting_links(capacity, sharing, rate))
             rate, lim = memo[key]
             for fid, r in rate.items():

@@ -43,15 +43,24 @@ def max_min(capacity: Mapping[Hashable, float], paths: Mapping[Hashable, Sequenc
     return {f: (float(rate[f]) if active[f] else float("inf")) for f in paths}
 
 
+def links_and_paths(config: dict) -> tuple[dict[str, int], dict[int, list[str]]]:
+    """A resolved run config's directed links with their rates (bit/s), and
+    each flow's data path by flow id (a dumbbell: its access link and the
+    bottleneck)."""
+    if "network" in config:
+        rates = {ln["name"]: ln["rate_bps"] for ln in config["network"]["links"]}
+        paths = {f["id"]: list(f["path"]) for f in config["flows"]}
+    else:
+        # (a config stored with a run has every key; the analysis also reads partial ones)
+        rates = {"bottleneck": config["bottleneck"]["rate_bps"]}
+        rates.update({f"access{i}": s["rate_bps"] for i, s in enumerate(config.get("senders", []))})
+        paths = {f["id"]: [f"access{f['sender']}", "bottleneck"] for f in config.get("flows", [])}
+    return rates, paths
+
+
 def shares(config: dict) -> dict[int, float]:
     """Flow id → its max-min fair goodput (bit/s) in a resolved run config."""
     tcp = config["tcp"]
     payload = Fraction(tcp["mss"], tcp["mss"] + tcp["header_bytes"])
-    if "network" in config:
-        capacity = {ln["name"]: ln["rate_bps"] * payload for ln in config["network"]["links"]}
-        paths = {f["id"]: f["path"] for f in config["flows"]}
-    else:
-        capacity = {"bottleneck": config["bottleneck"]["rate_bps"] * payload}
-        capacity.update({f"access{i}": s["rate_bps"] * payload for i, s in enumerate(config["senders"])})
-        paths = {f["id"]: [f"access{f['sender']}", "bottleneck"] for f in config["flows"]}
-    return max_min(capacity, paths)
+    rates, paths = links_and_paths(config)
+    return max_min({ln: r * payload for ln, r in rates.items()}, paths)
