@@ -28,7 +28,7 @@ from ccbench.cli import main
 from ccbench.errors import StudyError
 from ccbench.spec import load_study, parse_study
 
-from kernel_retry import ATTEMPTS, until_clean
+from kernel_retry import ATTEMPTS, stolen, until_clean
 from root_checks import need_linux_backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,7 +246,9 @@ def _linux_runs(tmp_path, cca, duration="10s", rate="50Mbit", buffer="1bdp", qdi
         kinds = set(res.stats.get("suspect_kinds") or [])
         return res.status == "suspect" and bool(kinds) and kinds <= RETRIED_KINDS
 
-    return until_clean(lambda: LinuxBackend().run(r), spoiled, lambda res: res.note, attempts)
+    return until_clean(lambda: LinuxBackend().run(r), spoiled, lambda res: res.note, attempts,
+                       # the window's corruption is no steal's doing: skipped only for a late emulator
+                       steal=lambda res: stolen(res.stats) if res.stats.get("suspect_kinds") == ["emulator"] else 0.0)
 
 
 def _linux_run(tmp_path, cca, **kw):

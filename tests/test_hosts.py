@@ -23,7 +23,7 @@ from ccbench.backends.hosts.inventory import parse
 from ccbench.backends.hosts.ssh import Connection
 from ccbench.errors import StudyError
 
-from kernel_retry import emulator_late, until_clean
+from kernel_retry import emulator_late, stolen, until_clean
 from root_checks import need_root
 
 HERE = Path(__file__).resolve().parent
@@ -145,7 +145,8 @@ def run_measured(bed, study: Path, inv: Path, out: Path):
         assert bed.leftovers() == []
         return store_rows(out)
 
-    return until_clean(once, lambda x: emulator_late(x[0][0].stats, x[0][0].status), lambda x: x[0][0].error)[-1]
+    return until_clean(once, lambda x: emulator_late(x[0][0].stats, x[0][0].status), lambda x: x[0][0].error,
+                       steal=lambda x: stolen(x[0][0].stats))[-1]
 
 
 def wait_for_processes(bed, role: str, timeout: float = 60) -> None:

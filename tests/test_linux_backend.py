@@ -76,7 +76,8 @@ def run_measured(text: str, timing: bool = False):
     hypervisor took more than kernel_retry.STEAL_MAX of a CPU; the last try."""
     spoiled = disturbed_testbed if timing else emulator_late
     return until_clean(lambda: run1(text), lambda x: spoiled(x[1].stats, x[1].status),
-                       lambda x: f"{x[1].note or x[1].status}; steal up to {100 * stolen(x[1].stats):.1f}%")[-1]
+                       lambda x: f"{x[1].note or x[1].status}; steal up to {100 * stolen(x[1].stats):.1f}%",
+                       steal=lambda x: stolen(x[1].stats))[-1]
 
 
 def goodput_after(res, flow_id: int, t0_s: float) -> float:

@@ -20,6 +20,7 @@ from ccbench import validate
 from ccbench.analysis.stats import spread
 from ccbench.cli import main
 
+from kernel_retry import STEAL_MAX
 from root_checks import need_linux_backend
 
 
@@ -315,6 +316,11 @@ def test_quick_validation_sim_agrees_with_the_kernel(tmp_path, capsys):
     problems = []
     for cca, s in by_cca.items():
         lin = s["runs"]["linux"]
+        stolen = [r["emu_cpu_steal"] for r in lin["per_run"]]
+        if not lin["ok"] and lin["per_run"] and all(x is not None and x > STEAL_MAX for x in stolen):
+            pytest.skip(f"the testbed could not measure: the hypervisor took {100 * min(stolen):.1f}-"
+                        f"{100 * max(stolen):.1f}% of a CPU in each of {cca}'s {len(stolen)} linux runs "
+                        f"(steal time, more than {100 * STEAL_MAX:.0f}%: kernel_retry.py)")
         assert lin["ok"] >= 1, f"{cca}: no usable linux run ({lin})"
         # Every kernel run carries its emulator's lateness beside its numbers.
         assert len(lin["per_run"]) == lin["ok"] + lin["suspect"]
