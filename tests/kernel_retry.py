@@ -97,3 +97,13 @@ def disturbed_testbed(stats: dict, status: str) -> bool:
     """emulator_late, or more than STEAL_MAX of a CPU stolen: a run whose
     timing says more about the hypervisor than about the emulator."""
     return emulator_late(stats, status) or stolen(stats) > STEAL_MAX
+
+
+def skip_if_stolen(stats: dict, status: str, what: str) -> None:
+    """Skip as until_clean does when a run that ``ccbench run --retry-suspect``
+    retried itself is still late with more than STEAL_MAX of a CPU stolen."""
+    share = stolen(stats)
+    if emulator_late(stats, status) and share > STEAL_MAX:
+        pytest.skip(f"the testbed could not measure: {what} was late while the hypervisor took "
+                    f"{100 * share:.1f}% of a CPU after its retries (steal time, more than "
+                    f"{100 * STEAL_MAX:.0f}%: kernel_retry.py)")

@@ -38,3 +38,12 @@ def test_a_spoiled_try_without_steal_is_left_to_fail_its_test():
     # Without a steal reader nothing is skipped.
     out = until_clean(_tries([("late", 0.9)]), lambda x: x[0] == "late", lambda x: x[0], attempts=1)
     assert len(out) == 1
+
+
+def test_a_run_retried_by_ccbench_itself_is_skipped_only_when_late_under_steal():
+    late = {"suspect_kinds": ["emulator"], "steal": {"1": 0.25}}
+    with pytest.raises(pytest.skip.Exception, match=r"took 25\.0% of a CPU"):
+        kernel_retry.skip_if_stolen(late, "suspect", "the run")
+    kernel_retry.skip_if_stolen({**late, "steal": {"1": 0.01}}, "suspect", "the run")  # the test judges it
+    kernel_retry.skip_if_stolen({"suspect_kinds": ["kernel"], "steal": {"1": 0.25}}, "suspect", "the run")
+    kernel_retry.skip_if_stolen({"steal": {"1": 0.25}}, "ok", "the run")
