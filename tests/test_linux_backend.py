@@ -832,8 +832,13 @@ def test_link_jitter_reaches_the_emulator(core):
     # probability (1 - x²/2J²)^n: by that arithmetic 0.15 J fails about 3 %
     # of runs with ~320 samples from the draw alone (a CI rehearsal, session
     # 55, saw 680 us above the plain minimum); this x, one run in 10,000.
-    n = jit_samples
-    assert plain["rtt_min_us"] <= jit["rtt_min_us"] <= plain["rtt_min_us"] + jitter_us * math.sqrt(
+    # The plain minimum can be a small packet's (the handshake's), the
+    # jittered one is a full segment's, up to 120 us of serialisation at
+    # 100 Mbit/s later: in the simulator (session 56) the plain minimum is
+    # 20,009 us and a full segment's RTT 20,124 us, and with jitter one way
+    # the minimum was 124 us above the plain one (mean of 30 seeds).
+    n, segment_us = jit_samples, 1500 * 8 / 100
+    assert plain["rtt_min_us"] <= jit["rtt_min_us"] <= plain["rtt_min_us"] + segment_us + jitter_us * math.sqrt(
         2 * math.log(1e4) / n), n
     assert abs(jit["rtt_mean_us"] - plain["rtt_mean_us"] - jitter_us) < slack
     assert abs(jit["rtt_p99_us"] - plain["rtt_min_us"] - (2 - 0.02 ** 0.5) * jitter_us) < slack
