@@ -119,7 +119,7 @@ def test_run_reaches_its_first_run_without_the_analysis_stack(tmp_path):
     probe = (
         "import os, sys\n"
         "from ccbench.backends.sim import SimBackend\n"
-        "def first(self, runspec):\n"
+        "def first(self, runspec, stop_flag=None):\n"
         "    heavy = ('numpy', 'pyarrow', 'multiprocessing')\n"
         "    print(' '.join(m for m in heavy if m in sys.modules), file=sys.__stdout__, flush=True)\n"
         "    os._exit(0)\n"

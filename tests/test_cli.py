@@ -279,6 +279,68 @@ def test_ctrl_c_on_a_real_process(study_file, tmp_path, jobs):
     assert len(calls(tmp_path / "calls")) - n == 4 - len(done)
 
 
+LONG_SIM = """
+[study]
+name = "long-sim"
+duration = "60s"
+repetitions = 2
+[topology.bottleneck]
+rate = "1Gbit"
+delay = "10ms"
+[[flows]]
+cca = "cubic"
+count = 10
+"""
+
+
+def test_ctrl_c_stops_the_simulators_run_and_joins_its_thread(tmp_path):
+    """The simulator runs in a thread that Ctrl-C does not reach: on an
+    interruption its stop flag ends it at its next sample and the thread is
+    joined, never left inside the core (which, returning while Python shuts
+    down, aborted the process: SIGABRT instead of exit status 130)."""
+    import signal
+    import threading
+
+    from ccbench.backends.sim import SimBackend
+    from ccbench.executor import signals
+    from ccbench.spec import parse_study
+
+    (rs, _) = parse_study(LONG_SIM, filename="long.toml").runs()
+    backend = SimBackend()
+    flag = backend.stop_flag()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        signals.call_interruptibly(backend.run, rs, flag, stop=flag.set)
+    assert time.monotonic() - t0 < 5  # the 60 s run takes ~20 s of CPU
+    assert not [t for t in threading.enumerate() if t.name == "ccbench-run" and t.is_alive()]
+    # a flag that is set stops the core with "interrupted"; a fresh flag does not
+    with pytest.raises(ValueError, match="^interrupted$"):
+        backend.run(rs, flag)
+    short = parse_study(LONG_SIM.replace('"60s"', '"200ms"'), filename="long.toml").runs()[0]
+    assert backend.run(short, backend.stop_flag()).flows
+
+
+@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_during_a_real_simulation_exits_with_its_status(tmp_path, sig, status):
+    import signal
+
+    study = tmp_path / "long.toml"
+    study.write_text(LONG_SIM)
+    p = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(study), "--out", str(tmp_path / "r")],
+                         env=dict(os.environ, PYTHONPATH=str(REPO / "python")), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "r").exists() and time.time() < deadline:  # the study has started
+        time.sleep(0.05)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    os.kill(p.pid, getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == status, err
+    assert time.monotonic() - t0 < 10 and "0 of 2 runs are finished" in err and "Traceback" not in err
+
+
 # -- ls / show / summary / export ------------------------------------------
 
 

@@ -36,6 +36,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ccbench import __version__, backends, cli_analysis, console
+from ccbench.executor import signals
 from ccbench.errors import (
     EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_LEFTOVERS, EXIT_OK, EXIT_USAGE, StudyError,
     UsageError,
@@ -647,17 +648,36 @@ def _error(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    # SIGTERM and SIGHUP end every command as Ctrl-C does, so that what it
+    # made (a snapshot of the store, an export's part files) is removed on
+    # the way out; `run` also says how to resume (executor/signals.py).
+    with signals.terminate_as_interrupt() as term:
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:
+            return _interrupted(term.signum)
+        except RuntimeError as e:
+            # DuckDB turns a Ctrl-C during a query into this error
+            if "duckdb" in sys.modules and str(e) == "Query interrupted":
+                return _interrupted(term.signum)
+            raise
+
+
+def _interrupted(signum: int | None) -> int:
+    print("ccbench: interrupted", file=sys.stderr)
+    return signals.exit_status(signum)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
+        parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
-            return _error("missing command (one of: run, ls, show, summary, check, export, report, plot, compare, validate, doctor; see ccbench --help)")
+            return _error("missing command (one of: run, ls, show, summary, check, export, report, plot, compare, "
+                          "validate, doctor, repair; see ccbench --help)")
         return args.func(args)
     except (StudyError, UsageError) as e:
         return _error(str(e))
-    except KeyboardInterrupt:
-        print("ccbench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `ccbench ls | head`
         try:
             sys.stdout = open(os.devnull, "w")

@@ -5,11 +5,33 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 /// Run one simulation. Takes the resolved run config as JSON and returns the
-/// result tables as JSON. Releases the GIL while it runs.
+/// result tables as JSON. Releases the GIL while it runs; with `cancel`, a
+/// `Cancel` that another thread sets, it stops at its next sample with the
+/// error "interrupted".
 #[pyfunction]
-fn simulate(py: Python<'_>, config_json: &str) -> PyResult<String> {
+#[pyo3(signature = (config_json, cancel=None))]
+fn simulate(py: Python<'_>, config_json: &str, cancel: Option<PyRef<'_, Cancel>>) -> PyResult<String> {
     let input = config_json.to_owned();
-    py.allow_threads(move || sim::simulate_json(&input)).map_err(PyValueError::new_err)
+    let flag = cancel.map(|c| c.0.clone());
+    py.allow_threads(move || sim::simulate_json_cancellable(&input, flag)).map_err(PyValueError::new_err)
+}
+
+/// A stop flag for a running `simulate` (set from the thread that was
+/// interrupted, so that the simulating thread returns and can be joined).
+#[pyclass]
+struct Cancel(sim::Cancel);
+
+#[pymethods]
+impl Cancel {
+    #[new]
+    fn new() -> Self {
+        Cancel(Default::default())
+    }
+
+    /// Stop the run at its next sample.
+    fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Names of the congestion-control algorithms the simulator implements.
@@ -75,6 +97,7 @@ fn load_client(py: Python<'_>, config_json: &str) -> PyResult<String> {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_class::<Cancel>()?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(receive_window, m)?)?;

@@ -30,11 +30,16 @@ pub mod trace;
 pub mod world;
 
 pub use config::RunConfig;
-pub use world::{simulate, SimResult, LOAD_HEADER_BYTES};
+pub use world::{simulate, simulate_cancellable, Cancel, SimResult, INTERRUPTED, LOAD_HEADER_BYTES};
 
 /// Run one simulation from its JSON config; the JSON result or an error text.
 pub fn simulate_json(input: &str) -> Result<String, String> {
+    simulate_json_cancellable(input, None)
+}
+
+/// [`simulate_json`], stopped early ([`INTERRUPTED`]) once `cancel` is set.
+pub fn simulate_json_cancellable(input: &str, cancel: Option<Cancel>) -> Result<String, String> {
     let cfg: RunConfig = serde_json::from_str(input).map_err(|e| format!("invalid run config: {e}"))?;
-    let res = simulate(&cfg)?;
+    let res = simulate_cancellable(&cfg, cancel)?;
     serde_json::to_string(&res).map_err(|e| e.to_string())
 }

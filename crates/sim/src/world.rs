@@ -22,6 +22,8 @@ use netcore::noted::{self, Candidate};
 use netcore::{Nanos, NS_PER_SEC, NS_PER_US};
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ev {
@@ -230,15 +232,34 @@ struct World {
     /// a packet leaves or reaches a host (0.4-0.5 % more instructions in
     /// bench/sim_regression.py --instructions --quick).
     pcap: Option<PcapTrace>,
+    /// Set from another thread to end the run at its next sample (None: never).
+    cancel: Option<Cancel>,
     traced: u32,
     res: SimResult,
 }
 
 /// Run one simulation.
 pub fn simulate(cfg: &RunConfig) -> Result<SimResult, String> {
+    simulate_cancellable(cfg, None)
+}
+
+/// A flag another thread sets to stop a run (the host process was
+/// interrupted): the run ends at its next sample, with [`INTERRUPTED`] for
+/// its error, so that the thread running it returns instead of being
+/// abandoned inside the simulator.
+pub type Cancel = Arc<AtomicBool>;
+
+/// The error of a run stopped by its [`Cancel`] flag.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// [`simulate`], stopped early (an error) once `cancel` is set.
+pub fn simulate_cancellable(cfg: &RunConfig, cancel: Option<Cancel>) -> Result<SimResult, String> {
     cfg.check()?;
     let mut w = World::build(cfg)?;
-    w.run();
+    w.cancel = cancel;
+    if !w.run() {
+        return Err(INTERRUPTED.into());
+    }
     let pcap = w.pcap.take();
     let res = w.finish(cfg);
     if let Some(t) = pcap {
@@ -290,6 +311,7 @@ impl World {
             held_acks: Vec::new(),
             sample_interval: cfg.sample_interval_ns,
             pcap: None,
+            cancel: None,
             traced: u32::MAX,
             res: SimResult::default(),
         };
@@ -415,7 +437,9 @@ impl World {
         self.events.push(at, ev);
     }
 
-    fn run(&mut self) {
+    /// Every event up to the end; false if stopped by `cancel` (looked at
+    /// once per sample: nothing on the per-packet path).
+    fn run(&mut self) -> bool {
         while let Some((at, _, ev)) = self.events.pop() {
             if at > self.end {
                 break;
@@ -429,7 +453,12 @@ impl World {
                 Ev::FlowStart(f) => self.on_flow_start(f as usize),
                 Ev::FlowStop(f) => self.on_flow_stop(f as usize),
                 Ev::RpcNext(f) => self.issue_request(f as usize),
-                Ev::Sample => self.on_sample(),
+                Ev::Sample => {
+                    self.on_sample();
+                    if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                        return false;
+                    }
+                }
                 Ev::Route(i) => self.on_route_event(i as usize),
                 Ev::SenderResume(c) => {
                     while let Some(a) = self.held_acks[c as usize].pop_front() {
@@ -443,6 +472,7 @@ impl World {
             }
         }
         self.now = self.end;
+        true
     }
 
     /// Put what an endpoint produced on the wire and on the clock.

@@ -7,7 +7,6 @@ from typing import Any
 
 from ccbench import core
 from ccbench.backends import ResultError, RunResult
-from ccbench.errors import UsageError
 
 
 def _core():
@@ -26,15 +25,21 @@ def core_config(config: dict) -> dict:
 
 class SimBackend:
     name = "sim"
-    # Ctrl-C/SIGTERM may abandon a run at once (the executor runs it in a thread): it holds nothing.
+    # Ctrl-C/SIGTERM ends a run at once (the executor runs it in a thread and
+    # sets its stop_flag): it holds nothing to clean up.
     abandon_on_interrupt = True
 
     def check(self) -> None:
         _core()
 
-    def run(self, runspec: Any) -> RunResult:
+    def stop_flag(self) -> Any:
+        """A flag that stops a run given it (``run(runspec, flag)``) at its
+        next sample, set from another thread: the executor's, on Ctrl-C."""
+        return _core().Cancel()
+
+    def run(self, runspec: Any, stop_flag: Any = None) -> RunResult:
         core = _core()
-        out = core.simulate(json.dumps(core_config(runspec.config)))
+        out = core.simulate(json.dumps(core_config(runspec.config)), stop_flag)
         try:
             decoded = json.loads(out)
         except json.JSONDecodeError as e:

@@ -552,6 +552,8 @@ class ClientRuns:
         self.claimed: dict[str, Any] = {}  # run id → runspec of every run the thread took
         self._finished: list[tuple[Any, Outcome]] = []
         self._deliver: Optional[Callable[[Any], None]] = None
+        self._flag: Any = None  # the run in progress's stop flag (the simulator's)
+        self._stopped = False
         self._thread = threading.Thread(target=self._work, name="ccbench-client-runs", daemon=True)
 
     def start(self) -> "ClientRuns":
@@ -564,8 +566,11 @@ class ClientRuns:
                 if not self._taking:
                     return
                 self.claimed[rs.run_id] = rs
-            outcome = run_one(self.backend, rs)  # never raises: a failed run is a failed Outcome
+                flag = self._flag = self.backend.stop_flag() if hasattr(self.backend, "stop_flag") else None
+            outcome = run_one(self.backend, rs, flag)  # never raises: a failed run is a failed Outcome
             with self._lock:
+                if self._stopped:  # stopped (or cut short) by an interruption: dropped
+                    return
                 if self._deliver is not None:
                     self._deliver((rs, outcome))
                 else:
@@ -574,6 +579,18 @@ class ClientRuns:
     def stop_taking(self) -> None:
         with self._lock:
             self._taking = False
+
+    def stop(self) -> None:
+        """On an interruption: take no more runs, stop the one in progress and
+        wait for the thread (a thread left inside the simulator aborts the
+        process when it returns while Python shuts down); what it was running
+        is dropped."""
+        with self._lock:
+            self._taking, self._stopped, flag = False, True, self._flag
+        if flag is not None:
+            flag.set()
+        if self._thread.is_alive():
+            self._thread.join(signals.STOP_WAIT_S)
 
     def hand_over(self, deliver: Callable[[Any], None]) -> list[tuple[Any, Outcome]]:
         """(runspec, outcome) of the runs finished so far; a run still going is
@@ -785,6 +802,8 @@ class ClusterRunner:
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop now
         finally:
+            if self.client_runs is not None:
+                self.client_runs.stop()  # its run still going, if any (it had the grace period)
             futs = [f for f, _, _ in self.pending.values()]
             self.pending.clear()
             with contextlib.suppress(BaseException):
@@ -819,9 +838,12 @@ def execute_on_cluster(study: Any, runs: Sequence[Any], backend: Any, out_dir: A
         except BaseException:
             handle.close()
             raise
-    finally:
+    except BaseException:
         if early is not None:
-            early.stop_taking()  # on an error its results are dropped with it
+            early.stop()  # on an error or Ctrl-C its results are dropped with it
+        raise
+    if early is not None:
+        early.stop_taking()
     with handle:
         return execute(study, runs, backend, out_dir, progress=progress,
                        runner=ClusterRunner(handle, backend_name, early), new_version=new_version)

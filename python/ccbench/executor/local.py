@@ -123,8 +123,11 @@ def _worker_init(parent_pid: int | None = None) -> None:
         signals.die_with_parent(parent_pid)
 
 
-def run_one(backend: Any, runspec: Any) -> Outcome:
+def run_one(backend: Any, runspec: Any, stop_flag: Any = None) -> Outcome:
     """Run one RunSpec. Any error becomes a failed Outcome; Ctrl-C propagates.
+    ``stop_flag``: the backend's (``backend.stop_flag()``) for a caller that may
+    have to stop the run from another thread (ClientRuns); one is made here
+    otherwise.
 
     Module-level so a process pool can call it.
     """
@@ -133,7 +136,13 @@ def run_one(backend: Any, runspec: Any) -> Outcome:
     _in_run = True
     try:
         if getattr(backend, "abandon_on_interrupt", False):  # the simulator: nothing to clean up
-            raw = signals.call_interruptibly(backend.run, runspec)
+            # made before the run's thread starts, so that no interruption can miss it
+            flag = stop_flag if stop_flag is not None else (
+                backend.stop_flag() if hasattr(backend, "stop_flag") else None)
+            if flag is not None:
+                raw = signals.call_interruptibly(backend.run, runspec, flag, stop=flag.set)
+            else:
+                raw = signals.call_interruptibly(backend.run, runspec)
         else:
             raw = backend.run(runspec)
         result = degenerate.mark(_normalize(raw), getattr(runspec, "config", None) or {})

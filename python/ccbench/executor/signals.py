@@ -79,12 +79,20 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(128 + signal.SIGTERM)
 
 
-def call_interruptibly(fn: Callable[..., Any], *args: Any) -> Any:
+#: Seconds an interrupted call is waited for after ``stop`` (the simulator
+#: stops at its next sample: milliseconds); past them it is abandoned.
+STOP_WAIT_S = 10.0
+
+
+def call_interruptibly(fn: Callable[..., Any], *args: Any, stop: Optional[Callable[[], None]] = None) -> Any:
     """``fn(*args)`` in a daemon thread, waited for in short steps, so that Ctrl-C or
     SIGTERM is acted on at once while ``fn`` runs native code that never looks at
-    signals (the simulator releases the GIL and runs to the end). On an
-    interruption the call is abandoned: only for backends with nothing to clean
-    up (the simulator), whose thread then dies with the process."""
+    signals (the simulator releases the GIL). On an interruption ``stop()`` asks
+    ``fn`` to return early and the thread is joined (up to STOP_WAIT_S), then the
+    interruption goes on. A thread left inside native code would take the GIL back
+    while the interpreter shuts down, which aborts the process (SIGABRT instead of
+    exit status 130); without ``stop`` the call is abandoned, so only for backends
+    with nothing to clean up."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
     box: dict[str, Any] = {}
@@ -96,9 +104,16 @@ def call_interruptibly(fn: Callable[..., Any], *args: Any) -> Any:
             box["error"] = e
 
     t = threading.Thread(target=target, name="ccbench-run", daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(0.2)
+    try:
+        t.start()
+        while t.is_alive():
+            t.join(0.2)
+    except BaseException:
+        if stop is not None:
+            stop()
+            if t.is_alive():
+                t.join(STOP_WAIT_S)
+        raise
     if "error" in box:
         raise box["error"]
     return box["result"]
