@@ -285,6 +285,30 @@ def test_a_route_event_changes_a_flows_links_from_its_time():
     assert (a.start_us, a.end_us) == (0, 6 * S)
 
 
+def test_the_path_controllers_moves_change_a_flows_links_as_route_events_do():
+    # the controller moves flow 1 off l1 at 3 s and back at 5 s: its action
+    # and release rows carry the new path ("moved: path: ..."), the state
+    # rows without a flow do not
+    ev = [{"time_us": 3 * S, "kind": "controller", "flow_id": None, "state": "action", "link": "l1",
+           "detail": "saturated (>= 0.9) for 0.500 s; moving 1 flow(s) to their alternative"},
+          {"time_us": 3 * S, "kind": "controller", "flow_id": 1, "state": "action", "link": "l1",
+           "detail": "moved: path: s1-r0 alt; return_path: alt/back r0-s1"},
+          {"time_us": 5 * S, "kind": "controller", "flow_id": 1, "state": "released", "link": "l1",
+           "detail": "moved: path: s1-r0 l1; return_path: l1/back r0-s1"}]
+    rates = {0: per_second(*[3 * M] * 8), 1: per_second(*[93 * M] * 8)}
+    found = collapses(parking_lot(rates, events=ev), AnalysisSettings())
+    assert [(a.start_us, a.end_us) for a in found] == [(0, 3 * S), (5 * S, 8 * S)]
+
+
+def test_a_flow_capped_by_max_rate_wants_no_more_than_its_cap():
+    # flow 1 is capped at 40 kbit/s and gets 38: no collapse; flow 0 has the rest
+    run = parking_lot({0: per_second(*[96 * M] * 5), 1: per_second(*[38e3] * 5)})
+    run.config["flows"][1]["max_rate_bps"] = 40e3
+    assert collapses(run, AnalysisSettings()) == [] and starvation(run, AnalysisSettings()) == []
+    del run.config["flows"][1]["max_rate_bps"]  # uncapped, 38 kbit/s of a 50 Mbit/s share is a collapse
+    assert len(collapses(run, AnalysisSettings())) == 1
+
+
 def test_a_networks_drops_and_marks_are_every_queues():
     run = parking_lot({0: per_second(*[50 * M] * 2), 1: per_second(*[50 * M] * 2)})
     t = np.array([1.0, 2.0]) * S

@@ -37,6 +37,10 @@ def test_max_min_water_filling():
     assert max_min({"x": 90, "y": 10}, {"f": ["x", "y"], "g": ["x"], "h": ["x"]}) == {"f": 10.0, "g": 40.0, "h": 40.0}
     # a link nobody limits on (not in capacity) and a flow on no limiting link
     assert max_min({"x": 10}, {"f": ["x", "pipe"], "g": ["pipe"]}) == {"f": 10.0, "g": float("inf")}
+    # demands: a capped flow takes its cap and leaves the rest; a cap above the share changes nothing
+    assert max_min({"x": 10}, {"f": ["x"], "g": ["x"]}, {"g": 1}) == {"f": 9.0, "g": 1.0}
+    assert max_min({"x": 10}, {"f": ["x"], "g": ["x"]}, {"g": 30}) == {"f": 5.0, "g": 5.0}
+    assert max_min({"x": 10}, {"f": ["x"], "g": ["pipe"]}, {"g": 3}) == {"f": 10.0, "g": 3.0}
 
 
 def test_shares_of_a_resolved_dumbbell():

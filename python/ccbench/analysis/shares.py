@@ -12,9 +12,10 @@ that the allocation fills and on which no flow gets more than it.
   so with access links faster than the bottleneck's share every flow's
   share is C / n and its limiting link the bottleneck.
 - A network: a flow crosses the links of its data path, which route
-  events (``[[events]]``, the path controller) change during the run; the
-  events table says when, in the backends' own words
-  ("path: <link> <link> ...; return_path: ...").
+  events (``[[events]]``) and the path controller's moves change during
+  the run; the events table says when, in the backends' own words
+  ("path: <link> <link> ...; return_path: ...", a move "moved: path: ...").
+- A flow with ``max_rate`` wants no more than it (fairshare.demands).
 
 A run whose config says nothing of its links (runs stored without one)
 falls back to one link, the bottleneck rate, crossed by every flow.
@@ -59,14 +60,27 @@ def links_and_paths(run: RunData) -> tuple[dict[str, float], dict[int, tuple[str
     return capacity, {int(f["flow_id"]): tuple(paths.get(int(f["flow_id"]), (BOTTLENECK,))) for f in run.flows}
 
 
+def demands(run: RunData) -> dict[int, float]:
+    """The most each flow with ``max_rate`` can take (bits/s; on the links'
+    scale, packets with their headers, as the capacities here)."""
+    return {int(f): float(d) for f, d in fairshare.demands(run.config).items()} if run.config else {}
+
+
+#: How each kind of event row that moves a flow words its new path: a
+#: route event "path: ...", the controller's action and release rows
+#: "moved: path: ..." (both backends).
+MOVED = {"route": "path: ", "controller": "moved: path: "}
+
+
 def route_changes(run: RunData) -> list[tuple[float, int, tuple[str, ...]]]:
-    """(time µs, flow id, new data path) of every route event, in time order."""
+    """(time µs, flow id, new data path) of every route event and every
+    move of the path controller, in time order."""
     out = []
     for ev in run.events:
-        detail = ev.get("detail") or ""
-        if ev.get("kind") != "route" or ev.get("flow_id") is None or not detail.startswith("path: "):
+        detail, prefix = ev.get("detail") or "", MOVED.get(ev.get("kind"))
+        if prefix is None or ev.get("flow_id") is None or not detail.startswith(prefix):
             continue
-        names = detail[len("path: "):].split(";")[0].split()
+        names = detail[len(prefix):].split(";")[0].split()
         if names:
             out.append((float(ev["time_us"]), int(ev["flow_id"]), tuple(names)))
     return sorted(out, key=lambda e: e[0])
@@ -99,6 +113,7 @@ def fair_shares(run: RunData, grid: np.ndarray, active: dict[int, np.ndarray],
     capacity, paths = links_and_paths(run)
     if not capacity:
         return None
+    want = demands(run)
     changes = route_changes(run)
     n = max(len(grid) - 1, 0)
     fair = {fid: np.full(n, np.nan) for fid in paths}
@@ -127,7 +142,7 @@ def fair_shares(run: RunData, grid: np.ndarray, active: dict[int, np.ndarray],
             key = on_at[k - k0].tobytes()
             if key not in memo:
                 sharing = {fid: paths[fid] for fid, on in zip(fids, on_at[k - k0]) if on}
-                rate = fairshare.max_min(capacity, sharing)
+                rate = fairshare.max_min(capacity, sharing, {f: d for f, d in want.items() if f in sharing})
                 memo[key] = (rate, limiting_links(capacity, sharing, rate))
             rate, lim = memo[key]
             for fid, r in rate.items():
