@@ -286,3 +286,22 @@ def test_link_metrics_of_a_network_are_expectations_too(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "expect.1.link: no such link in the study's topology (got 'edge'; allowed: a-ra, b-rb, c-ra, core, core/back," in err
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize("value, ref", [('"0.1 * ceiling"', "ceiling"), ('"0.5*rate"', "rate")])
+def test_rate_and_ceiling_in_a_general_topology_are_study_errors_before_any_run(tmp_path, capsys, value, ref):
+    """'rate' and 'ceiling' are the bottleneck's: a network has none, which is
+    known when the study is loaded, not after its runs."""
+    study = tmp_path / "links.toml"
+    study.write_text(NETWORK + f'\n[[expect]]\nmetric = "goodput"\nop = ">="\nvalue = {value}\n')
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ccbench: error: {study}: expect.2.value: '{ref}' is the bottleneck's") \
+        and err.count("\n") == 1, err
+    assert "a general topology has no bottleneck" in err and "allowed: a number, or a quantity" in err
+    assert not out.exists()  # nothing ran
+    # a quantity is fine
+    study.write_text(NETWORK + '\n[[expect]]\nmetric = "goodput"\nop = ">="\nvalue = "5Mbit"\n')
+    from ccbench.spec import load_study
+    assert load_study(study).n_runs == 1

@@ -468,3 +468,114 @@ def test_the_examples_of_the_docs_validate():
     runs = study(example).runs()
     assert len(runs) == 4 and {r.params["controller.enabled"] for r in runs} == {"true", "false"}
     assert sum("controller" in r.config for r in runs) == 2
+
+
+# -- pipes, link names, selectors (study errors before any run) --------------------------------
+
+
+@pytest.mark.parametrize("old, new, field, fragment", [
+    ('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "1%"', "topology.links.0.loss",
+     "a-r1 is a pipe"),
+    ('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nback = { loss = "1%" }',
+     "topology.links.0.back.loss", "r1-a is a pipe"),
+    # a buffer for the back direction only: A → B is still a pipe
+    ('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "1%"\nback = { buffer = "10pkt" }',
+     "topology.links.0.loss", "a-r1 is a pipe"),
+])
+def test_loss_on_a_pipe_is_a_study_error(old, new, field, fragment):
+    msg = err(NET.replace(old, new, 1) + FLOW)
+    assert f"net.toml: {field}: {fragment}" in msg and "cannot lose packets (got '1%'; allowed: '0%'" in msg, msg
+
+
+def test_loss_on_a_host_link_that_queues_is_fine():
+    cfg = config(NET.replace('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "1%"\n'
+                             'buffer = "100pkt"', 1) + FLOW)
+    assert links(cfg)["a-r1"]["loss"] == pytest.approx(0.01) and links(cfg)["r1-a"]["loss"] == pytest.approx(0.01)
+
+
+def test_a_wildcard_loss_leaves_out_the_pipes():
+    """`topology.links.*.loss` reaches the links that can lose packets; a
+    host's link that the same case gives a buffer is one of them."""
+    text = NET + FLOW + """
+[sweep.cases.loss]
+clean = {}
+lossy = { "topology.links.*.loss" = "1%" }
+buffered = { "topology.links.*.loss" = "2%", "topology.links.a-r1.buffer" = "100pkt" }
+"""
+    runs = study(text).runs()
+    lossy = {n for n, ln in links(runs[1].config).items() if ln["loss"]}
+    assert lossy == {"primary", "primary/back", "r1-r3", "r3-r1", "alt", "alt/back"}
+    assert {n for n, ln in links(runs[2].config).items() if ln["loss"]} == lossy | {"a-r1", "r1-a"}
+    # the clean case is the file as written
+    assert runs[0].config == config(NET + FLOW)
+
+
+def test_a_wildcard_loss_on_a_network_of_pipes_is_a_study_error():
+    text = """
+[study]
+name = "net"
+[topology]
+hosts = ["a", "b"]
+[[topology.links]]
+between = ["a", "b"]
+rate = "1Gbit"
+""" + FLOW + '[profiles.lossy]\n"topology.links.*.loss" = "1%"\n'
+    msg = err(text)
+    assert 'net.toml: profiles.lossy."topology.links.*.loss": every link is a pipe' in msg, msg
+
+
+def test_an_all_digit_link_name_is_a_study_error():
+    # "topology.links.3.rate" would sweep link index 3, not the link named "3"
+    msg = err(NET.replace('name = "alt"', 'name = "3"') + FLOW)
+    assert "net.toml: topology.links.4.name: an all-digit link name reads as a link index" in msg, msg
+    assert "got '3'" in msg and "not all digits" in msg
+
+
+@pytest.mark.parametrize("flows", ["3.5", "[3.5]", "{ group = 'x' }"])
+def test_a_flow_selector_of_the_wrong_type_names_the_field_and_the_forms(flows):
+    msg = err(NET + FLOW + f'[[events]]\nat = "2s"\nflows = {flows}\npath = ["r1", "r3", "r2"]\n')
+    assert "net.toml: events.0.flows: must be a group label or an array of group labels and flow numbers" in msg
+    assert "allowed: a flow group label" in msg and "[sweep]" not in msg, msg
+
+
+def test_a_one_node_controller_alternative_is_a_path_error():
+    msg = err(NET + FLOW + '[controller]\nkind = "noted"\nlink = "primary"\nalternative = ["r1"]\n')
+    assert "net.toml: controller.alternative: a path has at least two nodes (got ['r1']" in msg, msg
+    assert "empty" not in msg and "[sweep]" not in msg
+
+
+@pytest.mark.parametrize("extra, flows, fragment", [
+    # an rpc flow named by its group
+    ('kind = "rpc"\ngroup = "rpcs"', '[0, "rpcs"]', "no flow of group 'rpcs' can move: flow 1 is an rpc flow"),
+    # a flow that goes round the watched link from the start
+    ('path = ["c", "r1", "r3", "r2", "b"]', "[0, 1]",
+     "flow 1 (group 'cubic bulk') does not cross primary at the start (its path: c → r1 → r3 → r2 → b)"),
+])
+def test_a_controller_flow_that_cannot_move_is_a_study_error(extra, flows, fragment):
+    text = NET + FLOW + FLOW.replace('src = "a"', 'src = "c"\n' + extra) \
+        + f'[controller]\nkind = "noted"\nlink = "primary"\nalternative = ["r1", "r3", "r2"]\nflows = {flows}\n'
+    msg = err(text)
+    assert f"net.toml: controller.flows: {fragment}" in msg, msg
+
+
+def test_a_controller_group_names_those_of_its_flows_that_can_move():
+    # both flows are 'cubic bulk'; the one that goes round the watched link is left out
+    text = NET + FLOW + FLOW.replace('src = "a"', 'src = "c"\npath = ["c", "r1", "r3", "r2", "b"]') \
+        + '[controller]\nkind = "noted"\nlink = "primary"\nalternative = ["r1", "r3", "r2"]\nflows = "cubic bulk"\n'
+    assert [a["flow"] for a in config(text)["controller"]["alternatives"]] == [0]
+
+
+def test_a_controller_error_of_one_case_names_the_case():
+    text = NET + FLOW + """
+[controller]
+kind = "noted"
+link = "primary"
+alternative = ["r1", "r3", "r2"]
+
+[sweep.cases.route]
+direct = {}
+via = { "flows.0.path" = ["a", "r1", "r3", "r2", "b"] }
+"""
+    msg = err(text)
+    assert "net.toml: controller.alternative: no bulk or transfer flow crosses primary" in msg, msg
+    assert "[with sweep cases.route = 'via']" in msg

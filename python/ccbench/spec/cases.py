@@ -131,10 +131,8 @@ def parse(raw: Any, doc: dict, plain: Sequence[Axis],
             entries = {key: (value, f'sweep.cases.{axis}.{case}."{key}"') for key, value in overrides.flatten(body)}
             for key, value, field in (extra or {}).get((axis, case), []):
                 entries[key] = (value, field)
-            ovs: list[Override] = []
-            for key, (value, field) in entries.items():
-                for path in overrides.expand(key, doc, field, STUDY_FIELDS):
-                    ovs.append(Override(path, value, field))
+            ovs: list[Override] = overrides.expand_all([(k, v, f) for k, (v, f) in entries.items()], doc,
+                                                       STUDY_FIELDS)
             overrides.check_disjoint(ovs)
             for o in ovs:
                 for a in plain:

@@ -22,8 +22,9 @@ of flows for per-class metrics (default: the only class, or all flows
 together; the study file's flows ``group`` label); ``link`` picks the link
 (a directed name such as "l1" or "l1/back") of the link_* metrics, which
 need one. In ``value``, ``rate`` is the bottleneck rate and ``ceiling`` the
-most payload it carries (rate × mss / (mss + header bytes)): both only for rate metrics (a
-quantity must be in the metric's unit; ccbench.analysis.expect checks it before any run). A
+most payload it carries (rate × mss / (mss + header bytes)): both only for rate metrics, and
+only in a dumbbell (a general topology has no bottleneck: :func:`check_refs`; a quantity must
+be in the metric's unit; ccbench.analysis.expect checks it before any run). A
 number must be finite. A metric only flows of one kind give (``rpc_p99``: kind = "rpc") is
 an error in a study none of whose configurations has such a flow.
 
@@ -171,6 +172,20 @@ def check_links(expects: list, links: set, filename: str) -> None:
         if e.link is not None and e.link not in links:
             raise StudyError(f"{filename}: expect.{i}.link: no such link in the study's topology (got {e.link!r}; "
                              f"allowed: {', '.join(sorted(links)) or 'none: a dumbbell has the run-level keys'})")
+
+
+def check_refs(expects: list, bottleneck: bool, filename: str) -> None:
+    """``rate`` and ``ceiling`` in a value are the bottleneck's: a study with a configuration
+    without one (a general topology, ``bottleneck`` False) has nothing to compare with."""
+    if bottleneck:
+        return
+    for i, e in enumerate(expects):
+        m = _REF.match(e.value) if isinstance(e.value, str) else None
+        if m:
+            what = "rate" if m.group(2) == "rate" else "payload ceiling"
+            raise StudyError(f"{filename}: expect.{i}.value: '{m.group(2)}' is the bottleneck's {what}, and a "
+                             f"general topology has no bottleneck (got {e.value!r}; allowed: a number, or a quantity in "
+                             "the metric's unit such as '50Mbit' or '20ms')")
 
 
 def check_kinds(expects: list, kinds: set, filename: str) -> None:

@@ -200,6 +200,7 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
     assert first_model is not None and estimator is not None
     if first_model.expect:
         expect.check_kinds(first_model.expect, _flow_kinds(combos), filename)
+        expect.check_refs(first_model.expect, all("bottleneck" in c.config for c in combos), filename)
         if any(e.link is not None for e in first_model.expect):
             links = {ln["name"] for c in combos for ln in (c.config.get("network") or {}).get("links", [])}
             expect.check_links(first_model.expect, links, filename)
@@ -570,7 +571,7 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Wh
     if typ == "literal_error" and ctx.get("expected"):
         allowed = ctx["expected"].replace(" or ", ", ")
     written = _as_written(doc, loc)
-    if _is_value_list(got):
+    if _is_value_list(got) and not _takes_list(info):
         # A list where one value belongs is most often a sweep written in place.
         problem += f"; to run each of these values, list them under [sweep] as \"{dotted(written)}\" = [...]"
     return _attribute(filename, written, problem, got, allowed, (), where)
@@ -579,6 +580,18 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Wh
 def _is_value_list(got: Any) -> bool:
     """A non-empty list of plain values (strings, numbers, booleans)."""
     return isinstance(got, list) and bool(got) and all(isinstance(v, (str, int, float, bool)) for v in got)
+
+
+def _takes_list(info: Any) -> bool:
+    """A field that may be an array itself (a path, a flow selector): a list there is no sweep."""
+    todo = [info.annotation] if info is not None else []
+    while todo:
+        ann = todo.pop()
+        if is_list(ann):
+            return True
+        if typing.get_origin(ann) in (typing.Union, typing.Annotated):
+            todo += typing.get_args(ann)
+    return False
 
 
 def _as_written(doc: Any, loc: tuple) -> tuple:

@@ -419,8 +419,21 @@ class Flow(Model):
         "ccbench", "'ccbench' or 'iperf3' (linux backend, bulk flows: driven by iperf3, its JSON imported)")
 
 
-FlowSelector = Union[StrictStr, List[Union[StrictInt, StrictStr]]]
 FLOWS_ALLOWED = "a flow group label such as 'long', or an array of group labels and flow numbers, e.g. [0, 2]"
+
+
+def _flow_selector(value: Any) -> Any:
+    """A group label, or a list of labels and flow numbers (one message for
+    either, not one per branch of a union)."""
+    if type(value) is str:
+        return value
+    if isinstance(value, list) and all(type(x) in (str, int) for x in value):
+        return list(value)
+    raise PydanticCustomError("ccbench_unit", "{problem}", {
+        "problem": "must be a group label or an array of group labels and flow numbers", "allowed": FLOWS_ALLOWED})
+
+
+FlowSelector = Annotated[Union[StrictStr, List[Union[StrictInt, StrictStr]]], PlainValidator(_flow_selector)]
 
 
 class Event(Model):
@@ -447,8 +460,9 @@ class Controller(Model):
     release_hold: Time = F("2s", "a time such as '2s': below release_threshold this long before release")
     min_size: Size = F("100MB", "a size such as '100MB': transfers with at least this much still to send move")
     min_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (default: no rate threshold)")
+    # at least two nodes: checked with the flows' paths (ccbench.spec.network), as for an event's path
     alternative: List[StrictStr] = F(..., NODE_PATH_ALLOWED + ": the alternative between two nodes of the "
-                                     "moved flows' path, e.g. ['r1', 'r3', 'r2']", min_length=2)
+                                     "moved flows' path, e.g. ['r1', 'r3', 'r2']")
     flows: Optional[FlowSelector] = F(None, FLOWS_ALLOWED + " (default: every bulk and transfer flow whose "
                                       "path crosses the link)")
 

@@ -10,7 +10,8 @@ Decisions written down here:
   The network lists each link's A → B direction, then its B → A direction,
   in file order (link *i* of that list draws from random stream *i* + 1).
 * A node pair has one link; a second ``[[topology.links]]`` entry for the
-  same pair (either order) is an error.
+  same pair (either order) is an error. A link name is not all digits:
+  ``topology.links.3`` in a sweep key is the link at index 3.
 * Default path: the least total one-way delay from src to dst; among equal
   delays the fewest hops, then the first sequence of node names in
   alphabetical order. Hosts do not forward: only routers are inside a path.
@@ -22,15 +23,18 @@ Decisions written down here:
   explicit return path changes only with an event's ``return_path``.
 * Buffers: a direction that touches a host is a *pipe* (no queue, no drops,
   not sampled: a host's NIC) unless the link gives a ``buffer`` or a
-  ``qdisc`` for it. Any other direction queues, by default one BDP (or the
-  discipline's Linux limit, as at the dumbbell's bottleneck) of its rate and
-  its RTT: ``bdp_rtt`` or the largest base RTT (data path + return path
-  delays) of any path a flow may take across it (at start, after an event,
-  on the controller's alternative); a link that no flow crosses uses twice
-  its delay.
+  ``qdisc`` for it; loss on a pipe is an error (the core refuses it), and
+  ``topology.links.*.loss`` leaves pipes out. Any other direction queues, by
+  default one BDP (or the discipline's Linux limit, as at the dumbbell's
+  bottleneck) of its rate and its RTT: ``bdp_rtt`` or the largest base RTT
+  (data path + return path delays) of any path a flow may take across it
+  (at start, after an event, on the controller's alternative); a link that
+  no flow crosses uses twice its delay.
 * Controller candidates: the bulk and transfer flows (of ``flows``, when
   given) whose path at the start crosses the watched link and contains the
-  alternative's first and last node.
+  alternative's first and last node. A flow that ``flows`` names by its
+  number and is not one, or a group none of whose flows is one, is an
+  error; of a group, the flows that are candidates move.
 """
 
 from __future__ import annotations
@@ -90,6 +94,10 @@ class Net:
 
     def is_host(self, n: str) -> bool:
         return n in self.hosts
+
+    def is_pipe(self, d: DirLink) -> bool:
+        """A direction that touches a host and gives no buffer or qdisc: the core's pipe (no queue)."""
+        return (self.is_host(d.src) or self.is_host(d.dst)) and d.buffer is None and d.qdisc is None
 
     def neighbours(self, n: str) -> str:
         near = sorted(b for (a, b) in self.by_ends if a == n)
@@ -162,7 +170,18 @@ def build(m: StudyFile) -> Net:
                              "two different node names")
         if ln.name is not None and not NAME.match(ln.name):
             raise FieldError(loc + ("name",), "not a valid link name", ln.name, NAME_ALLOWED)
+        if ln.name is not None and ln.name.isdigit():
+            # "topology.links.3.rate" would be link index 3, not the link named "3"
+            raise FieldError(loc + ("name",), "an all-digit link name reads as a link index in sweep keys, "
+                             "cases and profiles", ln.name, NAME_ALLOWED + ", not all digits, e.g. 'l" + ln.name + "'")
         fwd, back = _directions(i, ln)
+        for d in (fwd, back):
+            if d.loss and net.is_pipe(d):
+                # the core refuses it in every run (netcore LinkConfig::check_in_network)
+                raise FieldError(d.field_loc("loss"), f"{d.name} is a pipe (a host's link without a buffer or a "
+                                 "qdisc: no queue, no drops), which cannot lose packets", f"{d.loss:.6g}",
+                                 f"'0%', or a buffer or a qdisc {'in the back table' if d.back else 'on the link'} "
+                                 "so that it queues and can drop")
         key = frozenset(ends)
         if key in pairs:
             j = pairs[key]
@@ -212,6 +231,30 @@ def _twice(net: Net, loc: tuple, ln: Any, j: int, fwd: DirLink, back: DirLink) -
     raise FieldError(loc + ("between",), f"the link between {fwd.src} and {fwd.dst} is given twice (also "
                      f"topology.links.{j})", ln.between, "one [[topology.links]] entry per node pair",
                      related=(f"topology.links.{j}",))
+
+
+def pipe_only(doc: Any, entry: int, rest: tuple) -> bool:
+    """Whether setting ``rest`` (``('loss',)`` or ``('back', 'loss')``) of
+    ``topology.links.<entry>`` in the document reaches only pipes, which
+    cannot lose packets: ``topology.links.*.loss`` leaves such links out.
+    Anything not clearly so is kept (the validation names what is wrong)."""
+    if rest not in (("loss",), ("back", "loss")):
+        return False
+    topo = doc.get("topology") if isinstance(doc, dict) else None
+    lns = topo.get("links") if isinstance(topo, dict) else None
+    if not isinstance(lns, list) or not 0 <= entry < len(lns) or not isinstance(lns[entry], dict):
+        return False
+    e = lns[entry]
+    hosts = topo.get("hosts")
+    ends = e.get("between")
+    if not isinstance(hosts, list) or not isinstance(ends, list) or not any(n in hosts for n in ends):
+        return False
+    back = e.get("back") if isinstance(e.get("back"), dict) else {}
+    fwd_queues = "buffer" in e or "qdisc" in e
+    back_queues = fwd_queues or "buffer" in back or "qdisc" in back
+    if rest == ("back", "loss"):
+        return not back_queues
+    return not fwd_queues and ("loss" in back or not back_queues)
 
 
 # ------------------------------------------------------------------ paths
@@ -387,7 +430,10 @@ def resolve(m: StudyFile, net: Net, routes: list[Route], meta: list[dict], mss: 
                            "return_path": net.link_names(list(back))})
     controller = None
     if m.controller is not None:
-        controller, alts = _controller(m.controller, net, routes, meta)
+        # which flows are candidates depends on their paths: a sweep or case that moves them is named
+        paths = tuple(f"flows.{i}.{k}" for i in range(len(m.flows)) for k in ("path", "src", "dst", "kind")) \
+            + tuple(f"topology.links.{j}.delay" for j in range(len(m.topology.links or ())))
+        controller, alts = _controller(m.controller, net, routes, meta, paths)
         every += alts  # also when disabled: a baseline keeps the same buffers
         if not m.controller.enabled:
             controller = None
@@ -397,7 +443,9 @@ def resolve(m: StudyFile, net: Net, routes: list[Route], meta: list[dict], mss: 
     return network, events, controller
 
 
-def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict]) -> tuple[dict, list[Route]]:
+def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict],
+                paths: tuple) -> tuple[dict, list[Route]]:
+    """``paths``: the dotted fields the flows' paths at the start depend on (``related`` of the errors)."""
     loc = ("controller",)
     if c.link not in net.by_name:
         raise FieldError(loc + ("link",), f"unknown link '{c.link}'", c.link,
@@ -411,24 +459,37 @@ def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict]) 
                          c.release_threshold, "a percentage at most threshold", related=("controller.threshold",))
     wanted = select(c.flows, loc + ("flows",), meta) if c.flows is not None else [fm["id"] for fm in meta]
     part = list(c.alternative)
+    if len(part) < 2:
+        raise FieldError(loc + ("alternative",), "a path has at least two nodes", part,
+                         "nodes from one node of the moved flows' path to a later one, e.g. ['r1', 'r3', 'r2']")
     for n in part:
         if n not in net.nodes:
             raise FieldError(loc + ("alternative",), f"unknown node '{n}'", part,
                              "nodes of topology.hosts and topology.routers: " + ", ".join(net.nodes))
     alternatives = []
     alt_routes = []
+    why: dict[int, str] = {}  # the flows of `wanted` that cannot move, and why
     for fid in wanted:
         r = routes[fid]
-        crosses = watched.name in net.link_names(r.path)
-        if meta[fid]["kind"] == "rpc" or not crosses:
-            continue
-        if part[0] not in r.path or part[-1] not in r.path or r.path.index(part[0]) >= r.path.index(part[-1]):
+        if meta[fid]["kind"] == "rpc":
+            why[fid] = "is an rpc flow: the controller moves bulk and transfer flows"
+        elif watched.name not in net.link_names(r.path):
+            why[fid] = f"does not cross {watched.name} at the start (its path: {' → '.join(r.path)})"
+        elif part[0] not in r.path or part[-1] not in r.path or r.path.index(part[0]) >= r.path.index(part[-1]):
+            why[fid] = f"does not pass {part[0]} and then {part[-1]} (its path: {' → '.join(r.path)})"
+    if c.flows is not None:
+        _named_can_move(c.flows, meta, why, loc + ("flows",),
+                        f"bulk and transfer flows whose path crosses {watched.name} and passes {part[0]} and then "
+                        f"{part[-1]}", ("controller.link", "controller.alternative") + paths)
+    for fid in wanted:
+        r = routes[fid]
+        if fid in why:
             continue
         path = splice(net, r.path, part, loc + ("alternative",), f"flow {fid}")
         if watched.name in net.link_names(path):
             raise FieldError(loc + ("alternative",), f"flow {fid}'s alternative path still crosses the watched "
                              f"link {watched.name}", part, "a path around the watched link",
-                             related=("controller.link",))
+                             related=("controller.link",) + paths)
         back = path[::-1] if r.mirrored else r.back
         _check_steps(net, back, loc + ("alternative",), ())
         alternatives.append({"flow": fid, "path": net.link_names(path), "return_path": net.link_names(back)})
@@ -437,7 +498,8 @@ def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict]) 
         raise FieldError(loc + ("alternative",), f"no bulk or transfer flow{' of controller.flows' if c.flows else ''} "
                          f"crosses {watched.name} on a path from {part[0]} to {part[-1]}", part,
                          "a path between two nodes that the flows on the watched link pass, in their order",
-                         related=("controller.link",) + (("controller.flows",) if c.flows is not None else ()))
+                         related=("controller.link",) + (("controller.flows",) if c.flows is not None else ())
+                         + paths)
     out = {"kind": c.kind, "link": watched.name, "threshold": c.threshold, "hold_ns": c.hold,
            "release_threshold": c.release_threshold, "release_hold_ns": c.release_hold,
            "min_bytes": c.min_size, "min_rate_bps": c.min_rate if c.min_rate is not None else 0,
@@ -445,11 +507,24 @@ def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict]) 
     return out, alt_routes
 
 
+def _named_can_move(sel: Any, meta: list[dict], why: dict[int, str], loc: tuple, allowed: str,
+                    related: tuple) -> None:
+    """A flow named by its number, or a group none of whose flows can move (``why``): a
+    FieldError, rather than a selection that silently leaves it out. A group some of whose
+    flows can move names those (as the default selection does)."""
+    for item in ([sel] if isinstance(sel, str) else sel):
+        ids = [item] if not isinstance(item, str) else [fm["id"] for fm in meta if fm["group"] == item]
+        if ids and all(f in why for f in ids):
+            f = ids[0]
+            problem = (f"no flow of group '{item}' can move: flow {f} {why[f]}" if isinstance(item, str)
+                       else f"flow {f} (group '{meta[f]['group']}') {why[f]}")
+            raise FieldError(loc, problem, sel, allowed, related=related)
+
+
 def _link(d: DirLink, net: Net, every: list[Route], mss: int, buffer_of: Callable[..., dict]) -> dict:
     out: dict[str, Any] = {"name": d.name, "from": d.src, "to": d.dst, "rate_bps": d.rate, "delay_ns": d.delay,
                            "loss": d.loss, **({"jitter_ns": d.jitter} if d.jitter else {}), **stall_fields(d.stalls)}
-    at_host = net.is_host(d.src) or net.is_host(d.dst)
-    if at_host and d.buffer is None and d.qdisc is None:
+    if net.is_pipe(d):
         return {**out, "buffer_bytes": None, "buffer_pkts": None}
     q = d.qdisc if d.qdisc is not None else qdisc.Qdisc(kind="fifo")
     setting = d.buffer if d.buffer is not None else qdisc.default_buffer(q.kind)

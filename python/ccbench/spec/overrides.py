@@ -4,7 +4,10 @@ An override is ``"path" = value`` where the path is written as in [sweep]
 (``topology.bottleneck.rate``, ``flows.0.cca``) and the value exactly as it
 would be written in the file; it is validated later with the rest of the
 study.  ``*`` stands for every entry of an array that is in the file:
-``flows.*.cca`` sets the algorithm of every [[flows]] table.
+``flows.*.cca`` sets the algorithm of every [[flows]] table. Of the
+[[topology.links]], ``*`` reaches those that can take the setting:
+``topology.links.*.loss`` leaves out the pipes (a host's link without a
+buffer or a qdisc, ccbench.spec.network), which cannot lose packets.
 
 Values are never tables (a table in an override table is read as more
 dotted keys, as in [sweep]): set a table's fields one by one, e.g.
@@ -17,6 +20,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from . import network
 from .model import StudyInfo
 from .sweep import FieldError, check_path, dotted
 
@@ -75,7 +79,7 @@ def expand(key: str, doc: dict, field: str, study_fields: tuple[str, ...]) -> li
             raise FieldError((), "not a [study] field that can be set here", key,
                              ", ".join(f"study.{f}" for f in study_fields), field=field)
         return [("study", parts[1])]
-    keys = [[]]
+    keys: list[list[str]] = [[]]
     for i, part in enumerate(parts):
         if part != "*":
             for k in keys:
@@ -90,6 +94,15 @@ def expand(key: str, doc: dict, field: str, study_fields: tuple[str, ...]) -> li
                                  "in the file", key, "'*' after flows or an array of senders", field=field)
             grown += [k + [str(j)] for j in range(len(node))]
         keys = grown
+    if parts[:3] == ["topology", "links", "*"]:
+        # '*' reaches the links that can take the setting: loss leaves out pipes (network.pipe_only)
+        rest = tuple(parts[3:])
+        reached = [k for k in keys if not (k[2].isdigit() and network.pipe_only(doc, int(k[2]), rest))]
+        if keys and not reached:
+            raise FieldError((), "every link is a pipe (a host's link without a buffer or a qdisc), which cannot "
+                             "lose packets", key, "a buffer or a qdisc on the links that should lose packets",
+                             field=field)
+        keys = reached
     paths = []
     for k in keys:
         try:
@@ -99,6 +112,23 @@ def expand(key: str, doc: dict, field: str, study_fields: tuple[str, ...]) -> li
             e.got = key
             raise
     return paths
+
+
+def expand_all(entries: list[tuple[str, Any, str]], doc: dict, study_fields: tuple[str, ...]) -> list[Override]:
+    """The Overrides of ``(key, value, field)`` entries that are applied together (one case, one
+    profile), in their order. ``topology.links.*.loss`` is expanded against ``doc`` with the others
+    applied, so that a buffer the same case gives a host's link lets it take the loss."""
+    def late(key: str) -> bool:
+        return key.startswith("topology.links.*.") and key.endswith("loss")
+
+    early = {i: [Override(p, v, f) for p in expand(k, doc, f, study_fields)]
+             for i, (k, v, f) in enumerate(entries) if not late(k)}
+    if len(early) < len(entries):
+        seen = apply(doc, [o for ovs in early.values() for o in ovs])
+        for i, (k, v, f) in enumerate(entries):
+            if late(k):
+                early[i] = [Override(p, v, f) for p in expand(k, seen, f, study_fields)]
+    return [o for i in range(len(entries)) for o in early[i]]
 
 
 def overlapping(a: tuple, b: tuple) -> bool:

@@ -34,7 +34,6 @@ from typing import Any, Sequence
 
 from . import overrides
 from .cases import CaseAxis
-from .overrides import Override
 from .sweep import Axis, FieldError, as_written, check_path, dotted
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -84,6 +83,7 @@ def take(doc: dict) -> tuple[dict, dict]:
 def parse(name: str, table: dict, doc: dict, case_names: dict[str, list[str]]) -> Profile:
     """Check one profile against the document (without [profiles] and [sweep])."""
     prof = Profile(name)
+    plain: list[tuple[str, Any, str]] = []  # the fields it sets, expanded together
     for key, value in overrides.flatten(table):
         fld = f'profiles.{name}."{key}"'
         if key == "sweep" or key == "sweep.cases":
@@ -132,8 +132,8 @@ def parse(name: str, table: dict, doc: dict, case_names: dict[str, list[str]]) -
                     raise FieldError((), "duplicate value", value[i], "each value once", field=fld)
             prof.sweep[skey] = (value, fld)
         else:
-            for path in overrides.expand(key, doc, fld, STUDY_FIELDS):
-                prof.overrides.append(Override(path, value, fld))
+            plain.append((key, value, fld))
+    prof.overrides = overrides.expand_all(plain, doc, STUDY_FIELDS)
     overrides.check_disjoint(prof.overrides)
     return prof
 
