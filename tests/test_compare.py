@@ -82,3 +82,74 @@ def test_results_with_nothing_in_common_are_not_reported_as_no_differences(resul
     err = capsys.readouterr().err
     assert "(2 configurations) and" in err and "have none in common (matched by params)" in err
     assert err.count("\n") == 1
+
+
+NETWORK_STUDY = """\
+[study]
+name = "cmp-net"
+duration = "3s"
+repetitions = 3
+seed = {seed}
+
+[topology]
+hosts = ["a", "b"]
+routers = ["r1", "r2"]
+
+[[topology.links]]
+between = ["a", "r1"]
+rate = "1Gbit"
+[[topology.links]]
+name = "l1"
+between = ["r1", "r2"]
+rate = "20Mbit"
+delay = "10ms"
+buffer = "{buffer}"
+[[topology.links]]
+between = ["r2", "b"]
+rate = "1Gbit"
+
+[[flows]]
+cca = "reno"
+count = 2
+src = "a"
+dst = "b"
+start_jitter = "100ms"
+"""
+
+
+def _network_results(directory, seed: int, buffer: str):
+    directory.mkdir(parents=True)
+    study = directory / "cmp-net.toml"
+    study.write_text(NETWORK_STUDY.format(seed=seed, buffer=buffer))
+    assert main(["run", str(study), "--out", str(directory / "results")]) == 0
+    return directory / "results"
+
+
+def test_queue_metrics_are_compared(results):
+    """The bottleneck's drops and backlog are compared like the other metrics."""
+    cmp = compare(analyze_store(results["a"]), analyze_store(results["lossy"]))
+    rows = {r.metric: r for r in {p.label: p for p in cmp.pairs}["flows.0.cca=reno"].rows}
+    assert {"drops", "backlog_mean_bytes"} <= set(rows)
+    b = rows["backlog_mean_bytes"]  # 3 % random loss keeps Reno's window, and the queue, small
+    assert b.exceeds and b.b_median < b.a_median
+
+
+def test_link_drops_and_backlog_are_compared(tmp_path):
+    """A general topology's per-link drops and backlog: flagged when the buffer
+    shrinks, not between two sets of seeds of the same configuration."""
+    a = analyze_store(_network_results(tmp_path / "a", 1, "1bdp"))
+    a2 = analyze_store(_network_results(tmp_path / "a2", 2, "1bdp"))
+    small = analyze_store(_network_results(tmp_path / "small", 1, "8pkt"))
+    keys = {"link_drops[l1]", "link_backlog_mean_bytes[l1]", "link_utilisation[l1]"}
+
+    same = compare(a, a2)
+    rows = {r.metric: r for r in same.pairs[0].rows}
+    assert keys <= set(rows)
+    assert not [k for k in keys if rows[k].exceeds], [(k, rows[k]) for k in keys]
+
+    diff = compare(a, small)
+    assert diff.match == "params" and len(diff.pairs) == 1
+    rows = {r.metric: r for r in diff.pairs[0].rows}
+    drops, backlog = rows["link_drops[l1]"], rows["link_backlog_mean_bytes[l1]"]
+    assert drops.exceeds
+    assert backlog.exceeds and backlog.b_median < backlog.a_median

@@ -240,3 +240,29 @@ def test_report_draws_the_controller_over_link_utilisation(tmp_path):
         b.eval(f"document.getElementById('net-plot-{rid}').scrollIntoView()")
         b.pump(0.3)
         b.screenshot(ARTIFACTS / "report-network.png")
+
+
+@pytest.mark.parametrize("numeric", [True, False])
+def test_figure_series_never_share_colour_and_marker(numeric):
+    """More series than the ten colours (a per-link metric over a sweep draws
+    one per directed link and configuration): the marker changes with every
+    round of colours, so no two series look the same."""
+    from ccbench.analysis.stats import spread
+    from ccbench.analysis.sweeps import Point, Series, SweepPlot
+    from ccbench.report.figures import MARKERS, series_style, sweep_figure
+
+    n = 10 * len(MARKERS)
+    styles = [series_style(i)[:2] for i in range(n)]
+    assert len(set(styles)) == n
+    assert [series_style(i) for i in range(10)] == [(f"C{i}", "o", "-") for i in range(10)]  # as before
+    assert len({series_style(i) for i in range(4 * n)}) == 4 * n  # then the line style changes too
+
+    series = [Series(f"l{i}", [Point(str(x), float(x), spread([i + x, i + x + 0.5]), ["r"]) for x in (1, 2)])
+              for i in range(25)]
+    fig = sweep_figure(SweepPlot("link_backlog", "topology.links.l2.rate", "", numeric, "", "t", series))
+    drawn = {}
+    for handle, label in zip(*fig.axes[0].get_legend_handles_labels()):
+        line = handle.lines[0] if hasattr(handle, "lines") else handle  # errorbar: its data line
+        drawn[label] = (line.get_color(), line.get_marker())
+    assert sorted(drawn) == sorted(s.label for s in series)
+    assert len(set(drawn.values())) == 25, drawn

@@ -47,10 +47,14 @@ def summary(results: str, watched: str = "primary", alternative: str = ALTERNATI
     out = []
     for reps in configs.values():
         rows = []
+        without = 0  # runs with no transfer at all: nothing finished, nothing unfinished
         for r in reps:
             d = per_run[r.run_id]
             done = [c for _, c in d["transfers"].values()]
-            if not done or None in done:
+            if not done:
+                without += 1
+                continue
+            if None in done:
                 rows.append(None)  # a transfer did not finish in this run
                 continue
             start = min(s for s, _ in d["transfers"].values())
@@ -65,15 +69,17 @@ def summary(results: str, watched: str = "primary", alternative: str = ALTERNATI
                          "released_s": None if released is None else released / 1e6})
         finished = [x for x in rows if x is not None]
         label = " ".join(f"{k}={v}" for k, v in reps[0].params.items())
+        counts = {"config": label, "runs": len(reps), "unfinished": len(rows) - len(finished),
+                  "without_transfers": without}
         if not finished:
-            out.append({"config": label, "runs": len(rows), "unfinished": len(rows)})
+            out.append(counts)
             continue
 
         def med(key):
             vals = [x[key] for x in finished if x[key] is not None]
             return statistics.median(vals) if vals else None
 
-        out.append({"config": label, "runs": len(rows), "unfinished": len(rows) - len(finished),
+        out.append({**counts,
                     "completion_s": [statistics.median(c) for c in zip(*(x["completion_s"] for x in finished))],
                     "end_s": med("end_s"), "watched": med("watched"), "alternative": med("alternative"),
                     "action_s": med("action_s"), "released_s": med("released_s")})
@@ -90,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for row in summary(args.results):
         print(f"{row['config']}  ({row['runs']} run{'s' if row['runs'] != 1 else ''}"
-              + (f", {row['unfinished']} with an unfinished transfer" if row["unfinished"] else "") + ")")
+              + (f", {row['unfinished']} with an unfinished transfer" if row["unfinished"] else "")
+              + (f", {row['without_transfers']} without transfers" if row["without_transfers"] else "") + ")")
         if "completion_s" not in row:
             continue
         print("  transfer completion times: " + ", ".join(f"{c:.1f} s" for c in row["completion_s"])

@@ -5,8 +5,9 @@ every backend and in every study) when the two sets share any; otherwise by
 the swept parameters as written (e.g. the same study run with a different
 loss setting), and `match` forces one or the other.
 
-For every metric both sides have (see RunMetrics.values: per class goodput,
-retransmissions, RTT, RPC tails; JFI, utilisation ...), a row gives the
+For every metric both sides have of those in COMPARED (per class goodput,
+retransmissions, RTT, RPC tails; JFI, utilisation, the bottleneck's backlog
+and drops; each link's utilisation, backlog and drops), a row gives the
 median over repetitions on each side, the difference B − A (of the medians,
 and relative to |A|), the spread on each side (max − min over repetitions),
 and whether the difference *exceeds the spread*:
@@ -36,9 +37,13 @@ from ccbench.analysis.stats import Spread
 from ccbench.analysis.study import Analysis, ConfigResult
 from ccbench.errors import UsageError
 
+# Queue counts and backlogs vary from run to run like the rest, so the same
+# rule holds for them: a real change (a smaller buffer, another discipline)
+# moves them beyond the spread, repetitions of one configuration do not.
 COMPARED = ("goodput_mean_bps", "goodput_sum_bps", "retrans_pct", "rtt_mean_us", "rtt_p99_us",
             "queue_delay_mean_us", "rpc_p50_us", "rpc_p99_us", "rpc_p999_us", "jfi", "utilisation",
-            "link_utilisation")
+            "backlog_mean_bytes", "drops",
+            "link_utilisation", "link_backlog_mean_bytes", "link_drops")
 
 
 @dataclass

@@ -14,8 +14,11 @@ Per flow (:class:`FlowMetrics`)
                      window's edges move it (see utilisation_steady).
   bytes              bytes delivered.
   retrans_segs, sent_segs; retrans_pct = 100 · retrans_segs / sent_segs.
-  rtt_min/mean/p99   the backend's summary (docs/analysis.md "RTT statistics": min over
-                     every RTT sample, mean and p99 over one raw sample per round trip).
+  rtt_min/mean/p99   the backend's summary (docs/analysis.md "RTT statistics"): min =
+                     the connection's smallest RTT as Linux's min-RTT filter takes it
+                     (the newest segment each ACK delivered, the handshake included;
+                     tcpi_min_rtt at the end of the run on linux and hosts); mean and
+                     p99 over one raw sample per round trip.
   rtt_p50_us         median of the sampled smoothed RTT (srtt) while active.
   queue_delay_mean_us = rtt_mean − rtt_min;  queue_delay_p99_us = rtt_p99 − rtt_min
                      (RTT above the flow's own minimum: the queueing it saw).

@@ -18,6 +18,18 @@ from ccbench.console import scale
 
 FORMATS = ("png", "svg", "pdf")
 
+# Series i gets colour i mod 10 (matplotlib's ten-colour cycle) and marker
+# i div 10, so no two of the first 120 series share both; the line style
+# changes after every 120 as well. Up to ten series look as they always did.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "p", "h")
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def series_style(i: int) -> tuple[str, str, str]:
+    """(colour, marker, line style) of the i-th series of a figure."""
+    per_style = 10 * len(MARKERS)
+    return f"C{i % 10}", MARKERS[(i // 10) % len(MARKERS)], LINESTYLES[(i // per_style) % len(LINESTYLES)]
+
 
 def sweep_figure(plot: SweepPlot, width_in: float = 6.0, height_in: float = 4.0) -> Any:
     """The sweep plot as a matplotlib Figure (not shown; see save_figure)."""
@@ -38,25 +50,25 @@ def sweep_figure(plot: SweepPlot, width_in: float = 6.0, height_in: float = 4.0)
         pts = [p for p in s.points if p.spread.n]
         if not pts:
             continue
-        colour = f"C{i % 10}"
+        colour, marker, line = series_style(i)
         xs = [xv(p) for p in pts]
         mean = [p.spread.mean / div for p in pts]
         lo = [p.spread.drawn_ci[0] / div for p in pts]
         hi = [p.spread.drawn_ci[1] / div for p in pts]
         if plot.numeric and len(pts) > 1:
-            ax.plot(xs, mean, "-o", color=colour, label=s.label, markersize=4)
+            ax.plot(xs, mean, color=colour, marker=marker, linestyle=line, label=s.label, markersize=4)
             ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)
         else:
             ax.errorbar(xs, mean, yerr=[[m - a for m, a in zip(mean, lo)], [b - m for m, b in zip(mean, hi)]],
-                        fmt="-o", color=colour, label=s.label, markersize=4, capsize=3)
+                        color=colour, marker=marker, linestyle=line, label=s.label, markersize=4, capsize=3)
         rx = [xv(p) for p in pts for _ in p.spread.values]
         ry = [v / div for p in pts for v in p.spread.values]
-        ax.scatter(rx, ry, s=6, color=colour, alpha=0.4, linewidths=0)
+        ax.scatter(rx, ry, s=6, color=colour, marker=marker, alpha=0.4, linewidths=0)
     index = {s.label: i for i, s in enumerate(plot.series)}
     for m in plot.models:  # in the colour of the series it models: Mathis dashed, Padhye dotted
         style = "--" if m.label.startswith("Mathis") else ":"
         ax.plot([xv(p) for p in m.points], [p.spread.median / div for p in m.points], style,
-                color=f"C{index.get(m.of, 0) % 10}", marker=".", linewidth=1, label=f"{m.label} (its RTT)")
+                color=series_style(index.get(m.of, 0))[0], marker=".", linewidth=1, label=f"{m.label} (its RTT)")
     if not plot.numeric:
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats)
