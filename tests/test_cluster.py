@@ -372,12 +372,12 @@ class LoggedSim(backends.get("sim").__class__):
     log = ""
     client_pid = 0
 
-    def run(self, runspec):
+    def run(self, runspec, stop_flag=None):
         with open(self.log, "a") as f:
             f.write(f"{os.getpid()} {runspec.run_id}\n")
         if os.getpid() == self.client_pid:
             time.sleep(0.5)
-        return super().run(runspec)
+        return super().run(runspec, stop_flag)
 
 
 class CountingProgress:

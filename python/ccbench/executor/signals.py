@@ -44,7 +44,15 @@ def terminate_as_interrupt() -> Iterator[Termination]:
         yield state
         return
 
+    owner = os.getpid()
+
     def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:
+            # a process forked inside the block (a local Dask worker) inherited
+            # this handler: it ends as it would have without it
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         if state.signum is None:
             state.signum = signum
         current = signal.getsignal(signal.SIGINT)
