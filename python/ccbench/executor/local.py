@@ -119,6 +119,9 @@ def _worker_sigterm(signum: int, frame: Any) -> None:
 def _worker_init(parent_pid: int | None = None) -> None:
     signal.signal(signal.SIGINT, _worker_sigint)
     signal.signal(signal.SIGTERM, _worker_sigterm)
+    # started with Ctrl-C blocked (signals.sigint_blocked): one pressed while
+    # it imported is handled now, by _worker_sigint, not as a traceback
+    signals.unblock_sigint()
     if parent_pid is not None:
         signals.die_with_parent(parent_pid)
 
@@ -367,7 +370,8 @@ def _pool(todo: Sequence[Any], backend: Any, committer: _Committer, jobs: int,
             while queue and len(inflight) < jobs and not broken:
                 rs = queue[-1]
                 try:
-                    fut = pool.submit(run_one, backend, rs)
+                    with signals.sigint_blocked():  # a worker it starts inherits the mask (_worker_init)
+                        fut = pool.submit(run_one, backend, rs)
                 except cf.process.BrokenProcessPool:
                     broken = True  # noticed before the failed futures came back
                     break

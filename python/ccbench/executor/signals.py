@@ -69,6 +69,29 @@ def terminate_as_interrupt() -> Iterator[Termination]:
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
+@contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread within the block: a process it spawns
+    keeps the mask across exec, so a Ctrl-C to the process group while the
+    child imports waits for it to unblock (unblock_sigint) instead of raising
+    a KeyboardInterrupt traceback in its imports; here it waits for the block's
+    end (or reaches another thread), so nothing is lost."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def unblock_sigint() -> None:
+    """Undo an inherited sigint_blocked (in a worker, once its handler is set)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def exit_status(signum: Optional[int]) -> int:
     """The exit status of an interrupted study: 130 for Ctrl-C, 128 + the signal otherwise."""
     return 128 + (signum or signal.SIGINT)

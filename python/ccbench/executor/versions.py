@@ -45,7 +45,8 @@ def choose(store, name: str, backend: str, run_ids: Iterable[str], new_version: 
     if not new_version:
         v = max(versions)
         raise UsageError(
-            f"{out_dir} holds {stale[v]} runs of study '{versions[v]}' that this study file no longer makes "
+            f"{out_dir} holds {stale[v]} run{'s' if stale[v] != 1 else ''} of study '{versions[v]}' that this "
+            f"study file no longer makes "
             f"(it was edited since they ran); give another directory with --out, or keep both with "
             f"--new-version (the new runs become study '{versioned(name, max(versions) + 1)}')"
         )
