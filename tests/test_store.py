@@ -75,6 +75,33 @@ def test_store_round_trips_a_result(tmp_path):
         assert st[0]["first_run_at"] <= st[0]["last_run_at"]
 
 
+def test_events_read_back_in_the_order_they_happened(tmp_path):
+    """At one instant the controller's states come in the order one step
+    enters them (a release's idle, then decision), a state before its moves,
+    whatever their names' alphabetical order; the analysis reads them so too."""
+    from ccbench.analysis.data import load_runs
+
+    rs = make_runs(reps=1)[0]
+    d = fake_result_dict(rs)
+    rows = [(700_000, "controller", 0, "action", "l1", "moved: path: a b"),
+            (700_000, "controller", None, "action", "l1", "moving 1 flow(s)"),
+            (300_000, "controller", None, "decision", "l1", "utilisation 0.95 >= threshold 0.9"),
+            (300_000, "controller", None, "idle", "l1", "released"),
+            (100_000, "route", 1, None, None, "path: x y")]
+    d["events"] = {c: [r[i] for r in rows] for i, c in
+                   enumerate(("time_us", "kind", "flow_id", "state", "link", "detail"))}
+    with Store(tmp_path / "res") as store:
+        _write_ok(store, rs, d=d)
+        got = store.reader("events").read_pandas()
+        order = [(t, s, f) for t, s, f in zip(got["time_us"], got["state"], got["flow_id"])]
+        (run,) = load_runs(store)
+    want = [(100_000, None, 1), (300_000, "idle", None), (300_000, "decision", None),
+            (700_000, "action", None), (700_000, "action", 0)]
+    clean = [(t, s if isinstance(s, str) else None, None if f != f else int(f)) for t, s, f in order]
+    assert clean == want
+    assert [(e["time_us"], e["state"], e["flow_id"]) for e in run.events] == want
+
+
 def test_committed_run_is_finished_after_reopening(tmp_path):
     rs = make_runs(reps=1)[0]
     with Store(tmp_path) as store:

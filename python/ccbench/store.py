@@ -156,6 +156,13 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 # Columns added after schema version 1: a version-1 store gets them when opened for writing.
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"flows": ("completion_us",), "queue": ("tx_bytes", "utilisation")}
 
+#: The events of a run in the order they happened: by time, then route events
+#: before the controller's, a state before the moves it made, and the
+#: controller's states at one instant in the order one step enters them
+#: (netcore noted.rs: a release's idle, then decision, then action).
+EVENTS_ORDER = ("run_id, time_us, kind, flow_id NULLS FIRST, CASE state WHEN 'idle' THEN 0 WHEN 'decision' THEN 1 "
+                "WHEN 'action' THEN 2 WHEN 'released' THEN 3 END NULLS FIRST, link")
+
 _ORDER = {
     "studies": "study",
     "runs": "study, run_index NULLS LAST, run_id",
@@ -163,7 +170,7 @@ _ORDER = {
     "samples": "run_id, flow_id, time_us",
     "queue": "run_id, link, time_us",
     "rpcs": "run_id, flow_id, start_us",
-    "events": "run_id, time_us, kind, flow_id NULLS FIRST, state, link",
+    "events": EVENTS_ORDER,
 }
 
 # The result's column tables must match the store's (checked at import).

@@ -149,8 +149,10 @@ def load_runs(store: Any, study: Optional[str] = None, run_ids: Optional[Iterabl
             for link, lb, le in _split(d["link"][b:e]):
                 sl = slice(b + lb, b + le)
                 runs[str(rid)].queue[str(link)] = {c: d[c][sl].astype(float) for c in qcols}
+        from ccbench.store import EVENTS_ORDER
+
         ev = con.execute(f"SELECT run_id, {', '.join(EVENT_COLUMNS)} FROM events WHERE list_contains(?, run_id) "
-                         "ORDER BY run_id, time_us, flow_id NULLS FIRST", [ids]).fetchall()
+                         f"ORDER BY {EVENTS_ORDER}", [ids]).fetchall()
         for row in ev:
             runs[str(row[0])].events.append(dict(zip(EVENT_COLUMNS, row[1:])))
         d = _numpy(con, "SELECT run_id, flow_id, CAST(start_us AS DOUBLE) AS start_us, "
