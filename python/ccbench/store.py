@@ -53,7 +53,7 @@ import duckdb
 if TYPE_CHECKING:  # pyarrow (and numpy under it) is imported when the first result is written
     import pyarrow as pa
 
-from ccbench import __version__
+from ccbench import __version__, tempdirs
 from ccbench.backends import EVENT_COLUMNS, QUEUE_COLUMNS, RPC_COLUMNS, SAMPLE_COLUMNS, ResultError, RunResult
 from ccbench.errors import UsageError
 from ccbench.store_errors import DatabaseError, explain, forget_copy, is_damage, is_disk_full, note_open, register_copy
@@ -593,7 +593,7 @@ class Store:
         """
         db = find_db(results)
         try:
-            tmp = Path(tempfile.mkdtemp(prefix="ccbench-snapshot-"))
+            tmp = tempdirs.make("snapshot")  # (and removes those of readers killed with -9)
         except OSError as e:
             raise UsageError(_no_snapshot(db, Path(tempfile.gettempdir()), e)) from None
         register_copy(tmp / DB_FILENAME, db)

@@ -56,7 +56,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import pyarrow as pa
 
-from ccbench import bpf
+from ccbench import bpf, tempdirs
 from ccbench.backends import RunResult
 from ccbench.errors import UsageError
 from ccbench.executor import cluster_probe, signals
@@ -248,10 +248,11 @@ def _dask() -> Any:
 class ClusterHandle:
     """A connected Dask client, and the cluster object when ccbench started it."""
 
-    def __init__(self, cfg: ClusterConfig, client: Any, cluster: Any = None):
+    def __init__(self, cfg: ClusterConfig, client: Any, cluster: Any = None, scratch: Any = None):
         self.cfg = cfg
         self.client = client
         self.cluster = cluster
+        self.scratch = scratch  # a LocalCluster's scratch space (tempdirs "dask"), removed on close
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -259,6 +260,8 @@ class ClusterHandle:
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 self.cluster.close(timeout=10)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> "ClusterHandle":
         return self
@@ -352,7 +355,14 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
             raise
         return handle
     if cfg.kind == "local":
-        with dask.config.set({**own, **_local_start_method()}):
+        # Dask's scratch space (its lock files, the workers' directories) in
+        # a directory of ccbench's own, not in $TMPDIR/dask-scratch-space for
+        # good; one left by a killed client goes with the next cluster's start.
+        try:
+            scratch = tempdirs.make("dask")
+        except OSError as e:
+            raise UsageError(f"--cluster local:{cfg.workers}: no temporary directory for Dask ({e})") from None
+        with dask.config.set({**own, **_local_start_method(), "temporary-directory": str(scratch)}):
             try:
                 cluster = distributed.LocalCluster(
                     n_workers=cfg.workers, threads_per_worker=1, processes=True, dashboard_address=None,
@@ -360,12 +370,16 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
                     # no dashboard; its small HTTP server on any free port, not 8787
                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
             except (RuntimeError, OSError, TimeoutError) as e:
+                shutil.rmtree(scratch, ignore_errors=True)
                 raise UsageError(f"--cluster local:{cfg.workers}: the local Dask cluster did not start "
                                  f"({_reason(e)})") from None
+            except BaseException:
+                shutil.rmtree(scratch, ignore_errors=True)
+                raise
         # Results straight from the worker that has them (one hop, not relayed
         # through the scheduler): the workers listen on this machine.
         client = distributed.Client(cluster, set_as_default=False, direct_to_workers=True)
-        handle = ClusterHandle(cfg, client, cluster)
+        handle = ClusterHandle(cfg, client, cluster, scratch)
         try:
             _wait_for_workers(handle, None, status, want=cfg.workers)
             client.run(own_process_group, nanny=True)
