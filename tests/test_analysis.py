@@ -236,10 +236,10 @@ def test_collapse_ignores_rpc_flows():
     assert collapses(run, AnalysisSettings()) == []
 
 
-def parking_lot(rates: dict[int, list[float]], *, events: list[dict] | None = None) -> RunData:
+def parking_lot(rates: dict[int, list[float]], *, events: list[dict] | None = None, **kw) -> RunData:
     """A synthetic run on two 100 Mbit/s links in a row: flow 0 crosses both
     (l1, l2), flow 1 only l1, flow 2 only l2 (max-min: 50 Mbit/s each)."""
-    run = synthetic_run(rates, cap_bps=None)
+    run = synthetic_run(rates, cap_bps=None, **kw)
     links = [{"name": n, "rate_bps": r} for n, r in
              [("l1", 100 * M), ("l2", 100 * M), ("alt", 100 * M), ("a-r0", 10e9), ("s1-r0", 10e9), ("s2-r1", 10e9)]]
     paths = {0: ["a-r0", "l1", "l2"], 1: ["s1-r0", "l1"], 2: ["s2-r1", "l2"]}
@@ -307,6 +307,24 @@ def test_a_flow_capped_by_max_rate_wants_no_more_than_its_cap():
     assert collapses(run, AnalysisSettings()) == [] and starvation(run, AnalysisSettings()) == []
     del run.config["flows"][1]["max_rate_bps"]  # uncapped, 38 kbit/s of a 50 Mbit/s share is a collapse
     assert len(collapses(run, AnalysisSettings())) == 1
+
+
+def test_a_networks_jfi_over_time_and_convergence_are_against_the_max_min_shares():
+    # l2 at 60 Mbit/s: with all three flows the max-min shares are 30 (both
+    # links), 70 (l1) and 30 (l2), before flow 2 joins at 1 s 50 and 50; an
+    # allocation that gives exactly those converges at once, where the plain
+    # index of 30/70/30 (0.84) never reaches 0.9
+    run = parking_lot({0: per_second(50 * M, *[30 * M] * 4), 1: per_second(50 * M, *[70 * M] * 4),
+                       2: per_second(0, *[30 * M] * 4)}, starts={2: 1 * S})
+    run.config["network"]["links"][1]["rate_bps"] = 60 * M
+    _, jfis = jfi_series(run)
+    assert jfis == pytest.approx([1.0] * 5)
+    joins = convergence(run, threshold=0.9)
+    assert [(c.flow_id, c.converged_after_us) for c in joins] == [(0, 0.0), (1, 0.0), (2, 0.0)]
+    assert run_metrics(run).jfi == pytest.approx(130 ** 2 / (3 * (30 ** 2 + 70 ** 2 + 30 ** 2)), rel=0.05)
+    # the dumbbell's index is the plain one
+    plain = synthetic_run({0: per_second(*[30 * M] * 3), 1: per_second(*[70 * M] * 3)})
+    assert jfi_series(plain)[1] == pytest.approx([100 ** 2 / (2 * (30 ** 2 + 70 ** 2))] * 3)
 
 
 def test_a_networks_drops_and_marks_are_every_queues():

@@ -66,7 +66,11 @@ Per run (:class:`RunMetrics`)
   jfi_by_class       the same within each class.
   jfi_series         JFI over time: for each bin [k·b, (k+1)·b) (b = 1 s), the
                      JFI of the goodput in that bin of the bulk flows active
-                     for the whole bin (bins with none are left out).
+                     for the whole bin (bins with none are left out). In a
+                     general topology each goodput is first divided by the
+                     flow's max-min share among those flows on their paths at
+                     the bin's start (shares.shares_at): a max-min allocation
+                     reads 1 there as an equal split does on the dumbbell.
   convergence        per bulk flow that joins while another bulk flow runs:
                      the time from its start until the JFI of the bulk flows,
                      in 1 s bins counted from the join, is ≥ converge_jfi in
@@ -104,6 +108,7 @@ import numpy as np
 from ccbench.analysis.anomalies import Anomaly, detect
 from ccbench.analysis.data import RunData
 from ccbench.analysis.settings import AnalysisSettings
+from ccbench.analysis.shares import shares_at
 from ccbench.analysis.series import (
     cumulative_at, flow_stop, goodput_between, interval_rates, jain_index, percentile, steady_window, to_float,
 )
@@ -297,7 +302,16 @@ def _bulk(run: RunData) -> list[dict]:
 def _bin_jfi(run: RunData, flows: Sequence[dict], t0: float, t1: float) -> Optional[float]:
     rates = [goodput_between(run.series.get(int(f["flow_id"])), float(f.get("start_us") or 0), t0, t1) or 0.0
              for f in flows]
-    return jain_index(rates) if rates else None
+    if not rates:
+        return None
+    # A general topology: each goodput over the flow's max-min share (Jain's
+    # index of the allocation against the fair one), where the shares differ.
+    fair = shares_at(run, [int(f["flow_id"]) for f in flows], t0)
+    if fair:
+        share = [fair.get(int(f["flow_id"])) for f in flows]
+        if all(x is not None and 0 < x < math.inf for x in share):
+            rates = [r / x for r, x in zip(rates, share)]
+    return jain_index(rates)
 
 
 def jfi_series(run: RunData, bin_us: int = 1_000_000) -> tuple[list[float], list[float]]:

@@ -150,3 +150,24 @@ def fair_shares(run: RunData, grid: np.ndarray, active: dict[int, np.ndarray],
                     fair[fid][k] = r
                     limit[fid][k] = lim[fid]
     return Shares(fair, limit, load, capacity)
+
+
+def shares_at(run: RunData, flow_ids: list[int], t_us: float) -> Optional[dict[int, float]]:
+    """The max-min fair shares (bits/s) of ``flow_ids`` alone, on the paths
+    they have at ``t_us`` (route events and the controller's moves until
+    then): what Jain's index of a general topology divides goodputs by
+    (metrics.py). None on the dumbbell (every flow's share is equal there,
+    so the plain index is the same) and where the links' rates are unknown."""
+    if not run.config or "network" not in run.config:
+        return None
+    capacity, paths = links_and_paths(run)
+    if not capacity:
+        return None
+    for t, fid, path in route_changes(run):
+        if t > t_us:
+            break
+        if fid in paths:
+            paths[fid] = path
+    want = demands(run)
+    sharing = {fid: paths[fid] for fid in flow_ids if fid in paths}
+    return fairshare.max_min(capacity, sharing, {f: d for f, d in want.items() if f in sharing})
