@@ -579,7 +579,13 @@ def test_bulk_goodput_and_rtt(core, cca):
 
 def test_random_loss_rate_and_retransmissions(core):
     text = BULK.format(duration="10s", loss="1%", cca="bbr")
-    r, res = run_measured(text)
+    # timing: the queue's overflow at the end of Startup (drops, and the
+    # retransmissions lost again in it) depends on how the sender's bursts
+    # meet the queue, which a sender the hypervisor holds back changes; so a
+    # run with more than STEAL_MAX stolen is measured again. (A CI run,
+    # session 56, saw 760 drops and 168 lost again, against 441-600 and
+    # 56-87 in six quiet runs the same hour; its steal was not recorded.)
+    r, res = run_measured(text, timing=True)
     bn = res.stats["emulator"]["links"]["bottleneck"]
     offered = bn["tx_pkts"] + bn["drops"] + bn["random_losses"] + bn["backlog_pkts"]
     rate = bn["random_losses"] / offered
@@ -589,7 +595,8 @@ def test_random_loss_rate_and_retransmissions(core):
     print(f"loss {100 * rate:.3f}% of {offered}; retrans {st['kernel_retrans_segs']}, drops "
           f"{st['emu_bottleneck_drops']} + {st['emu_bottleneck_random_losses']}, spurious {st['spurious_retrans_segs']}; "
           f"recoveries {st['recoveries']} (simulator {sim['recoveries']}), retransmissions lost again "
-          f"{st['lost_retransmits']} (simulator {sim['lost_retransmits']}); {res.status} {res.note}")
+          f"{st['lost_retransmits']} (simulator {sim['lost_retransmits']}); {res.status} {res.note}; "
+          f"steal up to {100 * stolen(st):.1f}%")
     # Fast recoveries (TcpExt TCPSackRecovery) as the simulator counts them
     # on the same path: each needs a loss (measured: 245 in the kernel, 249
     # in the simulator, of 1,252 losses).
