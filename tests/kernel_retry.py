@@ -21,6 +21,7 @@ that fails the test, as a wrong emulator or kernel setup does.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, TypeVar
 
@@ -73,7 +74,7 @@ def until_clean(run: Callable[[], T], spoiled: Callable[[T], bool], note: Callab
     if steal is not None and spoiled(out[-1]):
         shares = [steal(x) for x in out]
         if min(shares) > STEAL_MAX:
-            pytest.skip(f"the testbed could not measure: the hypervisor took "
+            pytest.skip(f"{_current_test()}the testbed could not measure: the hypervisor took "
                         f"{100 * min(shares):.1f}-{100 * max(shares):.1f}% of a CPU in each of {len(out)} "
                         f"tries (steal time, more than {100 * STEAL_MAX:.0f}%: kernel_retry.py)")
     return out
@@ -104,6 +105,13 @@ def skip_if_stolen(stats: dict, status: str, what: str) -> None:
     retried itself is still late with more than STEAL_MAX of a CPU stolen."""
     share = stolen(stats)
     if emulator_late(stats, status) and share > STEAL_MAX:
-        pytest.skip(f"the testbed could not measure: {what} was late while the hypervisor took "
+        pytest.skip(f"{_current_test()}the testbed could not measure: {what} was late while the hypervisor took "
                     f"{100 * share:.1f}% of a CPU after its retries (steal time, more than "
                     f"{100 * STEAL_MAX:.0f}%: kernel_retry.py)")
+
+
+def _current_test() -> str:
+    """The skipped test's id for the reason ("tests/x.py::name: "): pytest's
+    summary names this file, where the skip is raised."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    return f"{test}: " if test else ""
