@@ -752,6 +752,19 @@ def test_rtt_statistic_is_raw_samples_once_per_round(core):
     assert n > 2 * len(srtt)
 
 
+def plain_run(measure, noisy, attempts: int = 5, pause_s: float = 10.0):
+    """``measure()`` of a run without the impairment under test, again (up to
+    ``attempts``, ``pause_s`` apart) while ``noisy`` says the hosts' own
+    stalls spread its samples: a CI rehearsal (session 29) saw three noisy
+    plain runs in a row (p99 1.3-3.5 ms above the minimum). The last, to judge."""
+    for attempt in range(attempts):
+        out = measure()
+        if not noisy(out) or attempt == attempts - 1:
+            return out
+        print(f"attempt {attempt + 1}: the plain run's samples spread by the hosts' own stalls; measuring again")
+        time.sleep(pause_s)
+
+
 def test_link_stalls_reach_the_emulator(core):
     """topology stalls on linux: the emulator's links pause as the
     simulator's do. One segment in flight, acknowledged at once: a segment
@@ -773,14 +786,23 @@ def test_link_stalls_reach_the_emulator(core):
             + "cwnd_clamp = 1\n[tcp]\ndelayed_ack = 'off'\n")
     runs = {}
     one = '{ every = "45ms", length = "10ms" }'
-    for name, s in (("plain", ""), ("stalls", f"stalls = {one}"), ("two", f"stalls = [{one}, {one}]")):
+
+    def measure(name: str, s: str):
         r, res = run_measured(text.replace('buffer = "1bdp"', f'buffer = "1bdp"\n{s}'), timing=True)
         assert res.status == "ok", res.note
         late_us = max((x for x in res.queue["lateness_us"] if x is not None), default=0.0)
         f = res.flows[0]
         print(f"{name}: rtt min {f['rtt_min_us']} mean {f['rtt_mean_us']:.0f} p99 {f['rtt_p99_us']:.0f} us over "
               f"{res.stats['rtt_samples']['0']} samples; emulator lateness at most {late_us:.0f} us")
-        runs[name] = (r.config, f, late_us)
+        return r.config, f, late_us
+
+    # The hosts' own stalls, which the emulator cannot see, spread the plain
+    # run's samples now and then (a CI rehearsal, session 56: p99 2.7 ms above
+    # the minimum with at most 0.4 ms of emulator lateness): the plain run is
+    # measured again while it is that noisy, as the jitter test's is.
+    runs["plain"] = plain_run(lambda: measure("plain", ""), lambda x: x[1]["rtt_p99_us"] - x[1]["rtt_min_us"] >= 1_000 + x[2])
+    for name, s in (("stalls", f"stalls = {one}"), ("two", f"stalls = [{one}, {one}]")):
+        runs[name] = measure(name, s)
     (cp, plain, late_p), (cs, st, late_s), (c2, two, late_2) = runs["plain"], runs["stalls"], runs["two"]
     assert "stall_ns" not in cp["bottleneck"]
     assert (cs["bottleneck"]["stall_every_ns"], cs["bottleneck"]["stall_ns"]) == (45_000_000, 10_000_000)
@@ -822,14 +844,8 @@ def test_link_jitter_reaches_the_emulator(core):
         assert res.stats["rtt_samples"]["0"] > 150
         return r.config, f, late_us, res.stats["rtt_samples"]["0"]
 
-    # A CI rehearsal (session 29) saw three noisy plain runs in a row (p99
-    # 1.3-3.5 ms above the minimum): up to five, 10 s apart.
-    for attempt in range(5):
-        cp, plain, late_p, _ = measure("plain", "")
-        if plain["rtt_p99_us"] - plain["rtt_min_us"] < 0.1 * jitter_us + late_p or attempt == 4:
-            break
-        print(f"attempt {attempt + 1}: the plain run's samples spread by the hosts' own stalls; measuring again")
-        time.sleep(10.0)
+    cp, plain, late_p, _ = plain_run(lambda: measure("plain", ""),
+                                     lambda x: x[1]["rtt_p99_us"] - x[1]["rtt_min_us"] >= 0.1 * jitter_us + x[2])
     cj, jit, late_j, jit_samples = measure("jitter", f"jitter = '{jitter_us}us'")
     assert "jitter_ns" not in cp["bottleneck"]
     assert cj["bottleneck"]["jitter_ns"] == cj["reverse"]["jitter_ns"] == jitter_us * 1000
