@@ -22,6 +22,7 @@ import pytest
 from ccbench import backends
 from ccbench.backends.linux import cleanup, netns
 from ccbench.backends.linux.backend import LinuxBackend
+from ccbench.backends.sim import SimBackend
 from ccbench.cli import main
 from ccbench.errors import StudyError, UsageError
 from ccbench.spec import kernel, parse_study
@@ -397,6 +398,7 @@ def test_sigkilled_runner_then_doctor_cleanup(root, tmp_path):
     runner = textwrap.dedent(f"""
         import sys
         from ccbench.backends.linux.backend import LinuxBackend
+from ccbench.backends.sim import SimBackend
         from ccbench.spec import load_study
         r = load_study({str(p)!r}, backend="linux").runs()[0]
         LinuxBackend().run(r)
@@ -439,6 +441,7 @@ def test_interrupted_run_cleans_up(root, tmp_path, sig, jobs, code):
         import sys
         from ccbench import backends
         from ccbench.backends.linux.backend import LinuxBackend
+from ccbench.backends.sim import SimBackend
         from ccbench.cli import main
         backends.register("linux", LinuxBackend(), replace=True)
         sys.exit(main(["run", {str(p)!r}, "--backend", "linux", "--out", {str(tmp_path / "out")!r},
@@ -752,17 +755,41 @@ def test_rtt_statistic_is_raw_samples_once_per_round(core):
     assert n > 2 * len(srtt)
 
 
-def plain_run(measure, noisy, attempts: int = 5, pause_s: float = 10.0):
-    """``measure()`` of a run without the impairment under test, again (up to
-    ``attempts``, ``pause_s`` apart) while ``noisy`` says the hosts' own
-    stalls spread its samples: a CI rehearsal (session 29) saw three noisy
-    plain runs in a row (p99 1.3-3.5 ms above the minimum). The last, to judge."""
+def plain_run(measure, limit_us: float, what: str, attempts: int = 5, pause_s: float = 10.0):
+    """``measure()`` of a run without the impairment under test, returning
+    ``(config, flow, lateness_us, ...)``: the testbed's own noise. The hosts
+    of this 2-CPU VM stall now and then for milliseconds where the emulator
+    cannot see it (docs/validation/README.md, sessions 26 and 27), which
+    spreads a plain run's RTT samples as it spreads the impaired run's: a CI
+    run (session 56) saw the 99th percentile 2.3-3.2 ms above the minimum in
+    five plain runs in a row with 0.1-1.8 ms of emulator lateness and under
+    5 % steal. The tests allow for the spread measured here (``noise``).
+    Measured again (up to ``attempts``, ``pause_s`` apart) while that spread
+    is ``limit_us`` or more, where ``what`` could not be told from it; then
+    the test fails."""
     for attempt in range(attempts):
         out = measure()
-        if not noisy(out) or attempt == attempts - 1:
+        spread = noise(out[1])[0]
+        if spread < limit_us:
             return out
-        print(f"attempt {attempt + 1}: the plain run's samples spread by the hosts' own stalls; measuring again")
+        print(f"attempt {attempt + 1}: the hosts' own stalls spread the plain run's samples by {spread:.0f} us; "
+              "measuring again")
         time.sleep(pause_s)
+    pytest.fail(f"the hosts' own stalls spread the RTT samples of {attempts} plain runs in a row by {limit_us:.0f} us "
+                f"or more (99th percentile above the minimum): too much to measure {what}")
+
+
+def noise(plain: dict) -> tuple[float, float]:
+    """How far a plain run's RTT samples spread above their minimum: its 99th
+    percentile's and its mean's distance from it, in µs."""
+    return plain["rtt_p99_us"] - plain["rtt_min_us"], plain["rtt_mean_us"] - plain["rtt_min_us"]
+
+
+def sim_twin(text: str):
+    """The flow record of the same study on the simulator: the same seed, so
+    its links draw the same pauses and jitter (netcore's, in both)."""
+    (r,) = study(text, backend="sim").runs()
+    return r.config["seed"], SimBackend().run(r).flows[0]
 
 
 def test_link_stalls_reach_the_emulator(core):
@@ -771,66 +798,77 @@ def test_link_stalls_reach_the_emulator(core):
     that reaches the bottleneck's far end during a pause (mean 10 ms, 45 ms
     apart) waits out the rest of it, an exponential 10 ms. At random times
     10/55 of arrivals would wait, the mean RTT gaining 1.8 ms and the 99th
-    percentile 10 ms × ln(18) = 29 ms; a lone segment arrives a round trip
-    after the last one, a little less often in a pause. The simulator on
-    this study, seeds 1 to 3: mean +1.1 to +2.2 ms, 99th percentile +21 to
-    +35 ms over the minimum. tests/test_sim_options.py checks the
-    arithmetic on the simulator, where nothing else varies.
+    percentile 10 ms × ln(18) = 29 ms above the minimum;
+    tests/test_sim_options.py checks that arithmetic on the simulator, where
+    nothing else varies. An array of two such processes, overlaid (the
+    emulator builds its links with netcore's `with_more_stalls`, as the
+    simulator does): a segment is held while either pauses, so the mean
+    gains about twice as much.
 
-    An array of two such processes, overlaid (the emulator builds its links
-    with netcore's `with_more_stalls`, as the simulator does): a segment
-    is held while either pauses, so the mean gains about twice as much.
-    The simulator on this study, seeds 1 to 20: mean +3.0 to +4.2 ms with
-    both (one alone: +1.5 to +2.3), 99th percentile +28 to +42 ms."""
+    Both backends draw the pauses lazily from the run seed's streams, one
+    after another from the first arrival, so a run and the simulator's run
+    of the same study pause at the same times: which segments meet which
+    pause differs with the hosts' timing (here a round trip is ~0.7 ms
+    longer than the simulator's). Seed by seed the figures spread far more
+    than that moves them (the simulator on this study, seeds 1 to 10:
+    99th percentile +22 to +36 ms with one process, +34 to +53 ms with two;
+    a model of the link (session 57) over 100 round trips 10.06-10.5 ms and
+    phases of one seed's pauses, five seeds: means within ±0.2 ms and 99th
+    percentiles within ±5 ms of their medians), so each figure is compared
+    with the simulator's on the same seed."""
     text = (BULK.format(duration="12s", loss="0%", cca="reno")
             + "cwnd_clamp = 1\n[tcp]\ndelayed_ack = 'off'\n")
     runs = {}
     one = '{ every = "45ms", length = "10ms" }'
 
     def measure(name: str, s: str):
-        r, res = run_measured(text.replace('buffer = "1bdp"', f'buffer = "1bdp"\n{s}'), timing=True)
+        t = text.replace('buffer = "1bdp"', f'buffer = "1bdp"\n{s}')
+        r, res = run_measured(t, timing=True)
         assert res.status == "ok", res.note
         late_us = max((x for x in res.queue["lateness_us"] if x is not None), default=0.0)
         f = res.flows[0]
+        seed, sim = sim_twin(t)
+        assert seed == r.config["seed"]
         print(f"{name}: rtt min {f['rtt_min_us']} mean {f['rtt_mean_us']:.0f} p99 {f['rtt_p99_us']:.0f} us over "
-              f"{res.stats['rtt_samples']['0']} samples; emulator lateness at most {late_us:.0f} us")
-        return r.config, f, late_us
+              f"{res.stats['rtt_samples']['0']} samples; emulator lateness at most {late_us:.0f} us; the simulator: "
+              f"min {sim['rtt_min_us']} mean {sim['rtt_mean_us']:.0f} p99 {sim['rtt_p99_us']:.0f} us")
+        return r.config, f, late_us, sim
 
-    # The hosts' own stalls, which the emulator cannot see, spread the plain
-    # run's samples now and then (a CI rehearsal, session 56: p99 2.7 ms above
-    # the minimum with at most 0.4 ms of emulator lateness): the plain run is
-    # measured again while it is that noisy, as the jitter test's is.
-    runs["plain"] = plain_run(lambda: measure("plain", ""), lambda x: x[1]["rtt_p99_us"] - x[1]["rtt_min_us"] >= 1_000 + x[2])
+    # The hosts' own stalls spread the plain run's samples (plain_run), and
+    # the stalled runs' by as much: the upper bounds allow for that spread.
+    runs["plain"] = plain_run(lambda: measure("plain", ""), 5_000, "stalls with a 10 ms mean")
     for name, s in (("stalls", f"stalls = {one}"), ("two", f"stalls = [{one}, {one}]")):
         runs[name] = measure(name, s)
-    (cp, plain, late_p), (cs, st, late_s), (c2, two, late_2) = runs["plain"], runs["stalls"], runs["two"]
+    (cp, plain, late_p, sim_plain), (cs, _, _, _), (c2, _, _, _) = runs["plain"], runs["stalls"], runs["two"]
     assert "stall_ns" not in cp["bottleneck"]
     assert (cs["bottleneck"]["stall_every_ns"], cs["bottleneck"]["stall_ns"]) == (45_000_000, 10_000_000)
     assert "stall_more_ns" not in cs["bottleneck"]
     assert c2["bottleneck"]["stall_more_ns"] == [[45_000_000, 10_000_000]]
-    slack = late_p + late_s  # the emulator's own timing, on top
-    assert plain["rtt_p99_us"] - plain["rtt_min_us"] < 1_000 + slack, "without stalls the samples hardly vary"
-    assert 700 < st["rtt_mean_us"] - plain["rtt_mean_us"] < 3_000 + slack
-    assert 15_000 < st["rtt_p99_us"] - plain["rtt_min_us"] < 45_000 + slack
-    slack = late_p + late_2
-    assert 2_600 < two["rtt_mean_us"] - plain["rtt_mean_us"] < 6_000 + slack, "both processes pause the link"
-    assert 20_000 < two["rtt_p99_us"] - plain["rtt_min_us"] < 55_000 + slack
+    noise_p99, noise_mean = noise(plain)
+    for name in ("stalls", "two"):
+        _, f, late, sim = runs[name]
+        slack = late_p + late  # the emulator's own timing, on top
+        gain, sim_gain = f["rtt_mean_us"] - plain["rtt_mean_us"], sim["rtt_mean_us"] - sim_plain["rtt_mean_us"]
+        assert sim_gain - 500 - noise_mean < gain < sim_gain + 500 + noise_mean + slack, (name, gain, sim_gain)
+        tail, sim_tail = f["rtt_p99_us"] - plain["rtt_min_us"], sim["rtt_p99_us"] - sim_plain["rtt_min_us"]
+        assert sim_tail - 8_000 < tail < sim_tail + 8_000 + noise_p99 + slack, (name, tail, sim_tail)
+    assert runs["two"][1]["rtt_mean_us"] - runs["stalls"][1]["rtt_mean_us"] > 1_000, "both processes pause the link"
 
 
 def test_link_jitter_reaches_the_emulator(core):
     """topology jitter on linux: the emulator's links draw it as the
     simulator's do. One segment in flight, acknowledged at once, so every
     packet is alone on its link and each RTT sample is the path's own RTT
-    plus one uniform draw in [0, J] per direction: with J = 4 ms both ways,
-    the mean is about J above the same path's without jitter and the 99th
-    percentile about (2 - 0.14) J above its minimum.
+    plus one uniform draw in [0, J] per direction: with J = 10 ms both
+    ways, the mean is J above the same path's without jitter, the 99th
+    percentile (2 - √0.02) J above its minimum, and the least of n samples
+    close to that minimum.
 
-    The hosts of this 2-CPU VM stall now and then for milliseconds where
-    the emulator cannot see it (docs/validation/README.md, sessions 26 and
-    27), which spreads the plain run's samples too: the pair is measured
-    again, after a pause, while the plain run just before is that noisy."""
-    jitter_us = 4000
-    text = (BULK.format(duration="8s", loss="0%", cca="reno")
+    J is large next to the spread the hosts' own stalls give every run here
+    (plain_run: 99th percentile up to 3-4 ms above the minimum), which the
+    bounds allow for as measured on the plain run."""
+    jitter_us = 10_000
+    text = (BULK.format(duration="10s", loss="0%", cca="reno")
             + "cwnd_clamp = 1\n{reverse}\n[tcp]\ndelayed_ack = 'off'\n")
 
     def measure(name: str, j: str):
@@ -844,24 +882,28 @@ def test_link_jitter_reaches_the_emulator(core):
         assert res.stats["rtt_samples"]["0"] > 150
         return r.config, f, late_us, res.stats["rtt_samples"]["0"]
 
-    cp, plain, late_p, _ = plain_run(lambda: measure("plain", ""),
-                                     lambda x: x[1]["rtt_p99_us"] - x[1]["rtt_min_us"] >= 0.1 * jitter_us + x[2])
-    cj, jit, late_j, jit_samples = measure("jitter", f"jitter = '{jitter_us}us'")
+    cp, plain, late_p, _ = plain_run(lambda: measure("plain", ""), jitter_us / 2, f"{jitter_us} us of jitter")
+    cj, jit, late_j, n = measure("jitter", f"jitter = '{jitter_us}us'")
     assert "jitter_ns" not in cp["bottleneck"]
     assert cj["bottleneck"]["jitter_ns"] == cj["reverse"]["jitter_ns"] == jitter_us * 1000
-    slack = 0.1 * jitter_us + late_p + late_j  # the emulator's own timing, on top
-    assert plain["rtt_p99_us"] - plain["rtt_min_us"] < slack, "without jitter the samples hardly vary"
+    noise_p99, noise_mean = noise(plain)
+    late = late_p + late_j  # the emulator's own timing, on top
     # The least of n sums of two uniform draws in [0, J] exceeds x with
-    # probability (1 - x²/2J²)^n: by that arithmetic 0.15 J fails about 3 %
-    # of runs with ~320 samples from the draw alone (a CI rehearsal, session
-    # 55, saw 680 us above the plain minimum); this x, one run in 10,000.
-    # The plain minimum can be a small packet's (the handshake's), the
-    # jittered one is a full segment's, up to 120 us of serialisation at
-    # 100 Mbit/s later: in the simulator (session 56) the plain minimum is
-    # 20,009 us and a full segment's RTT 20,124 us, and with jitter one way
-    # the minimum was 124 us above the plain one (mean of 30 seeds).
-    n, segment_us = jit_samples, 1500 * 8 / 100
+    # probability (1 - x²/2J²)^n: this x, one run in 10,000. The plain
+    # minimum can be a small packet's (the handshake's), the jittered one is
+    # a full segment's, up to 120 us of serialisation at 100 Mbit/s later:
+    # in the simulator (session 56) the plain minimum is 20,009 us and a full
+    # segment's RTT 20,124 us. The hosts' stalls only add.
+    segment_us = 1500 * 8 / 100
     assert plain["rtt_min_us"] <= jit["rtt_min_us"] <= plain["rtt_min_us"] + segment_us + jitter_us * math.sqrt(
         2 * math.log(1e4) / n), n
-    assert abs(jit["rtt_mean_us"] - plain["rtt_mean_us"] - jitter_us) < slack
-    assert abs(jit["rtt_p99_us"] - plain["rtt_min_us"] - (2 - 0.02 ** 0.5) * jitter_us) < slack
+    # Sampling error, four standard deviations: the mean of n such sums has
+    # J/√(6n); their 99th percentile, where the sum's density is √0.02/J,
+    # J·√(0.99·0.01/(0.02·n)), and the load generator reports it as the
+    # middle of a bucket 1/128 of its octave wide.
+    assert abs(jit["rtt_mean_us"] - plain["rtt_mean_us"] - jitter_us) < (
+        4 * jitter_us / math.sqrt(6 * n) + noise_mean + late), n
+    p99_us = (2 - 0.02 ** 0.5) * jitter_us
+    assert abs(jit["rtt_p99_us"] - plain["rtt_min_us"] - p99_us) < (
+        4 * jitter_us * math.sqrt(0.495 / n) + jit["rtt_p99_us"] / 256 + noise_p99 + late), n
+
