@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -339,6 +340,25 @@ def test_a_signal_during_a_real_simulation_exits_with_its_status(tmp_path, sig, 
     _, err = p.communicate(timeout=60)
     assert p.returncode == status, err
     assert time.monotonic() - t0 < 10 and "0 of 2 runs are finished" in err and "Traceback" not in err
+
+
+def test_ctrl_c_while_the_cli_loads_ends_quietly(tmp_path):
+    """The entry point (``python -m ccbench``, the ``ccbench`` command)
+    imports the CLI itself: a Ctrl-C during that import (here raised by an
+    import hook, as Python raises it wherever the signal lands) exits 130
+    with the CLI's one line, not a traceback."""
+    code = textwrap.dedent("""
+        import runpy, sys
+        class CtrlC:
+            def find_spec(self, name, path=None, target=None):
+                if name == "ccbench.cli":
+                    raise KeyboardInterrupt
+        sys.meta_path.insert(0, CtrlC())
+        runpy.run_module("ccbench", run_name="__main__")
+    """)
+    p = subprocess.run([sys.executable, "-c", code, "ls", str(tmp_path)], env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stderr) == (130, "ccbench: interrupted\n")
 
 
 # -- ls / show / summary / export ------------------------------------------
