@@ -25,16 +25,14 @@ def core_config(config: dict) -> dict:
 
 class SimBackend:
     name = "sim"
-    # Ctrl-C/SIGTERM ends a run at once (the executor runs it in a thread and
-    # sets its stop_flag): it holds nothing to clean up.
-    abandon_on_interrupt = True
-
     def check(self) -> None:
         _core()
 
     def stop_flag(self) -> Any:
         """A flag that stops a run given it (``run(runspec, flag)``) at its
-        next sample, set from another thread: the executor's, on Ctrl-C."""
+        next sample, set from another thread: the executor's, on Ctrl-C.
+        A backend with one runs in this process and holds nothing to clean
+        up: the executor runs it in a thread it can stop (local.run_one)."""
         return _core().Cancel()
 
     def run(self, runspec: Any, stop_flag: Any = None) -> RunResult:

@@ -629,7 +629,7 @@ def early_runs_fit(cfg: ClusterConfig, backend: Any, runs: Sequence[Any], out_di
 
     from ccbench.store import DB_FILENAME
 
-    if cfg.kind != "local" or not getattr(backend, "abandon_on_interrupt", False):
+    if cfg.kind != "local" or not hasattr(backend, "stop_flag"):
         return False
     if (Path(out_dir) / DB_FILENAME).exists():
         return False

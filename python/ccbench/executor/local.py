@@ -138,14 +138,10 @@ def run_one(backend: Any, runspec: Any, stop_flag: Any = None) -> Outcome:
     t0 = time.perf_counter()
     _in_run = True
     try:
-        if getattr(backend, "abandon_on_interrupt", False):  # the simulator: nothing to clean up
+        if hasattr(backend, "stop_flag"):  # the simulator: native code in this process, stopped by its flag
             # made before the run's thread starts, so that no interruption can miss it
-            flag = stop_flag if stop_flag is not None else (
-                backend.stop_flag() if hasattr(backend, "stop_flag") else None)
-            if flag is not None:
-                raw = signals.call_interruptibly(backend.run, runspec, flag, stop=flag.set)
-            else:
-                raw = signals.call_interruptibly(backend.run, runspec)
+            flag = stop_flag if stop_flag is not None else backend.stop_flag()
+            raw = signals.call_interruptibly(backend.run, runspec, flag, stop=flag.set)
         else:
             raw = backend.run(runspec)
         result = degenerate.mark(_normalize(raw), getattr(runspec, "config", None) or {})

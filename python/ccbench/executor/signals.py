@@ -1,7 +1,8 @@
 """Ending a study by a signal, and workers that never outlive their parent.
 
 SIGTERM and SIGHUP end ``ccbench run`` exactly like Ctrl-C (SIGINT): the run
-in progress is abandoned (a backend cleans up on KeyboardInterrupt), what
+in progress is ended (a backend cleans up on KeyboardInterrupt; a simulation
+is stopped by its flag, ``call_interruptibly``), what
 finished is committed, the CLI prints the resume line and exits 128 + the
 signal (143 for SIGTERM, 129 for SIGHUP; 130 for Ctrl-C). The handler hands
 the signal to whatever handles SIGINT at that moment — normally Python's
@@ -115,15 +116,14 @@ def die_with_parent(parent_pid: int) -> None:
 STOP_WAIT_S = 10.0
 
 
-def call_interruptibly(fn: Callable[..., Any], *args: Any, stop: Optional[Callable[[], None]] = None) -> Any:
+def call_interruptibly(fn: Callable[..., Any], *args: Any, stop: Callable[[], None]) -> Any:
     """``fn(*args)`` in a daemon thread, waited for in short steps, so that Ctrl-C or
     SIGTERM is acted on at once while ``fn`` runs native code that never looks at
     signals (the simulator releases the GIL). On an interruption ``stop()`` asks
     ``fn`` to return early and the thread is joined (up to STOP_WAIT_S), then the
     interruption goes on. A thread left inside native code would take the GIL back
     while the interpreter shuts down, which aborts the process (SIGABRT instead of
-    exit status 130); without ``stop`` the call is abandoned, so only for backends
-    with nothing to clean up."""
+    exit status 130)."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
     box: dict[str, Any] = {}
@@ -140,10 +140,9 @@ def call_interruptibly(fn: Callable[..., Any], *args: Any, stop: Optional[Callab
         while t.is_alive():
             t.join(0.2)
     except BaseException:
-        if stop is not None:
-            stop()
-            if t.is_alive():
-                t.join(STOP_WAIT_S)
+        stop()
+        if t.is_alive():
+            t.join(STOP_WAIT_S)
         raise
     if "error" in box:
         raise box["error"]
