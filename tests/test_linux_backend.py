@@ -398,7 +398,6 @@ def test_sigkilled_runner_then_doctor_cleanup(root, tmp_path):
     runner = textwrap.dedent(f"""
         import sys
         from ccbench.backends.linux.backend import LinuxBackend
-from ccbench.backends.sim import SimBackend
         from ccbench.spec import load_study
         r = load_study({str(p)!r}, backend="linux").runs()[0]
         LinuxBackend().run(r)
@@ -441,7 +440,6 @@ def test_interrupted_run_cleans_up(root, tmp_path, sig, jobs, code):
         import sys
         from ccbench import backends
         from ccbench.backends.linux.backend import LinuxBackend
-from ccbench.backends.sim import SimBackend
         from ccbench.cli import main
         backends.register("linux", LinuxBackend(), replace=True)
         sys.exit(main(["run", {str(p)!r}, "--backend", "linux", "--out", {str(tmp_path / "out")!r},
