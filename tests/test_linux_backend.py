@@ -808,12 +808,13 @@ def test_link_stalls_reach_the_emulator(core):
     of the same study pause at the same times: which segments meet which
     pause differs with the hosts' timing (here a round trip is ~0.7 ms
     longer than the simulator's). Seed by seed the figures spread far more
-    than that moves them (the simulator on this study, seeds 1 to 10:
-    99th percentile +22 to +36 ms with one process, +34 to +53 ms with two;
-    a model of the link (session 57) over 100 round trips 10.06-10.5 ms and
-    phases of one seed's pauses, five seeds: means within ±0.2 ms and 99th
-    percentiles within ±5 ms of their medians), so each figure is compared
-    with the simulator's on the same seed."""
+    than that moves them, so each figure is compared with the simulator's on
+    the same seed. The simulator on this study (session 57), seeds 1 to 10:
+    99th percentile +22 to +36 ms above the minimum with one process, +34
+    to +53 ms with two. This run's seed held and the bottleneck's delay set
+    to 10.0-10.375 ms (16 runs, round trips up to 0.75 ms longer): mean
+    +1.6 to +1.7 ms and 99th percentile +21.5 to +24.8 ms with one, +3.9 to
+    +4.0 ms and +51.4 to +56.2 ms with two."""
     text = (BULK.format(duration="12s", loss="0%", cca="reno")
             + "cwnd_clamp = 1\n[tcp]\ndelayed_ack = 'off'\n")
     runs = {}
