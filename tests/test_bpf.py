@@ -93,6 +93,30 @@ def test_compile_is_cached_by_content_and_recorded(tools, tmp_path):
     assert bpf.resolve_cca("bpf:copy.bpf.o", tmp_path, "sim").startswith("bpf:")
 
 
+def test_headers_included_by_headers_are_in_the_cache_key(tools, tmp_path):
+    """An edit anywhere in the local headers a source includes, however
+    deep, makes a new object (and new run ids): the stale one ran the old
+    code under the same name."""
+    src = tmp_path / "w.bpf.c"
+    src.write_text((EXAMPLES / "reno.bpf.c").read_text() + '\n#include "params.h"\n')
+    (tmp_path / "params.h").write_text('#include "inner.h"\n')
+    (tmp_path / "inner.h").write_text("#define WINDOW 20\n")
+    a = bpf.resolve_cca("bpf:w.bpf.c", tmp_path, "sim")
+    (tmp_path / "inner.h").write_text("#define WINDOW 10\n")
+    b = bpf.resolve_cca("bpf:w.bpf.c", tmp_path, "sim")
+    assert a != b and bpf.object_path(b).exists()
+    (tmp_path / "inner.h").write_text("#define WINDOW 20\n")
+    assert bpf.resolve_cca("bpf:w.bpf.c", tmp_path, "sim") == a
+
+
+def test_a_source_named_like_an_option_compiles(tools, tmp_path, monkeypatch):
+    """A file name reaches clang as a file, never as an option, even relative
+    to a study in the working directory."""
+    (tmp_path / "-x.bpf.c").write_bytes((EXAMPLES / "reno.bpf.c").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    assert bpf.object_path(bpf.resolve_cca("bpf:-x.bpf.c", Path("."), "sim")).exists()
+
+
 def test_study_paths_are_relative_to_the_study_file(tools):
     s = load_study(EXAMPLES / "bpf-reno-vegas.toml", profile="quick")
     ccas = {f["cca"] for r in s.runs() for f in r.config["flows"]}
@@ -133,6 +157,20 @@ def test_sim_refuses_what_it_does_not_provide_in_one_line(tools, tmp_path, src, 
                     filename="s.toml", path=tmp_path / "s.toml")
     msg = str(e.value)
     assert "\n" not in msg and what in msg and "the simulator cannot run this CCA" in msg
+
+
+def test_sim_paces_a_program_that_asks_for_it_in_init(tools, tmp_path):
+    """sk_pacing_status = SK_PACING_NEEDED in init (as BBR sets it) paces the
+    sender at the program's sk_pacing_rate, as Linux does: 10 Mbit/s with a
+    200-segment window on a 50 Mbit/s path whose BDP and buffer hold 172,
+    so nothing is lost. Unpaced, the window overflows the buffer."""
+    (tmp_path / "p.bpf.c").write_bytes((DATA / "paced_init.bpf.c").read_bytes())
+    st = tmp_path / "s.toml"
+    st.write_text('[study]\nname = "p"\nduration = "10s"\n[topology.bottleneck]\nrate = "50Mbit"\ndelay = "10ms"\n'
+                  'buffer = "1bdp"\n[[flows]]\ncca = "bpf:p.bpf.c"\n')
+    (r,) = load_study(st).runs()
+    f = sim(r.config)["flows"][0]
+    assert 9.5e6 < f["goodput_bps"] < 10.1e6 and f["retrans_segs"] == 0, f
 
 
 def test_sim_bpf_reno_is_native_reno_bit_for_bit(tools):
@@ -347,6 +385,43 @@ def test_linux_sigkill_then_doctor_cleanup_unregisters(linux, tmp_path):
     live = [it for it in json.loads(out or "[]") for k, v in it.items()
             if k.endswith("tcp_congestion_ops") and v["data"]["name"] == name and v["common"]["state"].endswith("INUSE")]
     assert not live
+
+
+def test_linux_interrupt_just_after_registering_leaves_nothing(linux, tmp_path, monkeypatch):
+    """Ctrl-C just after bpftool registered a run's copy, before register()
+    returned it (raised here where register() next asks the kernel): the
+    copy is unregistered on the way out, never left for any socket to use."""
+    from ccbench.backends.linux import bpf_cca
+
+    cca = bpf.resolve_cca(f"bpf:{EXAMPLES / 'reno.bpf.c'}", None, "linux")
+    real, calls = bpf_cca._registered, []
+
+    def interrupted():
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real()
+
+    monkeypatch.setattr(bpf_cca, "_registered", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        bpf_cca.register(cca, "0badc0de", 0, tmp_path)
+    assert len(calls) > 1 and "ccb0badc0de_b0" not in bpf_cca.registered_names()
+
+
+def test_linux_doctor_exits_4_for_a_registration_left_alone(linux, tmp_path, capsys):
+    """A BPF CCA registered under a run that has ended, with nothing else
+    left (the run's namespaces and directory gone): `ccbench doctor` says
+    so in its leftovers row and exits 4, as for any leftover."""
+    from ccbench.backends.linux import bpf_cca
+
+    cca = bpf.resolve_cca(f"bpf:{EXAMPLES / 'reno.bpf.c'}", None, "linux")
+    reg = bpf_cca.register(cca, "0dead0ff", 0, tmp_path)
+    try:
+        assert main(["doctor"]) == 4
+        assert "BPF congestion controls still registered: ccb0dead0ff_b0" in capsys.readouterr().out
+    finally:
+        assert main(["doctor", "--cleanup"]) == 0
+    assert reg.name not in bpf_cca.registered_names()
 
 
 def test_linux_ctrl_c_unregisters(linux, tmp_path):

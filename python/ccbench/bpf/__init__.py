@@ -85,21 +85,32 @@ def _clang() -> str:
     return c
 
 
-_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.M)
+_INCLUDE = re.compile(rb'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 
 
 def _local_inputs(src: Path) -> bytes:
-    """The source and the local headers it includes (one level deep, next to
-    it), for the cache key."""
+    """The source and every local header it includes, through headers too
+    (found as clang finds them: next to the including file, then in the
+    source's directory, which compile_source gives with -I), for the cache
+    key. System headers are left out (the compiler's version is in the key)."""
     text = src.read_bytes()
     parts = [text]
-    for name in sorted(set(_INCLUDE.findall(text))):
-        n = name.decode(errors="replace")
-        if n == "vmlinux.h":
-            continue
-        h = src.parent / n
-        if h.is_file():
-            parts.append(n.encode() + b"\0" + h.read_bytes())
+    seen: set[Path] = set()
+    todo = [(src, text)]
+    while todo:
+        f, t = todo.pop(0)
+        for quoted, angled in sorted(set(_INCLUDE.findall(t))):
+            n = (quoted or angled).decode(errors="replace")
+            if n == "vmlinux.h":
+                continue
+            dirs = (f.parent, src.parent) if quoted else (src.parent,)
+            h = next((d / n for d in dirs if (d / n).is_file()), None)
+            if h is None or h.resolve() in seen:
+                continue
+            seen.add(h.resolve())
+            data = h.read_bytes()
+            parts.append(n.encode() + b"\0" + data)
+            todo.append((h, data))
     return b"\0\0".join(parts)
 
 
@@ -133,7 +144,7 @@ def compile_source(src: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     args = [clang, "-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86", "-Wall", "-Wno-unused-function",
-            "-I", str(inc), "-I", str(src.parent), "-c", str(src), "-o", str(tmp)]
+            "-I", str(inc), "-I", str(src.parent), "-c", str(src.absolute()), "-o", str(tmp)]  # never an option
     p = subprocess.run(args, capture_output=True, text=True)
     if p.returncode != 0:
         tmp.unlink(missing_ok=True)
@@ -152,7 +163,7 @@ def object_for(spec: str, base: Optional[Path]) -> tuple[Path, Path, str]:
     if not src.is_absolute():
         src = (base or Path.cwd()) / src
     if not src.is_file():
-        raise BpfError(f"no such file: {src}")
+        raise BpfError(f"not a regular file: {src}" if src.exists() else f"no such file: {src}")
     data = src.read_bytes()
     sha = _sha(data)
     if src.suffix == ".c":

@@ -116,6 +116,10 @@ impl BpfCc {
             c.app_limited = al as u64;
         }
         c.pacing_rate = get64(b, SK_PACING_RATE);
+        if c.pacing_auto {
+            // SK_PACING_NEEDED, set by any hook (Linux reads it per transmission)
+            c.paced = b[SK_PACING_STATUS] == 1;
+        }
     }
 
     fn call(&mut self, c: &mut Conn, hook: Hook, args: &[u64]) -> Option<u64> {
@@ -230,7 +234,7 @@ impl CongestionControl for BpfCc {
     }
 
     fn wants_pacing(&self) -> bool {
-        // SK_PACING_NEEDED, set by the program's init.
+        // SK_PACING_NEEDED: before init, none (import() follows the program's hooks).
         self.vm.sock[SK_PACING_STATUS] == 1
     }
 }

@@ -134,6 +134,10 @@ pub struct Conn {
     /// The sender is paced (Linux `sk_pacing_status != SK_PACING_NONE`: a
     /// pacing cap, fq, or a CCA that asks for pacing).
     pub paced: bool,
+    /// The CCA decides whether the sender is paced (`pacing = "auto"`, no
+    /// cap): a BPF CCA may ask for it in any hook, as Linux's
+    /// `sk_pacing_status` is read at each transmission.
+    pub pacing_auto: bool,
 }
 
 impl Conn {
@@ -171,6 +175,7 @@ impl Conn {
             wstamp_ns: 0,
             hz: 1000,
             paced: false,
+            pacing_auto: false,
         }
     }
 

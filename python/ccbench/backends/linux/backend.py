@@ -23,14 +23,13 @@ A runner killed with SIGKILL leaves things behind: ``ccbench doctor
 
 from __future__ import annotations
 
-import importlib
-
 import atexit
 import contextlib
 import json
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -183,16 +182,17 @@ def terminate_raises() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP during the block; act on the first one afterwards."""
+def signals_held() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM/SIGHUP during the block; act on the first one
+    afterwards. Yields the list of the signals held so far."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield []
         return
     got: list[int] = []
     sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     old = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in sigs}
     try:
-        yield
+        yield got
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -273,7 +273,7 @@ class _Run:
         if self.closed:
             return
         problems = []
-        with signals_held():
+        with signals_held() as held:
             try:
                 self.procs.stop()
                 # Safety net: anything else inside our namespaces or naming our run directory
@@ -288,6 +288,9 @@ class _Run:
                 problem = bpf_cca.unregister(reg)
                 if problem:
                     problems.append(problem)
+            n_bpf = len({f["cca"] for f in self.cfg["flows"] if f["cca"].startswith("bpf:")})
+            if n_bpf:  # one registered as an interruption arrived, before it was recorded
+                problems += bpf_cca.unregister_names(bpf_cca.run_names(self.token, n_bpf))
             if self.watch is not None:
                 problem = self.watch.stop()
                 if problem:
@@ -303,6 +306,9 @@ class _Run:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.closed = True
             _ACTIVE.discard(self)
+            if problems and held:  # the interruption is raised as the block ends: say it here
+                print("ccbench: cleaning up the run failed (run `ccbench doctor --cleanup`): " + "; ".join(problems),
+                      file=sys.stderr)
         if problems:
             raise netns.SetupError("cleaning up the run failed (run `ccbench doctor --cleanup`): "
                                    + "; ".join(problems))

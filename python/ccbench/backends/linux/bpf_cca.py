@@ -62,7 +62,10 @@ def _bpftool() -> str:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([_bpftool(), *args], capture_output=True, text=True)
+    # In a session of its own: a terminal's Ctrl-C or a signal to ccbench's
+    # process group must not kill bpftool half-way through a register or an
+    # unregister (ccbench acts on the signal when bpftool is done).
+    return subprocess.run([_bpftool(), *args], capture_output=True, text=True, start_new_session=True)
 
 
 def available() -> Optional[str]:
@@ -83,11 +86,9 @@ def tools_check() -> tuple[Optional[bool], str]:
         return None, "the kernel has no BTF (/sys/kernel/btf/vmlinux): cca = 'bpf:FILE' cannot be compiled here"
     if missing:
         return None, f"not installed: {', '.join(missing)} (apt-get install clang libbpf-dev bpftool) for cca = 'bpf:FILE'"
-    from .cleanup import owner_pid
-
-    left = [n for n in registered_names() if owner_pid(NAME_RE.match(n).group(1)) is None]
+    left = leftover_names()
     if left:
-        return False, f"left registered by killed runs: {', '.join(left)}: run `ccbench doctor --cleanup`"
+        return False, f"left registered by runs that ended: {', '.join(left)}: run `ccbench doctor --cleanup`"
     return True, "clang, libbpf-dev, bpftool and kernel BTF present: cca = 'bpf:FILE' works on sim and linux"
 
 
@@ -155,6 +156,16 @@ def register(obj_cca: str, token: str, index: int, run_dir: Path) -> Registratio
     name = f"ccb{token}_b{index}"  # the kernel allows [A-Za-z0-9_.] only
     copy = run_dir / f"{name}.bpf.o"
     _rename(obj, name, copy)
+    try:
+        return _register(obj_cca, obj, name, copy)
+    except BaseException:
+        # Ctrl-C while bpftool ran (Python then kills it) or before this
+        # returned: whatever it registered under the name goes too.
+        unregister_names({name})
+        raise
+
+
+def _register(obj_cca: str, obj: str, name: str, copy: Path) -> Registration:
     p = _run("struct_ops", "register", str(copy))
     m = _REGISTERED_RE.search(p.stdout + p.stderr)
     if p.returncode != 0 or m is None:
@@ -222,6 +233,29 @@ def _registered() -> dict[str, dict]:
     return out
 
 
+def unregister_names(names: set[str]) -> list[str]:
+    """Unregister every BPF CCA registered under one of ``names``; returns problems."""
+    problems = []
+    for name, map_id in _registered_ids().items():
+        if name in names:
+            p = _run("struct_ops", "unregister", "id", str(map_id))
+            if p.returncode != 0:
+                problems.append(f"cannot unregister BPF CCA {name}: {p.stderr.strip()}")
+    return problems
+
+
+def run_names(token: str, n: int) -> set[str]:
+    """The names a run (``token``) registers its ``n`` BPF CCAs under."""
+    return {f"ccb{token}_b{i}" for i in range(n)}
+
+
+def leftover_names() -> list[str]:
+    """ccbench-named BPF CCAs registered now whose run has ended."""
+    from .cleanup import owner_pid
+
+    return [n for n in registered_names() if owner_pid(NAME_RE.match(n).group(1)) is None]
+
+
 def registered_names() -> list[str]:
     """ccbench-named BPF CCAs registered now (any run)."""
     return sorted(n for n in _registered_ids() if NAME_RE.match(n))
@@ -282,14 +316,18 @@ def verify(objs: list[str]) -> None:
 
     token = secrets.token_hex(4)
     with tempfile.TemporaryDirectory(prefix="ccbench-bpf-") as d:
-        for i, obj in enumerate(objs):
-            reg = register(obj, token, i, Path(d))
-            if reg.pin is not None:
-                try:
-                    reg.pin.unlink()
-                except OSError:
-                    pass
-                reg.pin = None
-            problem = unregister(reg)
-            if problem:
-                raise BpfLoadError(problem)
+        try:
+            for i, obj in enumerate(objs):
+                reg = register(obj, token, i, Path(d))
+                if reg.pin is not None:
+                    try:
+                        reg.pin.unlink()
+                    except OSError:
+                        pass
+                    reg.pin = None
+                problem = unregister(reg)
+                if problem:
+                    raise BpfLoadError(problem)
+        except BaseException:
+            unregister_names(run_names(token, len(objs)))  # an interruption between the steps
+            raise

@@ -149,7 +149,7 @@ def probe() -> list[Check]:
                         + " (tcp_allowed_congestion_control; ccbench's load generator runs as root, "
                           "which may use every available one, so ccbench leaves it alone)"))
     checks.append(_bpf())
-    from .bpf_cca import tools_check  # cca = "bpf:FILE" (docs/bpf.md)
+    from .bpf_cca import available as bpf_available, leftover_names, tools_check  # cca = "bpf:FILE" (docs/bpf.md)
 
     checks.append(Check("BPF congestion control (optional)", *tools_check()))
     checks.append(Check("ACK watch for BPF runs", *tcp_watch.check()))
@@ -162,7 +162,10 @@ def probe() -> list[Check]:
                         ip3 or "not installed: flows with tool = 'iperf3' need it (apt-get install iperf3)"))
     if root:
         left = [r for r in cleanup.find() if not r.empty()]
-        checks.append(Check("leftovers", not left, "none" if not left else
-                            f"{len(left)} killed run{'s' if len(left) != 1 else ''} left "
-                            + "; ".join(r.describe() for r in left) + ": run `ccbench doctor --cleanup`"))
+        what = [f"{len(left)} killed run{'s' if len(left) != 1 else ''} left " + "; ".join(r.describe() for r in left)]
+        bpf_left = leftover_names() if bpf_available() is None else []
+        if bpf_left:
+            what.append(f"BPF congestion controls still registered: {', '.join(bpf_left)}")
+        checks.append(Check("leftovers", not left and not bpf_left, "none" if not left and not bpf_left else
+                            "; ".join(what[0 if left else 1:]) + ": run `ccbench doctor --cleanup`"))
     return checks

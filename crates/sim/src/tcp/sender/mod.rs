@@ -284,6 +284,7 @@ impl Sender {
                 Pacing::Off => false,
                 Pacing::Auto => cca.wants_pacing(),
             };
+        c.pacing_auto = opts.max_pacing_rate.is_none() && matches!(cfg.pacing, Pacing::Auto);
         Sender {
             c,
             cca,
