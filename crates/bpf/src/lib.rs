@@ -57,24 +57,62 @@ pub enum Hook {
 }
 pub const N_HOOKS: usize = 13;
 
+/// `tcp_congestion_ops`' members, in `Hook` order.
+const MEMBERS: [&str; N_HOOKS] = [
+    "ssthresh",
+    "cong_avoid",
+    "set_state",
+    "cwnd_event",
+    "in_ack_event",
+    "pkts_acked",
+    "min_tso_segs",
+    "cong_control",
+    "undo_cwnd",
+    "sndbuf_expand",
+    "get_info",
+    "init",
+    "release",
+];
+
 impl Hook {
+    /// The `tcp_congestion_ops` member this hook is.
+    pub fn member(self) -> &'static str {
+        MEMBERS[self as usize]
+    }
+
     pub fn from_member(name: &str) -> Option<Hook> {
-        Some(match name {
-            "ssthresh" => Hook::Ssthresh,
-            "cong_avoid" => Hook::CongAvoid,
-            "set_state" => Hook::SetState,
-            "cwnd_event" => Hook::CwndEvent,
-            "in_ack_event" => Hook::InAckEvent,
-            "pkts_acked" => Hook::PktsAcked,
-            "min_tso_segs" => Hook::MinTsoSegs,
-            "cong_control" => Hook::CongControl,
-            "undo_cwnd" => Hook::UndoCwnd,
-            "sndbuf_expand" => Hook::SndbufExpand,
-            "get_info" => Hook::GetInfo,
-            "init" => Hook::Init,
-            "release" => Hook::Release,
-            _ => return None,
-        })
+        MEMBERS.iter().position(|&m| m == name).map(|i| ALL[i])
+    }
+}
+
+const ALL: [Hook; N_HOOKS] = [
+    Hook::Ssthresh,
+    Hook::CongAvoid,
+    Hook::SetState,
+    Hook::CwndEvent,
+    Hook::InAckEvent,
+    Hook::PktsAcked,
+    Hook::MinTsoSegs,
+    Hook::CongControl,
+    Hook::UndoCwnd,
+    Hook::SndbufExpand,
+    Hook::GetInfo,
+    Hook::Init,
+    Hook::Release,
+];
+
+#[cfg(test)]
+mod hook_tests {
+    use super::*;
+
+    #[test]
+    fn members_name_their_hooks() {
+        for (i, h) in ALL.iter().enumerate() {
+            assert_eq!(*h as usize, i);
+            assert_eq!(Hook::from_member(h.member()), Some(*h));
+        }
+        assert_eq!(Hook::CongAvoid.member(), "cong_avoid");
+        assert_eq!(Hook::from_member("nope"), None);
     }
 }
 

@@ -129,7 +129,11 @@ impl BpfCc {
         self.export(c);
         let r = match self.vm.call(hook, args) {
             Ok(r) => r,
-            Err(e) => panic!("{}: {:?}: {}", self.name, hook, e),
+            Err(e) => {
+                let prog = self.vm.obj.hooks[hook as usize].map_or("?", |i| self.vm.obj.programs[i].name.as_str());
+                let prog = prog.strip_prefix("struct_ops/").unwrap_or(prog);
+                panic!("{}: {prog} (tcp_congestion_ops.{}): {e}", self.name, hook.member())
+            }
         };
         self.import(c);
         r
