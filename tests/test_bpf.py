@@ -117,6 +117,17 @@ def test_a_source_named_like_an_option_compiles(tools, tmp_path, monkeypatch):
     assert bpf.object_path(bpf.resolve_cca("bpf:-x.bpf.c", Path("."), "sim")).exists()
 
 
+def test_an_unusable_cache_is_one_line_naming_it(tools, tmp_path, monkeypatch):
+    (tmp_path / "reno.bpf.c").write_bytes((EXAMPLES / "reno.bpf.c").read_bytes())
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("CCBENCH_BPF_CACHE", str(tmp_path / "file"))
+    with pytest.raises(StudyError) as e:
+        parse_study('[study]\nname = "b"\n[topology.bottleneck]\nrate = "10Mbit"\ndelay = "5ms"\n[[flows]]\n'
+                    'cca = "bpf:reno.bpf.c"\n', filename="s.toml", path=tmp_path / "s.toml")
+    msg = str(e.value)
+    assert "\n" not in msg and f"CCBENCH_BPF_CACHE ({tmp_path / 'file'}) cannot be used: Not a directory" in msg
+
+
 def test_study_paths_are_relative_to_the_study_file(tools):
     s = load_study(EXAMPLES / "bpf-reno-vegas.toml", profile="quick")
     ccas = {f["cca"] for r in s.runs() for f in r.config["flows"]}

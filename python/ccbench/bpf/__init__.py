@@ -156,6 +156,16 @@ def compile_source(src: Path) -> Path:
 def object_for(spec: str, base: Optional[Path]) -> tuple[Path, Path, str]:
     """Resolve ``bpf:PATH`` (relative to ``base``): (source, cached object,
     source SHA-256)."""
+    try:
+        return _object_for(spec, base)
+    except OSError as e:  # the source's errors are BpfErrors already: the cache's
+        where = "CCBENCH_BPF_CACHE" if os.environ.get("CCBENCH_BPF_CACHE") else "the BPF object cache"
+        raise BpfError(f"{where} ({cache_dir()}) cannot be used: {e.strerror or e}"
+                       + (f": {e.filename}" if e.filename else "")
+                       + "; give CCBENCH_BPF_CACHE a writable directory") from None
+
+
+def _object_for(spec: str, base: Optional[Path]) -> tuple[Path, Path, str]:
     rel = spec[len(PREFIX):]
     if not rel:
         raise BpfError("bpf: needs a path to a .bpf.c source or a .bpf.o object")
