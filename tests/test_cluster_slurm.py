@@ -8,6 +8,7 @@ is part of `make test`, which installs slurm-wlm and munge.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -19,7 +20,7 @@ from ccbench.spec import load_study
 
 from dask_test_cluster import PYTHONPATH
 from slurm_test_cluster import SlurmUnavailable, slurm_cluster
-from test_cluster import SWEEP, assert_tables_equal, run_counts
+from test_cluster import SWEEP, assert_tables_equal, read_until, run_counts
 
 SMALL = SWEEP.replace('"topology.bottleneck.loss" = ["0%", "0.5%", "1%"]', '"topology.bottleneck.loss" = ["0%", "1%"]')
 
@@ -67,3 +68,28 @@ def test_options_slurm_rejects_are_one_error(slurm, tmp_path):
     assert "invalid partition specified: nosuch" in p.stderr.lower()
     assert p.stderr.count("\n") == 1
     assert not out.exists()
+
+
+def test_ctrl_c_ends_a_slurm_sweep_with_130_and_leaves_no_job(slurm, tmp_path):
+    """Importing dask_jobqueue installs a SIGINT handler that calls
+    sys.exit() (exit 0, no resume line, as if the sweep had finished):
+    ccbench keeps its own, so Ctrl-C ends the sweep as with any executor."""
+    study = tmp_path / "small.toml"
+    study.write_text(SMALL)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(study), "--out", str(out), "--cluster", "slurm",
+                             "--cores", "2", "--memory", "1GB", "--walltime", "00:10:00", "--queue", "debug"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**slurm, "PYTHONPATH": PYTHONPATH, "CCBENCH_CLUSTER_CONFIG": os.devnull})
+    try:
+        read_until(proc, r"^\[1/8\]")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted:" in err and "resume with: ccbench run" in err
+    assert 1 <= run_counts(out).get("ok", 0) < 8
+    q = subprocess.run(["squeue", "-h"], env=slurm, capture_output=True, text=True)
+    assert q.stdout.strip() == "" or "CG" in q.stdout, q.stdout

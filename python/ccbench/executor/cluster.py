@@ -48,6 +48,7 @@ import logging
 import os
 import queue as _queue
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -378,7 +379,12 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
                 raise
         # Results straight from the worker that has them (one hop, not relayed
         # through the scheduler): the workers listen on this machine.
-        client = distributed.Client(cluster, set_as_default=False, direct_to_workers=True)
+        try:
+            client = distributed.Client(cluster, set_as_default=False, direct_to_workers=True)
+        except BaseException:
+            cluster.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
         handle = ClusterHandle(cfg, client, cluster, scratch)
         try:
             _wait_for_workers(handle, None, status, want=cfg.workers)
@@ -398,10 +404,17 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
 
 
 def _batch_cluster_class(kind: str) -> Any:
+    # Importing dask_jobqueue makes Ctrl-C call sys.exit() (its runner module
+    # sets a SIGINT handler): ccbench's own handling, KeyboardInterrupt and
+    # exit 130 with the resume line, must stay.
+    handler = signal.getsignal(signal.SIGINT)
     try:
         import dask_jobqueue
     except ImportError:
         raise UsageError(f"--cluster {kind} needs dask-jobqueue: pip install 'ccbench[cluster]'") from None
+    finally:
+        if threading.current_thread() is threading.main_thread() and handler is not None:
+            signal.signal(signal.SIGINT, handler)
     return {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
             "sge": dask_jobqueue.SGECluster}[kind]
 
