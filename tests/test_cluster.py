@@ -154,6 +154,7 @@ def test_bad_cluster_input_is_one_error_before_anything_is_written(study_file, t
         (["--cluster", "kubernetes"], "unknown cluster kind (got 'kubernetes'; allowed: local, local:N, tcp://"),
         (["--cluster", "local:zero"], "local:N needs a number of workers"),
         (["--cluster", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler at tcp://127.0.0.1:9 ("),
+        (["--cluster", "tls://127.0.0.1:9"], "tls:// schedulers are not supported (got 'tls://127.0.0.1:9'"),
         (["--cluster", "slurm", "--cores", "many"], "--cores: got 'many'; expected a number of cores"),
         (["--cluster", "local:2", "--queue", "q"], "--queue: only for batch clusters"),
         (["--queue", "q"], "--queue needs --cluster"),
@@ -177,6 +178,45 @@ def test_bad_cluster_input_is_one_error_before_anything_is_written(study_file, t
     assert main(["run", str(bad), "--out", str(out)]) == 2
     assert "[cluster]: nodes: unknown cluster setting" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_silent_listener_at_the_scheduler_address_is_one_error_in_bounded_time(study_file, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """Dask's connect timeout does not bound its handshake: against a web
+    server, which waits for a request as Dask waits for an answer, it waited
+    for good (a tester left it 10 minutes). ccbench gives up after
+    HANDSHAKE_TIMEOUT_S (here shortened) with one line. The listener here
+    accepts and says nothing, as that web server did."""
+    import socket
+    import threading
+
+    from ccbench.executor import cluster
+
+    monkeypatch.setenv("CCBENCH_CLUSTER_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setattr(cluster, "HANDSHAKE_TIMEOUT_S", 3.0)
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        try:
+            while True:
+                held.append(listener.accept()[0])
+        except OSError:  # closed
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        t0 = time.monotonic()
+        assert main(["run", str(study_file), "--out", str(tmp_path / "out"), "--cluster", address]) == 2
+        took = time.monotonic() - t0
+    finally:
+        listener.close()
+        for c in held:
+            c.close()
+    err = capsys.readouterr().err
+    assert f"{address} did not answer as a Dask scheduler" in err and err.count("\n") == 1, err
+    assert held and took < 10 and not (tmp_path / "out").exists()
 
 
 def test_settings_come_from_cli_then_study_then_user_file(tmp_path, monkeypatch):

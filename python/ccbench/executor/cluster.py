@@ -67,6 +67,7 @@ from ccbench.executor.local import INTERRUPT_GRACE_S, Outcome, error_text, run_o
 LINUX_RESOURCE = "ccbench-linux"
 LINUX_LOCK = "/run/ccbench/linux-runs.lock"
 CONNECT_TIMEOUT_S = 5.0
+HANDSHAKE_TIMEOUT_S = 15.0  # connecting and the handshake: a scheduler answers in well under a second
 WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
 # A batch job starts its worker processes together; once one is up, the
 # others of that job get this long to connect before runs go out, so the
@@ -334,6 +335,37 @@ def _local_start_method() -> dict:
     return {"distributed.worker.multiprocessing-method": "fork"}
 
 
+def _connect(distributed: Any, address: str) -> Any:
+    """A client of the scheduler at ``address``, or one UsageError. Dask's
+    connect timeout does not bound its handshake: something else listening
+    there (a web server) kept it waiting for good, or had it read a length
+    of exabytes. So the client is made in a thread, waited for a bounded time."""
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=connect, name="ccbench-connect", daemon=True)
+    t.start()
+    t.join(HANDSHAKE_TIMEOUT_S)
+    if t.is_alive():
+        raise UsageError(f"--cluster: {address} did not answer as a Dask scheduler within {HANDSHAKE_TIMEOUT_S:.0f} s "
+                         "(is a Dask scheduler listening there?)")
+    e = box.get("error")
+    if isinstance(e, ValueError):
+        raise UsageError(f"--cluster: not a usable scheduler address {address!r} ({e})") from None
+    if isinstance(e, (OSError, TimeoutError)):
+        raise UsageError(f"--cluster: cannot reach the Dask scheduler at {address} ({_reason(e)})") from None
+    if isinstance(e, Exception):
+        raise UsageError(f"--cluster: {address} did not answer as a Dask scheduler ({type(e).__name__})") from None
+    if e is not None:
+        raise e
+    return box["client"]
+
+
 def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: None) -> ClusterHandle:
     """Start or reach the cluster of ``cfg``; UsageError (exit 2) when it cannot be."""
     distributed = _dask()
@@ -342,12 +374,7 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
     _quiet_logs()
     own = dict(OWN_CONFIG)
     if cfg.kind == "tcp":
-        try:
-            client = distributed.Client(cfg.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-        except (OSError, TimeoutError) as e:
-            raise UsageError(f"--cluster: cannot reach the Dask scheduler at {cfg.address} ({_reason(e)})") from None
-        except ValueError as e:
-            raise UsageError(f"--cluster: not a usable scheduler address {cfg.address!r} ({e})") from None
+        client = _connect(distributed, cfg.address)
         handle = ClusterHandle(cfg, client)
         try:
             _wait_for_workers(handle, WORKER_WAIT_S, status)

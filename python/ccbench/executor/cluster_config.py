@@ -160,7 +160,9 @@ def parse_spec(spec: str, where: str) -> dict[str, Any]:
     allowed = "local, local:N, tcp://HOST:PORT, slurm, pbs or sge"
     if not isinstance(s, str) or not s:
         raise UsageError(f"{where}: unknown cluster kind (got {spec!r}; allowed: {allowed})")
-    if s.startswith("tcp://") or s.startswith("tls://"):
+    if s.startswith("tls://"):  # Dask's TLS needs certificates (a Security object) ccbench does not take
+        raise UsageError(f"{where}: tls:// schedulers are not supported (got {spec!r}; expected tcp://HOST:PORT)")
+    if s.startswith("tcp://"):
         host = s.split("://", 1)[1]
         m = re.match(r"^(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$", host)
         if not m or not (0 < int(m.group(2)) < 65536):
