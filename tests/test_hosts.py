@@ -61,8 +61,21 @@ def test_remote_commands_are_quoted_argument_lists():
     argv = c.command_argv(["sh", "-c", 'echo "$1"', "sh", "a b; rm -rf /"])
     # the destination follows "--" (never an option); the remote command is one shlex-quoted string
     assert argv[-3:] == ["--", "10.0.0.1", "sh -c 'echo \"$1\"' sh 'a b; rm -rf /'"]
-    assert "StrictHostKeyChecking=yes" in argv and "BatchMode=yes" in argv and "UserKnownHostsFile=/tmp/kh" in argv
+    assert "StrictHostKeyChecking=yes" in argv and "BatchMode=yes" in argv and 'UserKnownHostsFile="/tmp/kh"' in argv
     assert "StrictHostKeyChecking=accept-new" in Connection(inv.senders[0], accept_new=True).command_argv(["true"])
+
+
+def test_key_file_paths_reach_ssh_as_one_value_without_tokens():
+    """ssh splits an -o value at spaces (UserKnownHostsFile takes several
+    files) and expands %-tokens in it and in -i: a path with either must
+    reach ssh as itself. Double quotes, which ssh's values cannot hold, are
+    refused in the inventory."""
+    inv = parse(_table(known_hosts="/k/known hosts %d", identity="/k/id %h"), source="i")
+    argv = Connection(inv.senders[0]).command_argv(["true"])
+    assert 'UserKnownHostsFile="/k/known hosts %%d"' in argv
+    assert argv[argv.index("-i") + 1] == "/k/id %%h"
+    with pytest.raises(StudyError, match="without double quotes"):
+        parse(_table(known_hosts='/k/"kh'), source="i")
 
 
 def test_a_manifest_from_the_host_is_checked_before_it_is_undone():

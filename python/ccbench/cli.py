@@ -27,6 +27,7 @@ import argparse
 import csv
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -282,7 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         done = summary.skipped + summary.ok + summary.suspect
         err_c.print(
             f"interrupted: {done} of {summary.total} runs are finished and saved in {out}; "
-            f"resume with: {' '.join(resume)}",
+            f"resume with: {shlex.join(resume)}",  # quoted: a path may hold spaces or $(...)
             soft_wrap=True,
         )
         return 128 + summary.signal if summary.signal else EXIT_INTERRUPTED

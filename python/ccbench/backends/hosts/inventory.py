@@ -149,8 +149,8 @@ def parse(table: dict, *, source: str = "[hosts]", n_senders: Optional[int] = No
         raise err("connect_timeout", "not a number of seconds", timeout, "a whole number from 1 to 300")
 
     def path(where: str, v: Any) -> str:
-        if not isinstance(v, str) or not v or "\n" in v:
-            raise err(where, "not a file path", v, "a path such as '~/.ssh/id_ed25519'")
+        if not isinstance(v, str) or not v or "\n" in v or '"' in v:
+            raise err(where, "not a file path", v, "a path such as '~/.ssh/id_ed25519', without double quotes")
         p = Path(os.path.expanduser(v))
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p

@@ -28,12 +28,9 @@ processes then see the end of their stdin and stop.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -55,12 +52,24 @@ class SshError(RuntimeError):
         self.kind = kind  # "hostkey" | "auth" | "unreachable" | "lost" | "command"
 
 
-def _pdeathsig() -> None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+def _dying_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` run so that it gets SIGTERM when the thread that started it
+    ends (PR_SET_PDEATHSIG, set by util-linux's setpriv before it execs the
+    command): an ssh never outlives ccbench. Each runs in a session of its
+    own (the callers): a terminal's Ctrl-C reaches ccbench only, which stops
+    them itself, so a second Ctrl-C cannot kill its cleanup's ssh commands
+    half-way. Not a ``preexec_fn``: Python
+    code between fork and exec can deadlock while other threads run (a Ctrl-C
+    left `ccbench run` hung for good while its cleanup threads started ssh)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
+
+
+def _option_path(path: str) -> str:
+    """A file path as one value of an ssh ``-o`` option: ssh splits a value
+    at spaces (UserKnownHostsFile takes several files) unless it is quoted,
+    and expands %-tokens in it (the inventory refuses double quotes)."""
+    return '"' + path.replace("%", "%%") + '"'
 
 
 def classify(host: Host, stderr: str, accept_new: bool) -> SshError:
@@ -74,7 +83,8 @@ def classify(host: Host, stderr: str, accept_new: bool) -> SshError:
             return SshError(host, f"its host key does not match the one in {kh} (changed key: check the machine, "
                                   "then replace the entry)", "hostkey")
         return SshError(host, f"its host key is not in {kh}: check its fingerprint and add it "
-                              f"(ssh-keyscan -p {host.port} {host.ssh_host} >> {kh}), or set "
+                              f"({shlex.join(['ssh-keyscan', '-p', str(host.port), host.ssh_host])} >> "
+                              f"{shlex.quote(kh)}), or set "
                               "accept_new_host_keys = true in the inventory", "hostkey")
     if "permission denied" in low or "too many authentication failures" in low:
         who = host.user or "the login user"
@@ -116,7 +126,7 @@ class Connection:
         argv = ["ssh", "-F", h.ssh_config or "none", "-T",
                 "-o", "BatchMode=yes",
                 "-o", f"StrictHostKeyChecking={'accept-new' if self.accept_new else 'yes'}",
-                "-o", f"UserKnownHostsFile={h.known_hosts}",
+                "-o", f"UserKnownHostsFile={_option_path(h.known_hosts)}",
                 "-o", "GlobalKnownHostsFile=/dev/null",
                 "-o", "UpdateHostKeys=no",
                 "-o", "PasswordAuthentication=no",
@@ -128,7 +138,7 @@ class Connection:
                 "-o", f"ControlPath={self._control()}",
                 "-p", str(h.port)]
         if h.identity:
-            argv += ["-i", h.identity, "-o", "IdentitiesOnly=yes"]
+            argv += ["-i", h.identity.replace("%", "%%"), "-o", "IdentitiesOnly=yes"]  # -i expands %-tokens
         if h.user:
             argv += ["-l", h.user]
         return argv
@@ -159,8 +169,8 @@ class Connection:
         argv = self.base_argv() + ["-o", "ControlMaster=yes", "-N", "--", self.host.ssh_host]
         self._errf = tempfile.TemporaryFile()
         self._ready = False
-        self._master = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=self._errf, preexec_fn=_pdeathsig)
+        self._master = subprocess.Popen(_dying_with_parent(argv), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=self._errf, start_new_session=True)
         self._deadline = time.monotonic() + self.connect_timeout_s + 5
 
     def wait_open(self) -> None:
@@ -207,8 +217,9 @@ class Connection:
         """Run a command on the host; its output as text (``raw``: stdout as bytes)."""
         self.open()
         try:
-            p = subprocess.run(self.command_argv(argv, sudo=sudo), input=input if input is not None else b"",
-                               capture_output=True, timeout=timeout, preexec_fn=_pdeathsig)
+            p = subprocess.run(_dying_with_parent(self.command_argv(argv, sudo=sudo)),
+                               input=input if input is not None else b"", capture_output=True, timeout=timeout,
+                               start_new_session=True)
         except subprocess.TimeoutExpired:
             raise SshError(self.host, f"`{shlex.join(argv)}` did not finish within {timeout:.0f} s", "lost") from None
         out = subprocess.CompletedProcess(p.args, p.returncode, p.stdout if raw else p.stdout.decode(errors="replace"),
@@ -225,8 +236,8 @@ class Connection:
     def popen(self, argv: list[str], *, stdout=subprocess.PIPE, stderr=None) -> subprocess.Popen:
         """A long-running remote command; its stdin is a pipe (closing it = the end of the remote stdin)."""
         self.open()
-        return subprocess.Popen(self.command_argv(argv), stdin=subprocess.PIPE, stdout=stdout, stderr=stderr,
-                                preexec_fn=_pdeathsig)
+        return subprocess.Popen(_dying_with_parent(self.command_argv(argv)), stdin=subprocess.PIPE, stdout=stdout,
+                                stderr=stderr, start_new_session=True)
 
 
 def open_all(conns: list["Connection"]) -> None:
