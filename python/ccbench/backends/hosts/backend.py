@@ -588,7 +588,10 @@ class _Run:
         for f in (f for f in cfg["flows"] if f.get("tool") == "iperf3"):
             port = iperf3.BASE_PORT + int(f["id"])
             name = f"iperf3-{f['id']}"
-            self.start(name + "-server", "d", [d.load_bin, "spawn", "--pidfile", f"{d.dir}/{name}-server.pid", "--",
+            # Its JSON into a file there: through ssh into a pipe read only after
+            # the run, a 30 s run's 136 KB filled the pipe and held ssh open.
+            self.start(name + "-server", "d", [d.load_bin, "spawn", "--pidfile", f"{d.dir}/{name}-server.pid",
+                                               "--stdout", f"{d.dir}/{name}-server.json", "--",
                                                *iperf3.server_argv(port, interval)], None)
         for f in (f for f in cfg["flows"] if f.get("tool") == "iperf3"):
             port = iperf3.BASE_PORT + int(f["id"])
