@@ -333,6 +333,11 @@ def test_preflight_refuses_before_any_run(bed, tmp_path):
     text = bed.inventory().replace("[hosts.receiver]\n", f'[hosts.receiver]\nidentity = "{tmp_path / "other_key"}"\n')
     err = _refused(bed, tmp_path, text, study)
     assert f"host receiver (root@{bed.mgmt['d']}:22): refused the key" in err, err
+    # a CPU the host does not have: refused before any run, not a failed run each
+    n_cpus = len(os.sched_getaffinity(0))
+    text = bed.inventory().replace("cpus = [0]", f"cpus = [{n_cpus + 3}]", 1)  # sender 0's
+    err = _refused(bed, tmp_path, text, study)
+    assert f"host sender 0 (root@{bed.mgmt['s0']}:22): has no CPU {n_cpus + 3} that ccbench may use (its cpus" in err, err
     # a congestion control the hosts' kernel does not have
     vegas = tmp_path / "vegas.toml"
     vegas.write_text(study.read_text().replace('"flows.0.cca" = ["cubic"]', '"flows.0.cca" = ["vegas"]'))

@@ -39,6 +39,7 @@ command -v tc >/dev/null 2>&1 && echo tc=1
 command -v iperf3 >/dev/null 2>&1 && echo "iperf3=$(iperf3 --version 2>/dev/null | head -n 1)"
 [ -c /dev/net/tun ] && echo tun=1
 echo "ip_forward=$(cat /proc/sys/net/ipv4/ip_forward 2>/dev/null)"
+echo "cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status 2>/dev/null)"
 echo "ccas=$(cat /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null)"
 echo "modules=$(ls /lib/modules/$r/kernel/net/ipv4 /lib/modules/$r/kernel/net/sched 2>/dev/null | tr '\n' ' ')"
 echo "builtin=$(sed 's#.*/##' /lib/modules/$r/modules.builtin 2>/dev/null | grep -E '^(tcp|sch)_' | tr '\n' ' ')"
@@ -69,6 +70,18 @@ def gather(conn: Connection, ifaces: list[str]) -> dict[str, str]:
         if eq:
             facts[k] = v.strip()
     return facts
+
+
+def cpu_list(text: str) -> set[int]:
+    """A kernel CPU list such as ``0-3,6`` as numbers (empty when unreadable)."""
+    out: set[int] = set()
+    try:
+        for part in text.split(","):
+            a, _, b = part.strip().partition("-")
+            out.update(range(int(a), int(b or a) + 1))
+    except ValueError:
+        return set()
+    return out
 
 
 def names(raw: dict[str, str], prefix: str) -> set[str]:
@@ -139,6 +152,14 @@ def check_host(conn: Connection, inv: Inventory, *, ccas: set[str], mtu_needed: 
         return facts, problems
     release = raw.get("release", "?")
     facts["kernel"] = release
+    allowed = cpu_list(raw.get("cpus", ""))
+    if allowed:
+        wanted = [("cpus", c) for c in h.cpus] + (
+            [("emu_cpu", h.emu_cpu)] if h.role == "f" and isinstance(h.emu_cpu, int) else [])
+        for field, c in wanted:
+            if c not in allowed:
+                bad(f"has no CPU {c} that ccbench may use (its {field}; allowed: {raw['cpus']}): fix {field} "
+                    "in the inventory")
     if raw.get("machine") != "x86_64":
         bad(f"its CPU is {raw.get('machine')}: ccbench's binaries are built for x86_64 only")
     for tool, why in (("sha256sum", "checks the binaries it copies"), ("tar", "copies files with it")):
