@@ -120,9 +120,10 @@ def ccbench_cmd(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def ccbench_popen(*args: str) -> subprocess.Popen:
+    """ccbench in a process group of its own, as a terminal's foreground job."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen([sys.executable, "-m", "ccbench", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
 
 
 def quickstart(tmp: Path, duration: str = "10s", ccas: str = '"cubic"', reps: int = 1) -> Path:
@@ -434,14 +435,21 @@ def test_tc_bottleneck_sets_the_rate_and_is_removed(bed, tmp_path):
     assert 0.85 * ceiling <= flows[0]["goodput_bps"] <= 1.01 * ceiling
 
 
-def test_ctrl_c_mid_run_leaves_nothing(bed, tmp_path):
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_mid_run_leaves_nothing(bed, tmp_path, presses):
+    """Ctrl-C as a terminal sends it, to the whole foreground process group,
+    once or twice 0.3 s apart: a second press once killed the cleanup's own
+    ssh commands (they were in ccbench's group) and left everything on
+    every host."""
     study = quickstart(tmp_path, duration="8s")
     inv = bed.write_inventory(bottleneck="emu")
     p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "i"))
     try:
         wait_for_processes(bed, "s0")
         time.sleep(1)
-        p.send_signal(signal.SIGINT)
+        for i in range(presses):
+            time.sleep(0.3 * i)
+            os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
