@@ -112,8 +112,8 @@ def doctor_cleanup(console, inventory: str) -> int:
                        "(/tmp/ccbh-*)")
     logs = stale_log_dirs()
     if logs:
-        removed.append(f"this machine: removed {len(logs)} killed run{'s' if len(logs) != 1 else ''}' log "
-                       f"director{'ies' if len(logs) != 1 else 'y'} ({LOG_DIR_PREFIX}*)")
+        whose = "run's log directory" if len(logs) == 1 else "runs' log directories"
+        removed.append(f"this machine: removed {len(logs)} killed {whose} ({LOG_DIR_PREFIX}*)")
     if not removed and not problems:
         console.print("nothing left behind by ccbench runs on the inventory's hosts")
     for line in removed + alive:
