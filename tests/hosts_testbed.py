@@ -54,6 +54,12 @@ class Testbed:
         self.sshd: dict[str, subprocess.Popen] = {}
         self.key = self.tmp / "client_key"
         self.known_hosts = self.tmp / "known_hosts"
+        # The senders' cgroups live in this machine's one cgroup tree: those
+        # there before the testbed (another testbed's, killed) are not its.
+        self.cgroups_before = set(self._cgroups())
+        if self.cgroups_before:
+            print(f"testbed: cgroups of an earlier testbed, not counted as this one's leftovers: "
+                  f"{sorted(self.cgroups_before)}")
 
     # -- building
 
@@ -158,6 +164,13 @@ class Testbed:
 
     # -- what must not be left
 
+    @staticmethod
+    def _cgroups() -> list[Path]:
+        from ccbench.backends.linux import cgroups
+
+        base = cgroups.root()  # the senders' cgroups (remote.py): one cgroup tree on this machine
+        return [] if base is None else [p for p in base.iterdir() if p.name.startswith("ccbh") and p.is_dir()]
+
     def leftovers(self) -> list[str]:
         out = []
         wd = Path(self.workdir)
@@ -175,11 +188,7 @@ class Testbed:
                 if "sshd" in exe or int(pid) in sshd:
                     continue
                 out.append(f"process in {r}: {pid} {cmd}")
-        from ccbench.backends.linux import cgroups
-
-        base = cgroups.root()  # the senders' cgroups (remote.py): one cgroup tree on this machine
-        if base is not None:
-            out += [f"cgroup {p}" for p in base.iterdir() if p.name.startswith("ccbh") and p.is_dir()]
+        out += [f"cgroup {p}" for p in self._cgroups() if p not in self.cgroups_before]
         links = sh("ip", "-n", self.ns["f"], "-o", "link", "show", check=False).stdout
         out += [f"link in f: {x.split(':')[1].strip()}" for x in links.splitlines() if "ccb" in x]
         rules = sh("ip", "-n", self.ns["f"], "rule", "show", check=False).stdout
