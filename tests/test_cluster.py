@@ -126,10 +126,11 @@ def assert_same_as_serial(out: Path, serial: Path) -> None:
     assert_tables_equal(out, serial)
 
 
-def ccbench_proc(*args: str) -> subprocess.Popen:
+def ccbench_proc(*args: str, env: dict | None = None, cwd=None) -> subprocess.Popen:
+    """`ccbench run ARGS` (in ``env``, default this process's) with its output piped."""
     return subprocess.Popen([sys.executable, "-m", "ccbench", "run", *args],
-                            env={**os.environ, "PYTHONPATH": PYTHONPATH}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            env={**(os.environ if env is None else env), "PYTHONPATH": PYTHONPATH},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
 
 
 def read_until(proc: subprocess.Popen, pattern: str, timeout: float = 120) -> list[str]:

@@ -20,7 +20,7 @@ from ccbench.spec import load_study
 
 from dask_test_cluster import PYTHONPATH
 from slurm_test_cluster import SlurmUnavailable, slurm_cluster
-from test_cluster import SWEEP, assert_tables_equal, read_until, run_counts
+from test_cluster import SWEEP, assert_tables_equal, ccbench_proc, read_until, run_counts
 
 SMALL = SWEEP.replace('"topology.bottleneck.loss" = ["0%", "0.5%", "1%"]', '"topology.bottleneck.loss" = ["0%", "1%"]')
 
@@ -77,10 +77,9 @@ def test_ctrl_c_ends_a_slurm_sweep_with_130_and_leaves_no_job(slurm, tmp_path):
     study = tmp_path / "small.toml"
     study.write_text(SMALL)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "ccbench", "run", str(study), "--out", str(out), "--cluster", "slurm",
-                             "--cores", "2", "--memory", "1GB", "--walltime", "00:10:00", "--queue", "debug"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**slurm, "PYTHONPATH": PYTHONPATH, "CCBENCH_CLUSTER_CONFIG": os.devnull})
+    proc = ccbench_proc(str(study), "--out", str(out), "--cluster", "slurm", "--cores", "2", "--memory", "1GB",
+                        "--walltime", "00:10:00", "--queue", "debug",
+                        env={**slurm, "CCBENCH_CLUSTER_CONFIG": os.devnull}, cwd=tmp_path)
     try:
         read_until(proc, r"^\[1/8\]")
         proc.send_signal(signal.SIGINT)

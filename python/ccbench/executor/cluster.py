@@ -345,7 +345,7 @@ def _connect(distributed: Any, address: str) -> Any:
     def connect() -> None:
         try:
             box["client"] = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
+        except Exception as e:  # noqa: BLE001 - handed to the caller
             box["error"] = e
 
     t = threading.Thread(target=connect, name="ccbench-connect", daemon=True)
@@ -359,10 +359,8 @@ def _connect(distributed: Any, address: str) -> Any:
         raise UsageError(f"--cluster: not a usable scheduler address {address!r} ({e})") from None
     if isinstance(e, (OSError, TimeoutError)):
         raise UsageError(f"--cluster: cannot reach the Dask scheduler at {address} ({_reason(e)})") from None
-    if isinstance(e, Exception):
-        raise UsageError(f"--cluster: {address} did not answer as a Dask scheduler ({type(e).__name__})") from None
     if e is not None:
-        raise e
+        raise UsageError(f"--cluster: {address} did not answer as a Dask scheduler ({type(e).__name__})") from None
     return box["client"]
 
 

@@ -28,6 +28,7 @@ processes then see the end of their stdin and stop.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -52,16 +53,21 @@ class SshError(RuntimeError):
         self.kind = kind  # "hostkey" | "auth" | "unreachable" | "lost" | "command"
 
 
+@functools.lru_cache(maxsize=None)
+def _setpriv() -> Optional[str]:
+    return shutil.which("setpriv")
+
+
 def _dying_with_parent(argv: list[str]) -> list[str]:
     """``argv`` run so that it gets SIGTERM when the thread that started it
     ends (PR_SET_PDEATHSIG, set by util-linux's setpriv before it execs the
-    command): an ssh never outlives ccbench. Each runs in a session of its
-    own (the callers): a terminal's Ctrl-C reaches ccbench only, which stops
-    them itself, so a second Ctrl-C cannot kill its cleanup's ssh commands
-    half-way. Not a ``preexec_fn``: Python
-    code between fork and exec can deadlock while other threads run (a Ctrl-C
-    left `ccbench run` hung for good while its cleanup threads started ssh)."""
-    setpriv = shutil.which("setpriv")
+    command): an ssh never outlives ccbench. Not a ``preexec_fn``: Python
+    code between fork and exec can deadlock while other threads run (a
+    Ctrl-C left `ccbench run` hung for good while its cleanup threads
+    started ssh). Each ssh also runs in a session of its own (the callers):
+    a terminal's Ctrl-C reaches ccbench only, which stops them itself, so a
+    second Ctrl-C cannot kill its cleanup's ssh commands half-way."""
+    setpriv = _setpriv()
     return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
 
 

@@ -210,6 +210,11 @@ def signals_held() -> Iterator[list[int]]:
 # ---------------------------------------------------------------- one run
 
 
+def bpf_ccas(cfg: dict) -> list[str]:
+    """The run's distinct ``bpf:`` CCAs, in the order they are registered (``_b0``, ``_b1``...)."""
+    return sorted({f["cca"] for f in cfg["flows"] if f["cca"].startswith("bpf:")})
+
+
 class _Run:
     def __init__(self, cfg: dict):
         self.cfg = cfg
@@ -249,7 +254,7 @@ class _Run:
         self.dir.mkdir(mode=0o700)
         cleanup.write_owner(self.dir)
         netns.build(self.topo, self.cfg["tcp"])
-        for i, cca in enumerate(sorted({f["cca"] for f in self.cfg["flows"] if f["cca"].startswith("bpf:")})):
+        for i, cca in enumerate(bpf_ccas(self.cfg)):
             try:
                 reg = bpf_cca.register(cca, self.token, i, self.dir)
             except bpf_cca.BpfLoadError as e:
@@ -288,7 +293,7 @@ class _Run:
                 problem = bpf_cca.unregister(reg)
                 if problem:
                     problems.append(problem)
-            n_bpf = len({f["cca"] for f in self.cfg["flows"] if f["cca"].startswith("bpf:")})
+            n_bpf = len(bpf_ccas(self.cfg))
             if n_bpf:  # one registered as an interruption arrived, before it was recorded
                 problems += bpf_cca.unregister_names(bpf_cca.run_names(self.token, n_bpf))
             if self.watch is not None:

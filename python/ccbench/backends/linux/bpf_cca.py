@@ -168,9 +168,7 @@ def register(obj_cca: str, token: str, index: int, run_dir: Path) -> Registratio
 def _register(obj_cca: str, obj: str, name: str, copy: Path) -> Registration:
     p = _run("struct_ops", "register", str(copy))
     m = _REGISTERED_RE.search(p.stdout + p.stderr)
-    if p.returncode != 0 or m is None:
-        if m is not None:  # registered, then something failed: undo
-            _run("struct_ops", "unregister", "id", m.group(2))
+    if p.returncode != 0 or m is None:  # anything it registered is undone by register()
         src = Path(obj).name
         raise BpfLoadError(f"the kernel refused the BPF congestion control {src}:\n"
                            + verifier_excerpt(p.stderr or p.stdout))

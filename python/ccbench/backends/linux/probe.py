@@ -162,10 +162,13 @@ def probe() -> list[Check]:
                         ip3 or "not installed: flows with tool = 'iperf3' need it (apt-get install iperf3)"))
     if root:
         left = [r for r in cleanup.find() if not r.empty()]
-        what = [f"{len(left)} killed run{'s' if len(left) != 1 else ''} left " + "; ".join(r.describe() for r in left)]
+        what = []
+        if left:
+            what.append(f"{len(left)} killed run{'s' if len(left) != 1 else ''} left "
+                        + "; ".join(r.describe() for r in left))
         bpf_left = leftover_names() if bpf_available() is None else []
         if bpf_left:
             what.append(f"BPF congestion controls still registered: {', '.join(bpf_left)}")
-        checks.append(Check("leftovers", not left and not bpf_left, "none" if not left and not bpf_left else
-                            "; ".join(what[0 if left else 1:]) + ": run `ccbench doctor --cleanup`"))
+        checks.append(Check("leftovers", not what,
+                            "; ".join(what) + ": run `ccbench doctor --cleanup`" if what else "none"))
     return checks
