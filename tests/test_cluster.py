@@ -582,3 +582,39 @@ def test_ctrl_c_stops_linux_runs_on_a_local_cluster_and_leaves_nothing(tmp_path)
     assert stopped < 25, f"took {stopped:.0f} s to stop (a 30 s run was not interrupted)"
     left = [r for r in cleanup.find(include_live=True) if r.token in tokens and not r.empty()]
     assert not left, [r.describe() for r in left]
+
+
+def test_a_worker_killed_in_a_linux_run_leaves_nothing(tmp_path):
+    """SIGKILL to the LocalCluster worker in a linux run: its emulator and
+    load processes keep going and its namespaces stay, until the next linux
+    run on the host clears them before it starts (and says so); the lost
+    run is retried and every run is stored once."""
+    from ccbench.backends.linux import cleanup
+
+    need_linux()
+    p = tmp_path / "linux.toml"
+    p.write_text(LINUX.replace('duration = "2s"', 'duration = "8s"'))
+    out = tmp_path / "out"
+    proc = ccbench_proc(str(p), "--backend", "linux", "--out", str(out), "--cluster", "local:2")
+    try:
+        t0 = time.monotonic()
+        while True:
+            runs = [r for r in cleanup.find(include_live=True)
+                    if r.owner and proc.pid in ancestors(r.owner) and r.dir and (r.dir / "emu.stats.jsonl").exists()]
+            if runs:
+                break
+            assert proc.poll() is None and time.monotonic() - t0 < 150, "no linux run started"
+            time.sleep(0.2)
+        (dead,) = runs
+        os.kill(dead.owner, signal.SIGKILL)
+        stdout, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err + stdout
+    assert run_counts(out) == {"ok": 2}
+    assert re.search(r"^retrying \w+ .*: the worker running it died", stdout, re.M), stdout
+    assert re.search(rf"^\S+: removed run ccb{dead.token}: .*namespace", stdout, re.M), stdout
+    left = [r for r in cleanup.find(include_live=True) if r.token == dead.token and not r.empty()]
+    assert not left, [r.describe() for r in left]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -426,6 +427,25 @@ def test_sigkilled_runner_then_doctor_cleanup(root, tmp_path):
     assert main(["doctor", "--cleanup"]) == 0  # ...which doctor --cleanup removes
     assert_nothing_left()
     assert all(cleanup._zombie(pid) for pid in left.pids)  # gone (or dead, waiting to be reaped)
+
+
+def test_a_run_directory_without_its_owner_yet_is_a_run_opening_not_a_leftover(root):
+    """Cluster workers clear dead runs' leftovers while other runs open: a
+    run directory made a moment ago, before its owner.json, is left alone;
+    an old one without an owner is a leftover."""
+    cleanup.RUN_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
+    token = "%08x" % (os.getpid() * 7919 % 2**32)
+    d = cleanup.run_dir(token)
+    d.mkdir(mode=0o700)
+    try:
+        assert token not in {r.token for r in cleanup.find()}
+        old = time.time() - cleanup.STARTING_S - 1
+        os.utime(d, (old, old))
+        assert token in {r.token for r in cleanup.find()}
+        removed, problems = cleanup.cleanup()
+        assert token in {r.token for r in removed} and not problems and not d.exists()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.parametrize("sig,jobs,code", [(signal.SIGINT, 1, 130), (signal.SIGTERM, 1, 143), (signal.SIGINT, 2, 130)])

@@ -549,22 +549,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _doctor_cleanup(c: Console) -> int:
     from ccbench.backends.linux import cleanup
+    from ccbench.backends.linux.backend import remove_dead_runs
 
     if os.geteuid() != 0:
         raise UsageError("doctor --cleanup needs root (it deletes network namespaces and stops processes): "
                          "run it as root, e.g. sudo ccbench doctor --cleanup")
     in_progress = [r for r in cleanup.find(include_live=True) if r.owner is not None]
-    removed, problems = cleanup.cleanup()
-    from ccbench.backends.linux import bpf_cca
-
-    bpf_removed, bpf_problems = bpf_cca.cleanup_leftovers() if bpf_cca.available() is None else ([], [])
-    problems += bpf_problems
-    for name in bpf_removed:
-        c.print(f"unregistered BPF congestion control {name}", soft_wrap=True)
-    if not removed and not bpf_removed:
+    removed, problems = remove_dead_runs()
+    for line in removed:
+        c.print(escape(line), soft_wrap=True)
+    if not removed:
         c.print("nothing left behind by ccbench runs")
-    for r in removed:
-        c.print(f"removed run ccb{r.token}: {escape(r.describe())}", soft_wrap=True)
     for r in in_progress:
         c.print(f"left alone run ccb{r.token}: in progress (pid {r.owner})", soft_wrap=True)
     if problems:

@@ -31,7 +31,10 @@ once per invocation whatever comes back late.
 Linux runs ask for the worker resource ``ccbench-linux=1`` (each worker
 offers one, so it runs one linux run at a time) and take a machine-wide lock
 (``/run/ccbench/linux-runs.lock``), so two workers on one host never run
-linux runs at the same time.
+linux runs at the same time. A worker killed in a linux run leaves its
+processes and namespaces: the host's next linux run removes them first, and
+after a sweep that lost one every worker clears its host
+(:func:`clear_dead_linux_runs`); each removal is reported.
 
 Ctrl-C: every worker is told to start no more runs of this sweep and to
 interrupt the linux runs it is in (they clean up as on a local Ctrl-C); runs
@@ -75,6 +78,7 @@ WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
 JOB_SIBLINGS_WAIT_S = 20.0
 STOP_TIMEOUT_S = 5.0  # how long telling the workers to stop may take
 LINUX_STOP_GRACE_S = 30.0  # how long interrupted linux runs may take to clean up
+CLEAR_TIMEOUT_S = 60.0  # how long the workers may take to clear what dead linux runs left
 
 
 # ---------------------------------------------------------------- results on the wire
@@ -164,19 +168,25 @@ def _set_async_exc(tid: int, exc: Any) -> None:
 
 
 def run_task(backend: Any, runspec: Any, expect: tuple, sweep: str, linux: bool) -> tuple:
-    """One run on a worker: ("done", wire outcome) | ("mismatch", identity) | ("interrupted", None)."""
+    """One run on a worker: (kind, payload, notes), kind "done" with the wire
+    outcome | "mismatch" with the worker's identity | "interrupted" with None;
+    notes: lines for the user (what dead runs left on the host, removed)."""
     me = _identity()
     if (me["version"], me["core"]) != tuple(expect):
-        return ("mismatch", me)
+        return ("mismatch", me, [])
     tid = threading.get_ident()
+    notes: list[str] = []
     try:
         with _RUNNING_LOCK:
             if sweep in _STOPPED:
-                return ("interrupted", None)
+                return ("interrupted", None, [])
             _RUNNING[tid] = (sweep, linux)
         try:
             if linux:
                 with machine_lock():
+                    # A worker killed in a linux run leaves its processes sending and
+                    # its namespaces behind: not next to this run's measurement.
+                    notes = [f"{_worker_host()}: {line}" for line in clear_dead_linux_runs()]
                     outcome = run_one(backend, runspec)
             else:
                 outcome = run_one(backend, runspec)
@@ -184,9 +194,33 @@ def run_task(backend: Any, runspec: Any, expect: tuple, sweep: str, linux: bool)
             with _RUNNING_LOCK:
                 _RUNNING.pop(tid, None)
                 _set_async_exc(tid, None)  # drop a stop that came too late to matter
-        return ("done", to_wire(outcome))
+        return ("done", to_wire(outcome), notes)
     except KeyboardInterrupt:
-        return ("interrupted", None)
+        return ("interrupted", None, notes)
+
+
+def _address_host(address: str) -> str:
+    """``tcp://10.0.0.5:8786`` → ``10.0.0.5``."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def _worker_host() -> str:
+    try:
+        from distributed import get_worker
+
+        return _address_host(get_worker().address)
+    except (ImportError, ValueError):  # not in a worker
+        return "this host"
+
+
+def clear_dead_linux_runs() -> list[str]:
+    """On a worker: remove what linux runs whose process died (a killed
+    worker's) left on this host; runs in progress are left alone. Returns a
+    line per thing removed and per problem."""
+    from ccbench.backends.linux.backend import remove_dead_runs
+
+    removed, problems = remove_dead_runs()
+    return removed + [f"could not clean up: {p}" for p in problems]
 
 
 def stop_sweep(sweep: str) -> int:
@@ -690,6 +724,7 @@ class ClusterRunner:
         self.done_q: _queue.Queue = _queue.Queue()
         self.pending: dict[str, tuple[Any, Any, int]] = {}  # key → (future, runspec, attempt)
         self.lost: dict[str, list[str]] = {}  # run id → why each attempt was lost
+        self.lost_hosts: set[str] = set()  # hosts where a worker died in a linux run
         self.committed: set[str] = set()
         self._status_at = 0.0
         self._threads = 1
@@ -755,6 +790,8 @@ class ClusterRunner:
                         except _queue.Empty:
                             fut = None
                 self._status(committer)
+            if self.lost_hosts:
+                self._clear_lost_hosts(committer)
         except KeyboardInterrupt:
             self._stop(committer)
             raise
@@ -793,8 +830,10 @@ class ClusterRunner:
             fut.add_done_callback(self.done_q.put)
             return
         if fut.status == "finished":
-            kind, payload = fut.result()
+            kind, payload, notes = fut.result()
             fut.release()
+            for line in notes:
+                self._note(committer, line)
             if kind == "done":
                 if rs.run_id not in self.committed:
                     self.committed.add(rs.run_id)
@@ -820,6 +859,8 @@ class ClusterRunner:
                 committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
                 return
             why = f"the worker running it died ({' '.join(str(exc).split()) or fut.status})"
+            if self.linux and exc is not None:
+                self.lost_hosts.add(_address_host(exc.last_worker.address))
         self.lost.setdefault(rs.run_id, []).append(why)
         if attempt < self.retries:
             report = getattr(committer.progress, "run_retried", None)
@@ -832,6 +873,38 @@ class ClusterRunner:
                 + "; ".join(self.lost[rs.run_id]) + ". Running the study again retries it.")
         self.committed.add(rs.run_id)
         committer.commit(rs, Outcome(rs.run_id, "failed", None, text, 0.0))
+
+    @staticmethod
+    def _note(committer: Any, line: str) -> None:
+        report = getattr(committer.progress, "note", None)
+        if report is not None:
+            report(line)
+
+    def _clear_lost_hosts(self, committer: Any) -> None:
+        """A worker that died in a linux run left its namespaces (and, until
+        they end, its processes) on its host. Each later linux run there
+        clears them first (run_task); at the end every worker clears its
+        host, and a host with no worker left is named."""
+        answers: dict = {}
+
+        def ask() -> None:
+            answers.update(self.client.run(clear_dead_linux_runs, on_error="return"))
+
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        t.join(CLEAR_TIMEOUT_S)
+        reached = set()
+        for address, lines in sorted(answers.items()):
+            host = _address_host(address)
+            if isinstance(lines, BaseException):
+                continue
+            if host not in reached:  # workers on one host clear the same things
+                reached.add(host)
+                for line in lines:
+                    self._note(committer, f"{host}: {line}")
+        for host in sorted(self.lost_hosts - reached):
+            self._note(committer, f"{host}: no worker answered there after its worker died in a linux run; "
+                                  "what that run left stays until `sudo ccbench doctor --cleanup` runs on it")
 
     def _stop(self, committer: Any) -> None:
         """Tell the workers to stop this sweep; keep what finishes within the grace period."""

@@ -64,6 +64,10 @@ class PlainProgress(Progress):
         """Dask executor: a run lost with its worker goes out again."""
         self.console.print(escape(f"retrying {_label(runspec)}: {why}"), highlight=False, soft_wrap=True)
 
+    def note(self, text: str) -> None:
+        """Dask executor: something the user should know that is not a run's outcome."""
+        self.console.print(escape(text), highlight=False, soft_wrap=True)
+
     def cluster_status(self, workers: int, inflight: int) -> None:
         """Dask executor: a line whenever the number of workers changes."""
         if workers != getattr(self, "_workers", None):
@@ -110,6 +114,9 @@ class BarProgress(Progress):
 
     def run_retried(self, runspec: Any, why: str) -> None:
         self.console.print(f"[yellow]retrying[/yellow] {escape(_label(runspec))}: {escape(why)}", highlight=False)
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[yellow]note[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
 
     def cluster_status(self, workers: int, inflight: int) -> None:
         """Dask executor: workers up and runs in flight, after the ETA."""

@@ -210,6 +210,19 @@ def signals_held() -> Iterator[list[int]]:
 # ---------------------------------------------------------------- one run
 
 
+def remove_dead_runs() -> tuple[list[str], list[str]]:
+    """Remove what linux runs whose process died left on this machine
+    (cleanup.py), their BPF CCAs included; runs in progress are left alone.
+    Returns (one line per thing removed, problems)."""
+    removed, problems = cleanup.cleanup()
+    lines = [f"removed run ccb{r.token}: {r.describe()}" for r in removed]
+    if bpf_cca.available() is None:
+        names, bpf_problems = bpf_cca.cleanup_leftovers()
+        lines += [f"unregistered BPF congestion control {n}" for n in names]
+        problems += bpf_problems
+    return lines, problems
+
+
 def bpf_ccas(cfg: dict) -> list[str]:
     """The run's distinct ``bpf:`` CCAs, in the order they are registered (``_b0``, ``_b1``...)."""
     return sorted({f["cca"] for f in cfg["flows"] if f["cca"].startswith("bpf:")})

@@ -36,6 +36,7 @@ from . import cgroups, netns, tcp_watch
 
 RUN_ROOT = Path("/run/ccbench")
 RUN_DIR_RE = re.compile(r"^ccb([0-9a-f]{8})$")
+STARTING_S = 60.0  # a run directory without an owner this young is a run opening
 CMDLINE_RE = re.compile(re.escape(str(RUN_ROOT)) + r"/ccb([0-9a-f]{8})(/|$)")
 
 
@@ -177,6 +178,8 @@ def find(include_live: bool = False) -> list[RunLeftovers]:
     out = []
     for token, r in sorted(runs.items()):
         r.owner = owner_pid(token)
+        if r.owner is None and not include_live and _starting(r):
+            continue
         if r.owner is not None:
             # The owner itself (or a worker that owns it) is not a leftover process.
             r.pids = [p for p in r.pids if p != r.owner]
@@ -184,6 +187,18 @@ def find(include_live: bool = False) -> list[RunLeftovers]:
                 continue
         out.append(r)
     return out
+
+
+def _starting(r: RunLeftovers) -> bool:
+    """A run directory made a moment ago whose owner is not written yet: a
+    run opening now (backend.py writes owner.json right after mkdir), not a
+    leftover, now that other processes (cluster workers) clean up too."""
+    if r.dir is None or (r.dir / "owner.json").exists():
+        return False
+    try:
+        return time.time() - r.dir.stat().st_mtime < STARTING_S
+    except OSError:
+        return False
 
 
 def kill(pids: list[int], timeout_s: float = 2.0) -> None:
