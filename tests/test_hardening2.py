@@ -211,6 +211,7 @@ def test_an_edited_study_is_refused_or_kept_apart_as_a_new_version(intact, tmp_p
     assert main(["run", "e.toml", "--out", "r"]) == 2
     msg = one_line(capsys.readouterr().err)
     assert "holds 3 runs of study 'quickstart' that this study file no longer makes" in msg, msg
+    assert "(it or a file it names changed since they ran: duration_ns)" in msg, msg  # what the edit changed
     assert "--new-version" in msg and "'quickstart v2'" in msg, msg
     with Store.open_existing("r") as s:
         assert s.study_names() == ["quickstart"] and len(s.finished_runs()) == 3  # nothing written

@@ -637,9 +637,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _error(message: str) -> int:
+def _error(message: str, detail: str | None = None) -> int:
     line = "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
     print(f"ccbench: error: {line}", file=sys.stderr)
+    for part in (detail or "").splitlines():  # another tool's own lines, kept as they are
+        print(f"    {part}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -673,7 +675,7 @@ def _main(argv: Sequence[str] | None) -> int:
                           "validate, doctor, repair; see ccbench --help)")
         return args.func(args)
     except (StudyError, UsageError) as e:
-        return _error(str(e))
+        return _error(e.message, e.detail)
     except BrokenPipeError:  # e.g. `ccbench ls | head`
         try:
             sys.stdout = open(os.devnull, "w")

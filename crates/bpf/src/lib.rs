@@ -240,7 +240,37 @@ pub fn struct_ops_fields(bytes: &[u8]) -> Result<(usize, String, usize), Error> 
     if s.kind != elf::SHT_PROGBITS || off + 16 > s.size || flags + 4 > s.size {
         return Err(Error::new("the struct_ops data is outside its section"));
     }
-    Ok((s.offset + off, elf::cstr(&bytes[..s.offset + off + 16], s.offset + off), s.offset + flags))
+    let name = elf::cstr(&bytes[..s.offset + off + 16], s.offset + off);
+    // The members that point at a program: a relocation at their offset.
+    let size = btf.size_of(ty) as u64;
+    let mut set = Vec::new();
+    for r in elf.rels_for(sec)? {
+        if r.offset >= var_off && r.offset < var_off + size {
+            if let Some(m) = members.iter().find(|m| m.bit_offset as u64 / 8 == r.offset - var_off) {
+                set.push(m.name.as_str());
+            }
+        }
+    }
+    check_required(&name, |m| set.contains(&m))?;
+    Ok((s.offset + off, name, s.offset + flags))
+}
+
+/// The kernel registers no tcp_congestion_ops without ssthresh, undo_cwnd
+/// and one of cong_avoid or cong_control (tcp_cong.c; it fails with EINVAL
+/// and no reason given): both backends refuse such an object up front.
+fn check_required(name: &str, has: impl Fn(&str) -> bool) -> Result<(), Error> {
+    let mut missing: Vec<&str> = ["ssthresh", "undo_cwnd"].into_iter().filter(|m| !has(m)).collect();
+    if !has("cong_avoid") && !has("cong_control") {
+        missing.push("cong_avoid or cong_control");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(format!(
+        "{name}: tcp_congestion_ops sets no {}; the kernel registers none without ssthresh, undo_cwnd, and \
+         cong_avoid or cong_control",
+        missing.join(", ")
+    )))
 }
 
 /// The struct_ops section, the offset of the tcp_congestion_ops variable in
@@ -429,14 +459,7 @@ impl Object {
         if name.is_empty() {
             return Err(Error::new("the tcp_congestion_ops has no name"));
         }
-        for (h, what) in [(Hook::Ssthresh, "ssthresh"), (Hook::UndoCwnd, "undo_cwnd")] {
-            if hooks[h as usize].is_none() {
-                return Err(Error::new(format!("{name}: tcp_congestion_ops.{what} is required (the kernel requires it)")));
-            }
-        }
-        if hooks[Hook::CongAvoid as usize].is_none() && hooks[Hook::CongControl as usize].is_none() {
-            return Err(Error::new(format!("{name}: tcp_congestion_ops needs cong_avoid or cong_control")));
-        }
+        check_required(&name, |m| Hook::from_member(m).is_some_and(|h| hooks[h as usize].is_some()))?;
         Ok(Object { name, flags, programs, hooks, data })
     }
 

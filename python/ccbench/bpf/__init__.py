@@ -23,12 +23,15 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from ccbench.errors import DetailedError
+
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
 PREFIX = "bpf:"
 
 
-class BpfError(Exception):
-    """A BPF CCA that cannot be used: compile failure, bad object, refusal."""
+class BpfError(DetailedError):
+    """A BPF CCA that cannot be used: compile failure, bad object, refusal
+    (``detail``: clang's diagnostics)."""
 
 
 def cache_dir() -> Path:
@@ -148,7 +151,7 @@ def compile_source(src: Path) -> Path:
     p = subprocess.run(args, capture_output=True, text=True)
     if p.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise BpfError(f"clang could not compile {src}:\n{_clean_clang(p.stderr, src)}")
+        raise BpfError(f"clang could not compile {src}", _clean_clang(p.stderr, src))
     os.replace(tmp, out)
     return out
 
@@ -177,13 +180,15 @@ def _object_for(spec: str, base: Optional[Path]) -> tuple[Path, Path, str]:
     data = src.read_bytes()
     sha = _sha(data)
     if src.suffix == ".c":
-        return src, compile_source(src), sha
-    if src.suffix == ".o":
+        out = compile_source(src)
+    elif src.suffix == ".o":
         out = cache_dir() / "obj" / f"{sha[:16]}.bpf.o"
         if not out.exists():
             _atomic_write(out, data)
-        return src, out, sha
-    raise BpfError(f"{src.name}: expected a .bpf.c source or a .bpf.o object")
+    else:
+        raise BpfError(f"{src.name}: expected a .bpf.c source or a .bpf.o object")
+    _SOURCES[out.name] = src
+    return src, out, sha
 
 
 def resolve_cca(spec: str, base: Optional[Path], backend: str) -> str:
@@ -208,6 +213,16 @@ def resolve_cca(spec: str, base: Optional[Path], backend: str) -> str:
         except ValueError as e:
             raise BpfError(str(e)) from None
     return PREFIX + obj.name
+
+
+_SOURCES: dict[str, Path] = {}  # a cached object's name → the file it was made from, in this process
+
+
+def source_of(cca: str) -> str:
+    """What to call a resolved ``bpf:NAME`` in a message: the file the
+    study named, when it was resolved in this process, else the object."""
+    name = Path(cca[len(PREFIX):]).name
+    return str(_SOURCES.get(name, name))
 
 
 def object_path(cca: str) -> Path:

@@ -305,7 +305,8 @@ def execute(
                 f"{out_dir} already holds {other} results of study '{study.name}'; "
                 f"write {backend_name} results to another directory (--out)"
             )
-        name = (versions.choose(store, study.name, backend_name, index, new_version, out_dir)
+        name = (versions.choose(store, study.name, backend_name, index, new_version, out_dir,
+                                [r.config for r in runs])
                 if versions_apart else study.name)
         summary.study = name
         store.record_study(name, getattr(study, "source_text", None), getattr(study, "path", None))

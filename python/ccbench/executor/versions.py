@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Sequence
 
 from ccbench.errors import UsageError
 
@@ -23,9 +23,47 @@ def versioned(name: str, version: int) -> str:
     return name if version == 1 else f"{name} v{version}"
 
 
-def choose(store, name: str, backend: str, run_ids: Iterable[str], new_version: bool, out_dir: Path) -> str:
+def _leaves(doc: Any, prefix: str = "") -> Iterable[tuple[str, str]]:
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _leaves(v, f"{prefix}.{i}")
+    else:
+        yield prefix, repr(doc)
+
+
+def changed_fields(old: Sequence[dict], new: Sequence[dict]) -> list[str]:
+    """The resolved-config fields whose values over the ``old`` runs are not
+    those over the ``new`` runs: what an edit changed, e.g. ``duration_s``
+    or, for a BPF source edited since, ``flows.0.cca (a BPF source changed)``."""
+    def values(configs: Sequence[dict]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for c in configs:
+            for k, v in _leaves(c):
+                out.setdefault(k, set()).add(v)
+        return out
+
+    a, b = values(old), values(new)
+    changed, derived = [], []
+    for k in sorted(set(a) | set(b), key=lambda k: (k.count("."), k)):
+        if a.get(k) != b.get(k):
+            bpf = all(v.startswith("'bpf:") for v in a.get(k, set()) | b.get(k, set()))
+            (derived if _DERIVED.fullmatch(k) else changed).append(f"{k} (a BPF source changed)" if bpf else k)
+    return changed or derived
+
+
+# Drawn from each run's configuration (spec.resolve.finish): they change with
+# any edit, so they are named only when nothing else changed (the study's seed).
+_DERIVED = re.compile(r"seed|flows\.\d+\.start_ns")
+
+
+def choose(store, name: str, backend: str, run_ids: Iterable[str], new_version: bool, out_dir: Path,
+           configs: Sequence[dict] = ()) -> str:
     """The study name to store this study's runs under (see the module's text).
-    Only runs from ``backend`` count: sim and linux runs of a study share a directory."""
+    Only runs from ``backend`` count: sim and linux runs of a study share a directory.
+    ``configs``: the runs' resolved configs, to say what an edit changed."""
     wanted = set(run_ids)
     pattern = re.compile(re.escape(name) + r"(?: v(\d+))?")
     versions: dict[int, str] = {}
@@ -44,10 +82,14 @@ def choose(store, name: str, backend: str, run_ids: Iterable[str], new_version: 
     stale = {v: len(stored[v] - wanted) for v in versions}
     if not new_version:
         v = max(versions)
+        old = [r.config for r in store.runs(versions[v], stored[v] - wanted, with_config=True) if r.config]
+        changed = changed_fields(old, configs) if old and configs else []
+        what = (f"it or a file it names changed since they ran: {', '.join(changed[:4])}"
+                + (f" and {len(changed) - 4} more" if len(changed) > 4 else "") if changed
+                else "it or a file it names changed since they ran")
         raise UsageError(
             f"{out_dir} holds {stale[v]} run{'s' if stale[v] != 1 else ''} of study '{versions[v]}' that this "
-            f"study file no longer makes "
-            f"(it was edited since they ran); give another directory with --out, or keep both with "
+            f"study file no longer makes ({what}); give another directory with --out, or keep both with "
             f"--new-version (the new runs become study '{versioned(name, max(versions) + 1)}')"
         )
     return versioned(name, max(versions) + 1)

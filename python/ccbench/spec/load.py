@@ -156,7 +156,7 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
         names = cases.case_names(raw_cases)
         parsed = {n: profiles.parse(n, t, base, names) for n, t in raw_profiles.items()}
     except FieldError as e:
-        raise StudyError(_fmt(filename, e.field or dotted(e.loc), e.problem, e.got, e.allowed)) from None
+        raise StudyError(_fmt(filename, e.field or dotted(e.loc), e.problem, e.got, e.allowed), e.detail) from None
     if profile is not None and profile not in parsed:
         raise StudyError(f"{filename}: --profile: the study has no profile '{profile}' "
                          f"(allowed: {', '.join(parsed) or 'none: it has no [profiles] tables'})")
@@ -255,7 +255,7 @@ def _variant(filename: str, base: dict, items: list, raw_cases: Any, case_pos: i
         for key, shown in renamed.items():
             if fieldname == f'sweep."{key}"':
                 fieldname = shown
-        raise StudyError(_fmt(filename, fieldname, e.problem, e.got, e.allowed)) from None
+        raise StudyError(_fmt(filename, fieldname, e.problem, e.got, e.allowed), e.detail) from None
     return _Variant(prof.name if prof is not None else None, base, axes, list(prof.overrides) if prof else [])
 
 
@@ -309,7 +309,7 @@ class _Expander:
             config, jitters, meta = resolver.resolve(model)
         except FieldError as e:
             doc = cases.apply_all(self.v.base, self.v.axes, combo)
-            raise StudyError(_field_message(self.filename, e, doc, self.where(combo))) from None
+            raise StudyError(_field_message(self.filename, e, doc, self.where(combo)), e.detail) from None
         basis_json = resolver.basis_json(config, jitters)
         config_id = resolve.hash_text(basis_json)
         first = self.first_of.setdefault(config_id, combo)

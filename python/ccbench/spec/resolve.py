@@ -413,7 +413,7 @@ def _flows(flows: list, st: Any, backend: str, base: Optional[Path], net: Option
                 try:
                     cca = bpf.resolve_cca(f.cca, base, backend)
                 except bpf.BpfError as e:
-                    raise FieldError(loc + ("cca",), str(e)) from None
+                    raise FieldError(loc + ("cca",), e.message, detail=e.detail) from None
         elif allowed_ccas is not None and f.cca not in allowed_ccas:
             problem = f"unknown congestion control for backend '{backend}'"
             if backend == "linux":

@@ -40,8 +40,10 @@ class FieldError(Exception):
         allowed: Optional[str] = None,
         related: tuple[str, ...] = (),
         field: Optional[str] = None,
+        detail: Optional[str] = None,
     ):
         super().__init__(problem)
+        self.detail = detail  # another tool's lines (errors.DetailedError)
         self.loc = tuple(loc)
         self.problem = problem
         self.got = got

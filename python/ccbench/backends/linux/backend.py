@@ -271,7 +271,7 @@ class _Run:
             try:
                 reg = bpf_cca.register(cca, self.token, i, self.dir)
             except bpf_cca.BpfLoadError as e:
-                raise UsageError(str(e)) from None
+                raise UsageError(e.message, e.detail) from None
             self.bpf.append(reg)
             self.cca_name[cca] = reg.name
         if self.bpf:
@@ -947,7 +947,7 @@ class LinuxBackend:
             try:
                 bpf_cca.verify(objs)
             except bpf_cca.BpfLoadError as e:
-                raise UsageError(str(e)) from None
+                raise UsageError(e.message, e.detail) from None
 
     def run(self, runspec: Any) -> RunResult:
         self.check()

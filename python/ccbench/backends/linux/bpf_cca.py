@@ -36,13 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ccbench.errors import DetailedError
+
 PIN_ROOT = Path("/sys/fs/bpf/ccbench")
 NAME_RE = re.compile(r"^ccb([0-9a-f]{8})_b\d+$")
 _REGISTERED_RE = re.compile(r"Registered \S+ (\S+) id (\d+)")
 
 
-class BpfLoadError(Exception):
-    """The kernel refused the program (verifier) or bpftool failed."""
+class BpfLoadError(DetailedError):
+    """The kernel refused the program (verifier) or bpftool failed
+    (``detail``: the end of the verifier's log)."""
 
 
 @dataclass
@@ -92,12 +95,14 @@ def tools_check() -> tuple[Optional[bool], str]:
     return True, "clang, libbpf-dev, bpftool and kernel BTF present: cca = 'bpf:FILE' works on sim and linux"
 
 
+_LOAD_FAILED_RE = re.compile(r"prog '(\w+)': BPF program load failed: (.*)")
+
+
 def verifier_excerpt(stderr: str, keep: int = 12) -> str:
-    """The relevant lines of libbpf's output: the program that failed, the
-    error and the end of the verifier log (where the rejection is explained)."""
+    """The relevant lines of libbpf's output: the end of the verifier log
+    (where the rejection is explained), else its last lines."""
     lines = stderr.splitlines()
-    out = [ln for ln in lines if "failed to load" in ln or "BPF program load failed" in ln
-           or ("libbpf:" in ln and "failed" in ln and "prog" in ln)][:2]
+    out: list[str] = []
     log: list[str] = []
     inside = False
     for ln in lines:
@@ -150,14 +155,14 @@ def _rename(obj: str, name: str, dest: Path) -> None:
 def register(obj_cca: str, token: str, index: int, run_dir: Path) -> Registration:
     """Register ``bpf:<object>`` for one run under its own name. Raises
     BpfLoadError (nothing left registered) when the kernel refuses it."""
-    from ccbench.bpf import object_path
+    from ccbench.bpf import object_path, source_of
 
     obj = str(object_path(obj_cca))
     name = f"ccb{token}_b{index}"  # the kernel allows [A-Za-z0-9_.] only
     copy = run_dir / f"{name}.bpf.o"
     _rename(obj, name, copy)
     try:
-        return _register(obj_cca, obj, name, copy)
+        return _register(obj_cca, obj, name, copy, source_of(obj_cca))
     except BaseException:
         # Ctrl-C while bpftool ran (Python then kills it) or before this
         # returned: whatever it registered under the name goes too.
@@ -165,13 +170,14 @@ def register(obj_cca: str, token: str, index: int, run_dir: Path) -> Registratio
         raise
 
 
-def _register(obj_cca: str, obj: str, name: str, copy: Path) -> Registration:
+def _register(obj_cca: str, obj: str, name: str, copy: Path, source: str) -> Registration:
     p = _run("struct_ops", "register", str(copy))
     m = _REGISTERED_RE.search(p.stdout + p.stderr)
     if p.returncode != 0 or m is None:  # anything it registered is undone by register()
-        src = Path(obj).name
-        raise BpfLoadError(f"the kernel refused the BPF congestion control {src}:\n"
-                           + verifier_excerpt(p.stderr or p.stdout))
+        out = p.stderr or p.stdout
+        failed = _LOAD_FAILED_RE.search(out)
+        why = f": program {failed.group(1)}: {failed.group(2).strip()}" if failed else ""
+        raise BpfLoadError(f"the kernel refused the BPF congestion control {source}{why}", verifier_excerpt(out))
     reg = Registration(obj_cca, name, int(m.group(2)), None)
     reg.needs_ecn = bool(_registered().get(name, {}).get("flags", 0) & 2)
     if _ensure_bpffs():
