@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -144,8 +145,26 @@ def test_compile_error_shows_clangs_message_and_exits_2(tools, tmp_path, capsys)
     assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "flows[0].cca" in err or "flows.0.cca" in err
-    assert "clang could not compile" in err and "error: expected ';'" in err
+    first, *diagnostics = err.splitlines()
+    assert "clang could not compile" in first and "bad.bpf.c" in first, err
+    # clang's diagnostics as clang printed them (the caret under the column), indented
+    assert diagnostics[0].endswith("bad.bpf.c:4:39: error: expected ';' after top level declarator"), err
+    assert diagnostics[2].strip() == "^" and diagnostics[2].startswith("    "), err
     assert not (tmp_path / "out").exists()
+
+
+def test_rerun_after_editing_only_the_bpf_source_says_so(tools, tmp_path, capsys):
+    src = tmp_path / "reno.bpf.c"
+    src.write_bytes((EXAMPLES / "reno.bpf.c").read_bytes())
+    st = tmp_path / "s.toml"
+    st.write_text('[study]\nname = "b"\nduration = "1s"\n[topology.bottleneck]\nrate = "10Mbit"\ndelay = "5ms"\n'
+                  '[[flows]]\ncca = "bpf:reno.bpf.c"\n')
+    assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 0
+    src.write_text(src.read_text() + "\n// edited\n")
+    capsys.readouterr()
+    assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "changed since they ran: flows.0.cca (a BPF source changed));" in err, err
 
 
 def test_missing_file_is_a_study_error(tools, tmp_path):
@@ -168,6 +187,38 @@ def test_sim_refuses_what_it_does_not_provide_in_one_line(tools, tmp_path, src, 
                     filename="s.toml", path=tmp_path / "s.toml")
     msg = str(e.value)
     assert "\n" not in msg and what in msg and "the simulator cannot run this CCA" in msg
+
+
+@pytest.mark.parametrize("backend", ["sim", "linux"])
+def test_an_ops_without_a_member_the_kernel_requires_is_refused_by_both_backends(tools, tmp_path, backend):
+    """Linux registers no tcp_congestion_ops without ssthresh (bpftool then
+    said only "Success"): both backends say which member is missing, before
+    anything runs."""
+    src = "no_ssthresh.bpf.c"
+    (tmp_path / src).write_bytes((DATA / src).read_bytes())
+    with pytest.raises(StudyError) as e:
+        parse_study(f'[study]\nname = "b"\n[topology.bottleneck]\nrate = "10Mbit"\ndelay = "5ms"\n[[flows]]\n'
+                    f'cca = "bpf:{src}"\n', filename="s.toml", path=tmp_path / "s.toml", backend=backend)
+    msg = str(e.value)
+    assert "\n" not in msg and "s.toml" in msg and "flows" in msg, msg
+    assert "no_ssthresh: tcp_congestion_ops sets no ssthresh;" in msg, msg
+
+
+def test_sim_program_fault_fails_the_run_with_one_line_not_a_panic(tools, tmp_path, capfd):
+    """A program that reads outside the socket (which Linux's verifier would
+    refuse, and the simulator has none): the run fails with the program,
+    its member and the simulated time; no Rust panic reaches the terminal."""
+    src = "faults_in_sim.bpf.c"
+    (tmp_path / src).write_bytes((DATA / src).read_bytes())
+    st = tmp_path / "s.toml"
+    st.write_text('[study]\nname = "b"\nduration = "5s"\n[topology.bottleneck]\nrate = "10Mbit"\ndelay = "5ms"\n'
+                  f'loss = "1%"\n[[flows]]\ncca = "bpf:{src}"\n')
+    capfd.readouterr()
+    assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 1
+    out, err = capfd.readouterr()
+    assert "panick" not in out + err and "RUST_BACKTRACE" not in out + err, out + err
+    assert re.search(r"failed [\d.]+ m?s: ValueError: the BPF CCA bpf:far: program far_ssthresh "
+                     r"\(tcp_congestion_ops\.ssthresh\) failed at \d+\.\d{6} s: ", out), out
 
 
 def test_sim_paces_a_program_that_asks_for_it_in_init(tools, tmp_path):
@@ -346,8 +397,11 @@ def test_linux_verifier_rejection_exits_2_with_the_log(linux, tmp_path, capsys):
                                               cca="bpf:wild.bpf.c")))
     assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "the kernel refused the BPF congestion control" in err
-    assert "wild_ssthresh" in err and "invalid variable offset" in err  # the verifier's own words
+    # the file the study named and the program on the first line; the verifier's own words below it
+    first, *log = err.splitlines()
+    assert first == (f"ccbench: error: the kernel refused the BPF congestion control {tmp_path / 'wild.bpf.c'}: "
+                     "program wild_ssthresh: Permission denied"), err
+    assert any("invalid variable offset" in ln and ln.startswith("    ") for ln in log), err
     assert not (tmp_path / "out").exists()
     assert not any(n.startswith("ccb") for n in _kernel_ccas())
 

@@ -234,6 +234,8 @@ struct World {
     pcap: Option<PcapTrace>,
     /// Set from another thread to end the run at its next sample (None: never).
     cancel: Option<Cancel>,
+    /// Why the run ended early, other than `cancel`: a CCA's fault.
+    fault: Option<String>,
     traced: u32,
     res: SimResult,
 }
@@ -258,7 +260,7 @@ pub fn simulate_cancellable(cfg: &RunConfig, cancel: Option<Cancel>) -> Result<S
     let mut w = World::build(cfg)?;
     w.cancel = cancel;
     if !w.run() {
-        return Err(INTERRUPTED.into());
+        return Err(w.fault.take().unwrap_or_else(|| INTERRUPTED.into()));
     }
     let pcap = w.pcap.take();
     let res = w.finish(cfg);
@@ -312,6 +314,7 @@ impl World {
             sample_interval: cfg.sample_interval_ns,
             pcap: None,
             cancel: None,
+            fault: None,
             traced: u32::MAX,
             res: SimResult::default(),
         };
@@ -437,8 +440,8 @@ impl World {
         self.events.push(at, ev);
     }
 
-    /// Every event up to the end; false if stopped by `cancel` (looked at
-    /// once per sample: nothing on the per-packet path).
+    /// Every event up to the end; false if stopped by `cancel` or a CCA's
+    /// fault (looked at once per sample: nothing on the per-packet path).
     fn run(&mut self) -> bool {
         while let Some((at, _, ev)) = self.events.pop() {
             if at > self.end {
@@ -455,7 +458,7 @@ impl World {
                 Ev::RpcNext(f) => self.issue_request(f as usize),
                 Ev::Sample => {
                     self.on_sample();
-                    if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                    if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) || self.cca_faulted() {
                         return false;
                     }
                 }
@@ -472,7 +475,14 @@ impl World {
             }
         }
         self.now = self.end;
-        true
+        !self.cca_faulted()
+    }
+
+    fn cca_faulted(&mut self) -> bool {
+        if self.fault.is_none() {
+            self.fault = self.conns.iter_mut().find_map(|c| c.sender.cca_fault());
+        }
+        self.fault.is_some()
     }
 
     /// Put what an endpoint produced on the wire and on the clock.

@@ -36,6 +36,11 @@ pub struct BpfCc {
     name: &'static str,
     /// app_limited as last written into the block (to detect the program's writes).
     app_limited_in: u32,
+    /// The first fault of a program (out-of-bounds access, too many
+    /// steps...): no program runs after it, and the world ends the run with
+    /// it at its next sample (`CongestionControl::fault`).
+    fault: Option<String>,
+    faulted: bool,
 }
 
 #[inline]
@@ -62,7 +67,7 @@ fn ca_state(s: CaState) -> u8 {
 impl BpfCc {
     pub fn open(path: &str, seed: u64) -> Result<BpfCc, String> {
         let (obj, name) = load(path)?;
-        Ok(BpfCc { vm: Vm::new(obj, seed), name, app_limited_in: 0 })
+        Ok(BpfCc { vm: Vm::new(obj, seed), name, app_limited_in: 0, fault: None, faulted: false })
     }
 
     fn export(&mut self, c: &Conn) {
@@ -123,20 +128,29 @@ impl BpfCc {
     }
 
     fn call(&mut self, c: &mut Conn, hook: Hook, args: &[u64]) -> Option<u64> {
-        if !self.vm.obj.has(hook) {
+        if self.faulted || !self.vm.obj.has(hook) {
             return None;
         }
         self.export(c);
-        let r = match self.vm.call(hook, args) {
-            Ok(r) => r,
+        match self.vm.call(hook, args) {
+            Ok(r) => {
+                self.import(c);
+                r
+            }
             Err(e) => {
+                // The connection keeps its state from before the call until the run ends.
                 let prog = self.vm.obj.hooks[hook as usize].map_or("?", |i| self.vm.obj.programs[i].name.as_str());
                 let prog = prog.strip_prefix("struct_ops/").unwrap_or(prog);
-                panic!("{}: {prog} (tcp_congestion_ops.{}): {e}", self.name, hook.member())
+                self.fault = Some(format!(
+                    "the BPF CCA {}: program {prog} (tcp_congestion_ops.{}) failed at {:.6} s: {e}",
+                    self.name,
+                    hook.member(),
+                    c.now_ns as f64 / 1e9
+                ));
+                self.faulted = true;
+                None
             }
-        };
-        self.import(c);
-        r
+        }
     }
 
     /// Instructions the VM has executed (for the benchmark).
@@ -151,6 +165,10 @@ const ARG: u64 = (bpf::R_ARG) << 32;
 impl CongestionControl for BpfCc {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn fault(&mut self) -> Option<String> {
+        self.fault.take()
     }
 
     fn init(&mut self, c: &mut Conn) {

@@ -375,6 +375,12 @@ pub trait CongestionControl {
         2
     }
 
+    /// A fault that ends the run, taken once: a BPF program's (a hook has
+    /// no way to return an error; the world asks at every sample).
+    fn fault(&mut self) -> Option<String> {
+        None
+    }
+
     /// The CCA's own state for the `samples` table.
     fn report(&self, c: &Conn) -> CcaReport {
         CcaReport::window(c)
