@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -114,7 +115,8 @@ def bed(tmp_path_factory):
 
 
 def ccbench_cmd(*args: str, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.environ.get("PYTHONPATH", "")]))
+    """`ccbench ARGS`; ``env``: settings added to this process's environment."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.environ.get("PYTHONPATH", "")]), **kw.pop("env", {}))
     return subprocess.run([sys.executable, "-m", "ccbench", *args], capture_output=True, text=True, env=env,
                           timeout=kw.pop("timeout", 600), **kw)
 
@@ -387,6 +389,33 @@ def test_a_host_dying_fails_its_run_and_the_next_run_proceeds(bed, tmp_path):
     assert bed.leftovers() == []
 
 
+def test_a_host_still_down_at_the_end_is_named_for_doctor_cleanup(bed, tmp_path):
+    """The study's last run loses a host for good: its cleanup there fails,
+    is tried once more at the end, and what stays is named with the command
+    that removes it once the host is back."""
+    study = quickstart(tmp_path, duration="6s")
+    inv = bed.write_inventory(bottleneck="emu")
+    p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "k"))
+    try:
+        wait_for_processes(bed, "s1")
+        time.sleep(3)
+        bed.kill_host("s1")  # and it stays down
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        bed.start_sshd("s1")
+    assert p.returncode == 1, out + err  # the run failed
+    assert (f"could not clean up after 1 run on unreachable hosts; run `ccbench doctor --cleanup --inventory {inv}` "
+            "once they are back:") in err, err
+    assert re.search(rf"^  host sender 1 \(root@{re.escape(bed.mgmt['s1'])}:22\): .*\(run directory "
+                     rf"{re.escape(bed.workdir)}/\S+-s1\)$", err, re.M), err
+    assert bed.leftovers() != []  # its run directory on sender 1
+    r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert bed.leftovers() == []
+
+
 def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     study = quickstart(tmp_path, duration="8s")
     inv = bed.write_inventory(bottleneck="emu")
@@ -402,6 +431,11 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     assert bed.leftovers() != []  # the run directories, the TUN device, the rules, the sysctls
     killed = set(glob.glob(logs)) - others
     assert len(killed) == 1, killed  # and this machine's log directory of the run
+    left = bed.leftovers()
+    r = ccbench_cmd("doctor", "--inventory", str(inv), env={"COLUMNS": "400"})  # lists, removes nothing
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert r.stdout.count("1 run directory left by killed controllers") == 4, r.stdout  # each of the 4 hosts
+    assert bed.leftovers() == left
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "removed" in r.stdout
@@ -411,6 +445,8 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     assert bed.leftovers() == []
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert "nothing left behind" in r.stdout, r.stdout
+    r = ccbench_cmd("doctor", "--inventory", str(inv), env={"COLUMNS": "400"})
+    assert r.returncode == 0 and r.stdout.count("ready (root); nothing left behind") == 4, r.stdout + r.stderr
     assert glob.glob("/tmp/ccbh-*") == []  # nor the killed controller's ssh control sockets
     assert not any(os.path.exists(d) for d in killed)  # nor its log directory
 

@@ -260,6 +260,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                     soft_wrap=True)
         pause_before_retry(pause_s, attempt, lambda s: err_c.print(s, soft_wrap=True))
         summary = execute_unfinished()
+    left_on_hosts = backend.finish() if hasattr(backend, "finish") else []  # hosts: cleanups that failed
+    if left_on_hosts:
+        inv = f" --inventory {shlex.quote(str(args.inventory))}" if getattr(args, "inventory", None) else ""
+        err_c.print(f"could not clean up after {len(left_on_hosts)} run{'s' if len(left_on_hosts) != 1 else ''} "
+                    f"on unreachable hosts; run `ccbench doctor --cleanup{inv}` once they are back:", soft_wrap=True,
+                    highlight=False, markup=False)
+        for line in left_on_hosts:
+            err_c.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)
     if summary.interrupted:
         resume = ["ccbench", "run", str(args.study), "--out", str(out)]
         if args.backend:
@@ -521,6 +529,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return doctor_cleanup(c, args.inventory)
     if args.cleanup:
         return _doctor_cleanup(c)
+    if getattr(args, "inventory", None):
+        from ccbench.backends.hosts.cleanup import doctor_report
+
+        return doctor_report(c, args.inventory)
     c.print(f"ccbench {__version__}, Python {sys.version.split()[0]}")
     t = Table(title="backends", title_justify="left")
     t.add_column("backend")
@@ -630,7 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--cleanup", action="store_true",
                     help="remove what killed linux-backend runs left behind (namespaces, links, processes)")
     dr.add_argument("--inventory", metavar="FILE",
-                    help="with --cleanup: remove what killed hosts-backend runs left on these machines")
+                    help="check these machines (hosts backend) and list what killed runs left on them; with "
+                         "--cleanup: remove it")
     dr.set_defaults(func=cmd_doctor)
 
     cli_analysis.add_commands(sub)

@@ -229,7 +229,9 @@ class HostsBackend:
             for c in conns.values():
                 c.close()
         if problems:
-            raise UsageError("pre-flight found problems; nothing was started:\n" + "\n".join(problems))
+            n = len(problems)
+            raise UsageError(f"{source}: pre-flight found {n} problem{'s' if n != 1 else ''} on the hosts; nothing "
+                             "was started", "\n".join(problems))
         binaries = None if preflight_only else deploy.local_binaries()
         return HostsBackend(inv, facts, binaries)
 
@@ -261,22 +263,34 @@ class HostsBackend:
             pass
         return result
 
-    def _retry_pending(self) -> None:
+    def _retry_pending(self) -> list[str]:
+        """Clean up again where a run's cleanup failed; returns a line per
+        host where it failed again."""
         from .remote import remove_dir
 
-        left = []
+        left, why = [], []
         for host, d in self.pending:
             c = _connection(self.inventory, host)
             try:
                 c.open()
                 c.sudo = ["sudo", "-n", "--"] if (self.facts.get(host.role) or {}).get("privileges") == "sudo" else []
-                if remove_dir(c, d, None):
+                problems = remove_dir(c, d, None)
+                if problems:
                     left.append((host, d))
-            except SshError:
+                    why.append(f"{'; '.join(problems)} (run directory {d})")
+            except SshError as e:
                 left.append((host, d))
+                why.append(f"{' '.join(str(e).split())} (run directory {d})")
             finally:
                 c.close()
         self.pending = left
+        return why
+
+    def finish(self) -> list[str]:
+        """After the study (also an interrupted one): what runs left on
+        hosts whose cleanup failed and fails again now (a host that died or
+        is unreachable), one line each; [] when nothing is left."""
+        return self._retry_pending() if self.pending else []
 
 
 def _connection(inv: Inventory, h: Host) -> Connection:

@@ -1,6 +1,9 @@
-"""``ccbench doctor --cleanup --inventory FILE``: what killed controllers left on the hosts.
+"""``ccbench doctor [--cleanup] --inventory FILE``: the inventory's hosts, and
+what killed controllers left on them.
 
-On every host of the inventory: the run directories of its role in its work
+Without ``--cleanup``, each host is checked as pre-flight checks it (without
+a study's needs) and what killed controllers left is listed. With it, on
+every host of the inventory: the run directories of its role in its work
 directory (``ccb<8 hex>-<role>``, nothing else), each with its owner. A run
 whose controller is still alive on this machine is left alone (listed);
 every other one is removed as at the end of a run (remote.py): its
@@ -18,6 +21,19 @@ from .remote import list_runs, owner, owner_alive, read_owner, remove_dir
 from .ssh import Connection, SshError
 
 
+def runs_on(c: Connection) -> tuple[list[str], list[str]]:
+    """On one open connection: (the run directories killed controllers
+    left, a line per run in progress)."""
+    dead, alive = [], []
+    for d in list_runs(c):
+        o = read_owner(c, d)
+        if owner_alive(o):
+            alive.append(f"host {c.host.label}: {d}: in progress (controller pid {o.get('pid')})")
+        else:
+            dead.append(d)
+    return dead, alive
+
+
 def cleanup(inv: Inventory) -> tuple[list[str], list[str], list[str]]:
     """(removed, left alone, problems), each a list of one-line texts."""
     removed, alive, problems = [], [], []
@@ -27,13 +43,10 @@ def cleanup(inv: Inventory) -> tuple[list[str], list[str], list[str]]:
             c.open()
             if c.run(["id", "-u"], sudo=False).stdout.strip() != "0":
                 c.sudo = ["sudo", "-n", "--"]
-            for d in list_runs(c):
-                o = read_owner(c, d)
-                if owner_alive(o):
-                    alive.append(f"host {h.label}: {d}: in progress (controller pid {o.get('pid')})")
-                    continue
-                p = remove_dir(c, d, None)
-                problems += p
+            dead, live = runs_on(c)
+            alive += live
+            for d in dead:
+                problems += remove_dir(c, d, None)
                 removed.append(f"host {h.label}: removed {d}")
         except SshError as e:
             problems.append(str(e))
@@ -42,7 +55,30 @@ def cleanup(inv: Inventory) -> tuple[list[str], list[str], list[str]]:
     return removed, alive, problems
 
 
-__all__ = ["cleanup"]
+def survey(inv: Inventory) -> list[tuple[str, dict, list[str], list[str], list[str]]]:
+    """Every host at once: (label, pre-flight facts, problems, run
+    directories killed controllers left, runs in progress)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .preflight import check_host
+
+    def one(h):
+        c = Connection(h, accept_new=inv.accept_new_host_keys, connect_timeout_s=inv.connect_timeout_s)
+        try:
+            c.open()
+            facts, problems = check_host(c, inv, ccas=set(), mtu_needed=0, iperf3=False, tc_qdiscs=set())
+            dead, alive = runs_on(c) if "privileges" in facts else ([], [])
+            return h.label, facts, problems, dead, alive
+        except SshError as e:
+            return h.label, {}, [str(e)], [], []
+        finally:
+            c.close()
+
+    with ThreadPoolExecutor(max_workers=len(inv.hosts) or 1) as ex:
+        return list(ex.map(one, inv.hosts))
+
+
+__all__ = ["cleanup", "survey"]
 
 
 def stale_control_dirs() -> list[str]:
@@ -96,6 +132,37 @@ def stale_log_dirs() -> list[str]:
         shutil.rmtree(d, ignore_errors=True)
         removed.append(d)
     return removed
+
+
+def doctor_report(console, inventory: str) -> int:
+    """The CLI's `doctor --inventory FILE`: a row per host; exit 4 when
+    killed controllers left something, 1 when a host is not ready."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ccbench.errors import EXIT_FAILED_RUNS, EXIT_LEFTOVERS, EXIT_OK
+
+    from .inventory import parse, read_file
+
+    inv = parse(read_file(inventory), source=inventory)
+    t = Table(title=f"the inventory's hosts ({inventory})", title_justify="left")
+    for col in ("host", "", "kernel", "details"):
+        t.add_column(col)
+    any_dead = any_problem = False
+    for label, facts, problems, dead, alive in survey(inv):
+        details = [p.removeprefix(f"host {label}: ") for p in problems]
+        if dead:
+            details.append(f"{len(dead)} run director{'ies' if len(dead) != 1 else 'y'} left by killed controllers "
+                           f"({', '.join(dead)}): `ccbench doctor --cleanup --inventory {inventory}` removes them")
+        details += [a.removeprefix(f"host {label}: ") for a in alive]
+        if not details:
+            details = [f"ready ({facts.get('privileges')}); nothing left behind"]
+        any_dead |= bool(dead)
+        any_problem |= bool(problems)
+        ok = "[red]no[/]" if problems else "[yellow]leftovers[/]" if dead else "[green]ok[/]"
+        t.add_row(escape(label), ok, escape(str(facts.get("kernel", "–"))), escape("; ".join(details)))
+    console.print(t)
+    return EXIT_LEFTOVERS if any_dead else EXIT_FAILED_RUNS if any_problem else EXIT_OK
 
 
 def doctor_cleanup(console, inventory: str) -> int:
