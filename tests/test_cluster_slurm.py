@@ -68,6 +68,12 @@ def test_options_slurm_rejects_are_one_error(slurm, tmp_path):
     assert "invalid partition specified: nosuch" in p.stderr.lower()
     assert p.stderr.count("\n") == 1
     assert not out.exists()
+    # named in the study's [cluster] table: the error names the table, not --cluster
+    study.write_text(SMALL + '\n[cluster]\nkind = "slurm"\nqueue = "nosuch"\n')
+    p = ccbench(slurm, tmp_path, str(study), "--out", str(out), "--cluster")
+    assert p.returncode == 2, p.stderr
+    assert f"ccbench: error: {study} [cluster] (slurm): sbatch rejected the worker job: " in p.stderr, p.stderr
+    assert not out.exists()
 
 
 def test_ctrl_c_ends_a_slurm_sweep_with_130_and_leaves_no_job(slurm, tmp_path):

@@ -369,7 +369,7 @@ def _local_start_method() -> dict:
     return {"distributed.worker.multiprocessing-method": "fork"}
 
 
-def _connect(distributed: Any, address: str) -> Any:
+def _connect(distributed: Any, address: str, named: str) -> Any:
     """A client of the scheduler at ``address``, or one UsageError. Dask's
     connect timeout does not bound its handshake: something else listening
     there (a web server) kept it waiting for good, or had it read a length
@@ -386,15 +386,15 @@ def _connect(distributed: Any, address: str) -> Any:
     t.start()
     t.join(HANDSHAKE_TIMEOUT_S)
     if t.is_alive():
-        raise UsageError(f"--cluster: {address} did not answer as a Dask scheduler within {HANDSHAKE_TIMEOUT_S:.0f} s "
+        raise UsageError(f"{named}: {address} did not answer as a Dask scheduler within {HANDSHAKE_TIMEOUT_S:.0f} s "
                          "(is a Dask scheduler listening there?)")
     e = box.get("error")
     if isinstance(e, ValueError):
-        raise UsageError(f"--cluster: not a usable scheduler address {address!r} ({e})") from None
+        raise UsageError(f"{named}: not a usable scheduler address {address!r} ({e})") from None
     if isinstance(e, (OSError, TimeoutError)):
-        raise UsageError(f"--cluster: cannot reach the Dask scheduler at {address} ({_reason(e)})") from None
+        raise UsageError(f"{named}: cannot reach the Dask scheduler at {address} ({_reason(e)})") from None
     if e is not None:
-        raise UsageError(f"--cluster: {address} did not answer as a Dask scheduler ({type(e).__name__})") from None
+        raise UsageError(f"{named}: {address} did not answer as a Dask scheduler ({type(e).__name__})") from None
     return box["client"]
 
 
@@ -406,7 +406,7 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
     _quiet_logs()
     own = dict(OWN_CONFIG)
     if cfg.kind == "tcp":
-        client = _connect(distributed, cfg.address)
+        client = _connect(distributed, cfg.address, cfg.named)
         handle = ClusterHandle(cfg, client)
         try:
             _wait_for_workers(handle, WORKER_WAIT_S, status)
@@ -421,7 +421,7 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
         try:
             scratch = tempdirs.make("dask")
         except OSError as e:
-            raise UsageError(f"--cluster local:{cfg.workers}: no temporary directory for Dask ({e})") from None
+            raise UsageError(f"{cfg.named}: no temporary directory for Dask ({e})") from None
         with dask.config.set({**own, **_local_start_method(), "temporary-directory": str(scratch)}):
             try:
                 cluster = distributed.LocalCluster(
@@ -431,7 +431,7 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
                     scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
             except (RuntimeError, OSError, TimeoutError) as e:
                 shutil.rmtree(scratch, ignore_errors=True)
-                raise UsageError(f"--cluster local:{cfg.workers}: the local Dask cluster did not start "
+                raise UsageError(f"{cfg.named}: the local Dask cluster did not start "
                                  f"({_reason(e)})") from None
             except BaseException:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -462,7 +462,7 @@ def open_cluster(cfg: ClusterConfig, status: Callable[[str], None] = lambda s: N
     return _open_batch(cfg, own, status)
 
 
-def _batch_cluster_class(kind: str) -> Any:
+def _batch_cluster_class(kind: str, named: str) -> Any:
     # Importing dask_jobqueue makes Ctrl-C call sys.exit() (its runner module
     # sets a SIGINT handler): ccbench's own handling, KeyboardInterrupt and
     # exit 130 with the resume line, must stay.
@@ -470,7 +470,7 @@ def _batch_cluster_class(kind: str) -> Any:
     try:
         import dask_jobqueue
     except ImportError:
-        raise UsageError(f"--cluster {kind} needs dask-jobqueue: pip install 'ccbench[cluster]'") from None
+        raise UsageError(f"{named} needs dask-jobqueue: pip install 'ccbench[cluster]'") from None
     finally:
         if threading.current_thread() is threading.main_thread() and handler is not None:
             signal.signal(signal.SIGINT, handler)
@@ -481,11 +481,11 @@ def _batch_cluster_class(kind: str) -> Any:
 _SUBMIT = {"slurm": "sbatch", "pbs": "qsub", "sge": "qsub"}
 
 
-def _check_job_script(kind: str, script: str) -> None:
+def _check_job_script(kind: str, script: str, named: str) -> None:
     """Let the batch system judge the job before any job exists."""
     cmd = _SUBMIT[kind]
     if shutil.which(cmd) is None:
-        raise UsageError(f"--cluster {kind}: `{cmd}` is not on PATH (is this a {kind} submit host?)")
+        raise UsageError(f"{named}: `{cmd}` is not on PATH (is this a {kind} submit host?)")
     if kind == "slurm":
         argv = ["sbatch", "--test-only"]
     elif kind == "sge":
@@ -495,17 +495,17 @@ def _check_job_script(kind: str, script: str) -> None:
     try:
         p = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise UsageError(f"--cluster {kind}: {' '.join(argv)} failed ({_reason(e)})") from None
+        raise UsageError(f"{named}: {' '.join(argv)} failed ({_reason(e)})") from None
     if p.returncode != 0:
         msg = " ".join((p.stderr or p.stdout).split()) or f"exit status {p.returncode}"
-        raise UsageError(f"--cluster {kind}: {cmd} rejected the worker job: {msg}")
+        raise UsageError(f"{named}: {cmd} rejected the worker job: {msg}")
 
 
 def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) -> ClusterHandle:
     distributed = _dask()
     import dask
 
-    cls = _batch_cluster_class(cfg.kind)
+    cls = _batch_cluster_class(cfg.kind, cfg.named)
     kw: dict[str, Any] = dict(
         cores=cfg.cores, processes=cfg.cores, memory=cfg.memory, walltime=cfg.walltime,
         queue=cfg.queue, account=cfg.account,
@@ -527,9 +527,9 @@ def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) ->
         try:
             cluster = cls(**{k: v for k, v in kw.items() if v is not None})
         except (ValueError, TypeError, OSError) as e:
-            raise UsageError(f"--cluster {cfg.kind}: {_reason(e)}") from None
+            raise UsageError(f"{cfg.named}: {_reason(e)}") from None
         try:
-            _check_job_script(cfg.kind, cluster.job_script())
+            _check_job_script(cfg.kind, cluster.job_script(), cfg.named)
             cluster.scale(jobs=cfg.jobs)
             # Submit now and surface the batch system's refusal as ours.
             corrector = getattr(cluster, "_correct_state", None)
@@ -537,7 +537,7 @@ def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) ->
                 try:
                     cluster.sync(corrector)
                 except RuntimeError as e:
-                    raise UsageError(f"--cluster {cfg.kind}: the batch system refused the worker job: "
+                    raise UsageError(f"{cfg.named}: the batch system refused the worker job: "
                                      + " ".join(str(e).split())) from None
             client = distributed.Client(cluster, set_as_default=False)
         except BaseException:
@@ -568,7 +568,7 @@ def _wait_for_workers(handle: ClusterHandle, timeout: Optional[float], status: C
         if timeout is not None and time.monotonic() - t0 > timeout:
             if soft:
                 return
-            raise UsageError(f"--cluster: no worker connected to the Dask scheduler at {handle.cfg.address} "
+            raise UsageError(f"{handle.cfg.named}: no worker connected to the Dask scheduler at {handle.cfg.address} "
                              f"within {timeout:.0f} s (start some: dask worker {handle.cfg.address})")
         if not said and time.monotonic() - t0 > 1.0:
             status(f"waiting for {'the batch jobs to start' if jobs else 'workers'} ({handle.cfg.describe()})")
@@ -593,24 +593,25 @@ def preflight(handle: ClusterHandle, backend_name: str, ccas: Sequence[str]) -> 
     finally:
         cloudpickle.unregister_pickle_by_value(cluster_probe)
     mine = f"ccbench {me['version']} (core {me['core']}) from {me['package']}"
+    named = handle.cfg.named
     for addr, info in sorted(infos.items()):
         if isinstance(info, BaseException):
-            raise UsageError(f"--cluster: worker {addr} did not answer the version check ({_reason(info)})")
+            raise UsageError(f"{named}: worker {addr} did not answer the version check ({_reason(info)})")
         where = f"worker {addr} (host {info['host']}, pid {info['pid']})"
         if info["problem"]:
-            raise UsageError(f"--cluster: {where} cannot import ccbench ({info['problem']}); "
+            raise UsageError(f"{named}: {where} cannot import ccbench ({info['problem']}); "
                              f"this client runs {mine}")
         if (info["version"], info["core"]) != (me["version"], me["core"]):
             raise UsageError(
-                f"--cluster: {where} runs ccbench {info['version']} (core {info['core']}) from "
+                f"{named}: {where} runs ccbench {info['version']} (core {info['core']}) from "
                 f"{info['package']}; this client runs {mine}: install the same ccbench on every worker")
     if backend_name == "linux":
         probs = handle.client.run(linux_problems, list(ccas), on_error="return")
         for addr, p in sorted(probs.items()):
             if isinstance(p, BaseException):
-                raise UsageError(f"--cluster: worker {addr}: the linux backend check failed ({_reason(p)})")
+                raise UsageError(f"{named}: worker {addr}: the linux backend check failed ({_reason(p)})")
             if p:
-                raise UsageError(f"--cluster: worker {addr} cannot run linux runs: " + "; ".join(p))
+                raise UsageError(f"{named}: worker {addr} cannot run linux runs: " + "; ".join(p))
     return infos
 
 
@@ -841,7 +842,7 @@ class ClusterRunner:
             elif kind == "mismatch" and not stopping:
                 me = client_identity()
                 raise _Stop(
-                    f"--cluster: a worker that joined during the sweep (host {payload['host']}, pid "
+                    f"{self.handle.cfg.named}: a worker that joined during the sweep (host {payload['host']}, pid "
                     f"{payload['pid']}) runs ccbench {payload['version']} (core {payload['core']}) from "
                     f"{payload['package']}; this client runs ccbench {me['version']} (core {me['core']}) "
                     f"from {me['package']}: install the same ccbench on every worker; the runs finished "
@@ -858,9 +859,12 @@ class ClusterRunner:
                 self.committed.add(rs.run_id)
                 committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
                 return
-            why = f"the worker running it died ({' '.join(str(exc).split()) or fut.status})"
-            if self.linux and exc is not None:
-                self.lost_hosts.add(_address_host(exc.last_worker.address))
+            if exc is not None:  # KilledWorker; its own text is a paragraph of advice
+                why = f"the worker running it died ({exc.last_worker.address}, KilledWorker)"
+                if self.linux:
+                    self.lost_hosts.add(_address_host(exc.last_worker.address))
+            else:
+                why = f"the worker running it died ({fut.status})"
         self.lost.setdefault(rs.run_id, []).append(why)
         if attempt < self.retries:
             report = getattr(committer.progress, "run_retried", None)

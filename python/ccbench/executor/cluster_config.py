@@ -12,11 +12,14 @@ The settings come from three places, the first that sets a key wins:
 SPEC (or ``kind`` in a table) is one of
 
     local[:N]            an embedded distributed.LocalCluster of N worker processes
-    tcp://HOST:PORT      a running Dask scheduler (``address`` in a table)
+    tcp://HOST:PORT      a running Dask scheduler (in a table also ``address =
+                         "tcp://HOST:PORT"``, with ``kind = "tcp"`` or alone)
     slurm | pbs | sge    workers started as batch jobs by dask-jobqueue
 
 Every mistake is a :class:`UsageError` naming where the value came from, what
-was given and what is allowed. Nothing here imports Dask.
+was given and what is allowed. Batch-job settings (``BATCH_ONLY``) given on
+the command line or beside a ``kind`` that is not a batch system are
+refused, not ignored. Nothing here imports Dask.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ except ModuleNotFoundError:  # Python < 3.11
 BATCH_KINDS = ("slurm", "pbs", "sge")
 KINDS = ("local",) + BATCH_KINDS  # plus tcp:// addresses
 DEFAULT_RETRIES = 2
+BATCH_ONLY = ("queue", "cores", "memory", "walltime", "jobs", "account", "job_extra", "log_directory")
 
 # key → (what is allowed, checker returning the clean value or raising ValueError)
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
@@ -101,8 +105,8 @@ def _text_list(v: Any) -> list[str]:
 
 
 _KEYS: dict[str, tuple[str, Any]] = {
-    "kind": ("local, local:N, tcp://HOST:PORT, slurm, pbs or sge", None),  # checked by parse_spec
-    "address": ("a scheduler address such as 'tcp://head:8786'", _text),
+    "kind": ("local, local:N, tcp://HOST:PORT, tcp (with address), slurm, pbs or sge", None),  # parse_spec
+    "address": ("a scheduler address such as 'tcp://head:8786'", None),  # parse_spec
     "workers": (f"a number of local worker processes from 1 to {max_local_workers()} (4 per CPU, at least 32)",
                 _local_workers),
     "queue": ("a queue (Slurm partition) name such as 'batch'", _text),
@@ -136,6 +140,14 @@ class ClusterConfig:
     @property
     def batch(self) -> bool:
         return self.kind in BATCH_KINDS
+
+    @property
+    def named(self) -> str:
+        """How the user named this cluster, for messages: ``--cluster slurm``,
+        or the table that did, ``study.toml [cluster] (slurm)``."""
+        spec = {"tcp": self.address, "local": f"local:{self.workers}"}.get(self.kind, self.kind)
+        src = self.sources.get("kind", "the command line")
+        return f"--cluster {spec}" if src == "the command line" else f"{src} ({spec})"
 
     def describe(self) -> str:
         if self.kind == "local":
@@ -194,12 +206,25 @@ def _table(doc: Any, where: str) -> dict[str, Any]:
         if key == "kind":
             if not isinstance(value, str):
                 raise UsageError(f"{where}: kind: got {value!r}; allowed: {allowed}")
-            out.update(parse_spec(value, f"{where}: kind"))
+            if value.strip() == "tcp":  # the scheduler's address in `address`
+                out["kind"] = "tcp"
+            else:
+                out.update(parse_spec(value, f"{where}: kind"))
+            continue
+        if key == "address":
+            if not isinstance(value, str) or not value.strip().startswith("tcp://"):
+                raise UsageError(f"{where}: address: got {value!r}; expected {allowed}")
+            out["address"] = parse_spec(value, f"{where}: address")["address"]
             continue
         try:
             out[key] = check(value)
         except (ValueError, TypeError):
             raise UsageError(f"{where}: {key}: got {value!r}; expected {allowed}") from None
+    if "address" in out:
+        kind = out.setdefault("kind", "tcp")  # an address alone: that scheduler
+        if kind != "tcp":
+            raise UsageError(f"{where}: address is for a running scheduler (kind = 'tcp' or no kind), "
+                             f"not kind = {kind!r}")
     return out
 
 
@@ -265,14 +290,17 @@ def resolve(spec: Optional[str], study_table: Any = None, study_file: str = "stu
         if k != "kind":
             setattr(cfg, k, v)
     if cfg.kind == "tcp" and not cfg.address:
-        raise UsageError("--cluster: a tcp cluster needs its scheduler address (tcp://HOST:PORT)")
+        raise UsageError(f"{sources['kind']}: kind = 'tcp' needs the scheduler's address = 'tcp://HOST:PORT'")
     if cfg.kind == "local" and cfg.workers is None:
         cfg.workers = os.cpu_count() or 1
     if not cfg.batch:
-        for k in ("queue", "account", "log_directory"):
-            if getattr(cfg, k) and sources.get(k) == "the command line":
-                raise UsageError(f"--{k.replace('_', '-')}: only for batch clusters (slurm, pbs, sge), "
-                                 f"not {cfg.kind}")
+        # Set where the cluster is named, they would be silently ignored; a
+        # default in another table (the user's file) is only unused here.
+        for k in BATCH_ONLY:
+            src = sources.get(k)
+            if src in ("the command line", sources["kind"]):
+                where = f"--{k.replace('_', '-')}" if src == "the command line" else f"{src}: {k}"
+                raise UsageError(f"{where}: only for batch clusters (slurm, pbs, sge), not {cfg.named}")
     return cfg
 
 
