@@ -350,7 +350,7 @@ def test_preflight_refuses_before_any_run(bed, tmp_path):
     jit = tmp_path / "jitter.toml"
     jit.write_text(study.read_text().replace('jitter = "0ms"', 'jitter = "1ms"', 1))
     err = _refused(bed, tmp_path, bed.inventory(bottleneck="tc"), jit)
-    assert "topology.bottleneck.jitter = '1ms'" in err and "bottleneck = 'emu'" in err, err
+    assert f"error: {jit}: topology.bottleneck.jitter = '1ms'" in err and "bottleneck = 'emu'" in err, err
     # stalls with tc: netem cannot pause a link
     stalls = tmp_path / "stalls.toml"
     stalls.write_text(study.read_text().replace('jitter = "0ms"', 'jitter = "0ms"\nstalls = { every = "50ms", '

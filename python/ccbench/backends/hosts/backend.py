@@ -212,7 +212,11 @@ class HostsBackend:
         mss = 0
         for r in runs:
             cfg = r.config
-            check_config(cfg, inv)
+            try:
+                check_config(cfg, inv)
+            except UsageError as e:
+                raise UsageError(f"{study.path}: {e.message}" + (f" (with {inventory})" if inventory else ""),
+                                 e.detail) from None
             mss = max(mss, int(cfg["tcp"]["mss"]))
             for f in cfg["flows"]:
                 ccas.setdefault(f"s{f['sender']}", set()).add(f["cca"])
