@@ -359,8 +359,10 @@ def test_a_worker_killed_mid_sweep_costs_nothing(dask_procs, study_file, serial,
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err + stdout
-    assert re.search(r"^retrying \w+ .*: the worker running it died \(tcp://[\d.]+:\d+, KilledWorker\) "
-                     r"\(try 2 of 3\)$", stdout, re.M), stdout
+    # the run it was running, or (its runs take milliseconds) one it held and had not started
+    assert re.search(r"^retrying \w+ .*: the worker (running it died \(tcp://[\d.]+:\d+, KilledWorker\) \(try 2 "
+                     r"of 3\)|holding it died before it started \(tcp://[\d.]+:\d+\); not counted as a try)$",
+                     stdout, re.M), stdout
     assert run_counts(out) == {"ok": 12}
     assert_same_as_serial(out, serial)  # runs, flows, samples...: each exactly once
     dask_procs.start_worker(busy)
@@ -566,6 +568,31 @@ def test_a_local_worker_killed_mid_sweep_costs_nothing(study_file, serial, tmp_p
     assert proc.returncode == 0, err + stdout
     assert run_counts(out) == {"ok": 12}
     assert_same_as_serial(out, serial)
+
+
+def test_a_run_waiting_on_a_killed_worker_costs_no_try(tmp_path):
+    """A worker holds its next run while it runs one. SIGKILLed, it loses
+    both; only the one it was running counts as a try. With retries = 0
+    that one is recorded as failed and the waiting one still runs."""
+    import psutil
+
+    p = tmp_path / "long.toml"
+    # 6 runs of about 3 s each (200 simulated seconds at 500 Mbit/s)
+    p.write_text('[study]\nname = "long"\nduration = "200s"\nrepetitions = 6\n[topology.bottleneck]\n'
+                 'rate = "500Mbit"\ndelay = "10ms"\n[[flows]]\ncca = "cubic"\n')
+    out = tmp_path / "out"
+    proc = ccbench_proc(str(p), "--out", str(out), "--cluster", "local:2", "--retries", "0")
+    try:
+        read_until(proc, r"^\[1/6\]")
+        workers = [w for w in psutil.Process(proc.pid).children() if "multiprocessing" not in " ".join(w.cmdline())]
+        workers[0].kill()
+        stdout, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err + stdout  # the run it was running failed
+    assert run_counts(out) == {"ok": 5, "failed": 1}, stdout
+    assert "the worker holding it died before it started" in stdout, stdout  # it held one: the test's point
 
 
 def test_ctrl_c_stops_linux_runs_on_a_local_cluster_and_leaves_nothing(tmp_path):

@@ -25,7 +25,9 @@ A worker that dies mid-run costs only that run: the scheduler reports the
 task as lost (``KilledWorker``; clusters ccbench starts itself get
 ``distributed.scheduler.allowed-failures = 0`` so the decision is ccbench's),
 and the run is submitted again under a new key, up to ``retries`` more
-times, then recorded as failed with the reason. A run is committed at most
+times, then recorded as failed with the reason. A run the dead worker held
+but had not started (each task announces its start, :func:`_announce_start`)
+goes out again without counting as a try. A run is committed at most
 once per invocation whatever comes back late.
 
 Linux runs ask for the worker resource ``ccbench-linux=1`` (each worker
@@ -78,6 +80,7 @@ WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
 JOB_SIBLINGS_WAIT_S = 20.0
 STOP_TIMEOUT_S = 5.0  # how long telling the workers to stop may take
 LINUX_STOP_GRACE_S = 30.0  # how long interrupted linux runs may take to clean up
+MAX_REQUEUES = 3  # a run whose start never reached the client, sent out again uncounted
 CLEAR_TIMEOUT_S = 60.0  # how long the workers may take to clear what dead linux runs left
 
 
@@ -181,6 +184,7 @@ def run_task(backend: Any, runspec: Any, expect: tuple, sweep: str, linux: bool)
             if sweep in _STOPPED:
                 return ("interrupted", None, [])
             _RUNNING[tid] = (sweep, linux)
+        _announce_start(sweep)
         try:
             if linux:
                 with machine_lock():
@@ -197,6 +201,20 @@ def run_task(backend: Any, runspec: Any, expect: tuple, sweep: str, linux: bool)
         return ("done", to_wire(outcome), notes)
     except KeyboardInterrupt:
         return ("interrupted", None, notes)
+
+
+def started_topic(sweep: str) -> str:
+    return f"ccbench-started-{sweep}"
+
+
+def _announce_start(sweep: str) -> None:
+    """Tell the client this task runs now: a worker that dies holding a task
+    it had not started costs that run nothing (ClusterRunner._handle)."""
+    with contextlib.suppress(ImportError, ValueError):  # ValueError: not in a worker
+        from distributed import get_worker
+
+        w = get_worker()
+        w.log_event(started_topic(sweep), w.get_current_task())
 
 
 def _address_host(address: str) -> str:
@@ -726,6 +744,13 @@ class ClusterRunner:
         self.pending: dict[str, tuple[Any, Any, int]] = {}  # key → (future, runspec, attempt)
         self.lost: dict[str, list[str]] = {}  # run id → why each attempt was lost
         self.lost_hosts: set[str] = set()  # hosts where a worker died in a linux run
+        # Tasks a worker started (run_task announces it): a worker holds the
+        # next run while it runs one, and one that dies with it had not
+        # started; it goes out again without counting as a try, a few times.
+        self.started: set[str] = set()
+        self.requeued: dict[str, int] = {}
+        self._submitted = 0
+        self.client.subscribe_topic(started_topic(self.sweep), lambda event: self.started.add(event[1]))
         self.committed: set[str] = set()
         self._status_at = 0.0
         self._threads = 1
@@ -736,7 +761,8 @@ class ClusterRunner:
         return max(2, 2 * self._threads)
 
     def _submit(self, rs: Any, attempt: int, backend: Any) -> None:
-        key = f"ccbench-{self.sweep}-{rs.run_id}-{attempt}"
+        self._submitted += 1
+        key = f"ccbench-{self.sweep}-{rs.run_id}-{self._submitted}"
         fut = self.client.submit(run_task, backend, rs, self.expect, self.sweep, self.linux, key=key,
                                  pure=False, retries=0,
                                  resources={LINUX_RESOURCE: 1} if self.linux else None)
@@ -860,9 +886,17 @@ class ClusterRunner:
                 committer.commit(rs, Outcome(rs.run_id, "failed", None, error_text(exc), 0.0))
                 return
             if exc is not None:  # KilledWorker; its own text is a paragraph of advice
-                why = f"the worker running it died ({exc.last_worker.address}, KilledWorker)"
                 if self.linux:
                     self.lost_hosts.add(_address_host(exc.last_worker.address))
+                if fut.key not in self.started and self.requeued.get(rs.run_id, 0) < MAX_REQUEUES:
+                    self.requeued[rs.run_id] = self.requeued.get(rs.run_id, 0) + 1
+                    report = getattr(committer.progress, "run_retried", None)
+                    if report is not None:
+                        report(rs, f"the worker holding it died before it started ({exc.last_worker.address}); "
+                                   "not counted as a try")
+                    self._submit(rs, attempt, backend)
+                    return
+                why = f"the worker running it died ({exc.last_worker.address}, KilledWorker)"
             else:
                 why = f"the worker running it died ({fut.status})"
         self.lost.setdefault(rs.run_id, []).append(why)
