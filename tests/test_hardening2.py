@@ -228,6 +228,18 @@ def test_an_edited_study_is_refused_or_kept_apart_as_a_new_version(intact, tmp_p
     assert "quickstart: median" in out and "quickstart v2: median" in out, out
 
 
+def test_changed_fields_names_the_edit_not_what_follows_from_it():
+    from ccbench.executor.versions import changed_fields
+
+    old = [{"seed": 1, "duration_ns": 2, "flows": [{"cca": "bpf:aa.bpf.o", "start_ns": 5}],
+            "hosts": {"d": {"kernel": "6.1"}}}]
+    new = [{"seed": 9, "duration_ns": 3, "flows": [{"cca": "bpf:bb.bpf.o", "start_ns": 7}]}]
+    # seed and start_ns are drawn from each run's configuration; hosts is what the hosts backend found
+    assert changed_fields(old, new) == ["duration_ns", "flows.0.cca (a BPF source changed)"]
+    assert changed_fields([{"seed": 1, "x": 1}], [{"seed": 2, "x": 1}]) == ["seed"]  # the study's seed
+    assert changed_fields(old, old) == []
+
+
 def test_validate_grids_share_one_directory(intact, tmp_path):
     """`ccbench validate` picks its grid's runs out of one directory, so its
     executor calls keep every version under one study name (versions_apart=False)."""

@@ -42,7 +42,8 @@ def changed_fields(old: Sequence[dict], new: Sequence[dict]) -> list[str]:
         out: dict[str, set[str]] = {}
         for c in configs:
             for k, v in _leaves(c):
-                out.setdefault(k, set()).add(v)
+                if not k.startswith("hosts."):  # what the hosts backend found on the hosts: not the study's
+                    out.setdefault(k, set()).add(v)
         return out
 
     a, b = values(old), values(new)
