@@ -165,6 +165,14 @@ def test_rerun_after_editing_only_the_bpf_source_says_so(tools, tmp_path, capsys
     assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "changed since they ran: flows.0.cca (a BPF source changed));" in err, err
+    # ... also where a sweep holds it beside a native CCA (the native runs are stored and still made)
+    st.write_text(st.read_text() + '[sweep]\n"flows.0.cca" = ["reno", "bpf:reno.bpf.c"]\n')
+    assert main(["run", str(st), "--out", str(tmp_path / "sweep")]) == 0
+    src.write_text(src.read_text() + "// edited again\n")
+    capsys.readouterr()
+    assert main(["run", str(st), "--out", str(tmp_path / "sweep")]) == 2
+    err = capsys.readouterr().err
+    assert "changed since they ran: flows.0.cca (a BPF source changed));" in err, err
 
 
 def test_missing_file_is_a_study_error(tools, tmp_path):
@@ -202,6 +210,21 @@ def test_an_ops_without_a_member_the_kernel_requires_is_refused_by_both_backends
     msg = str(e.value)
     assert "\n" not in msg and "s.toml" in msg and "flows" in msg, msg
     assert "no_ssthresh: tcp_congestion_ops sets no ssthresh;" in msg, msg
+
+
+@pytest.mark.parametrize("backend", ["sim", "linux"])
+@pytest.mark.parametrize("name,what", [
+    ("empty", "the object defines no struct_ops map"),  # not "compile with clang -g": ccbench passes -g
+    ("link", 'SEC(".struct_ops.link") is not supported'),  # the sim ran it, bpftool's libbpf skips it
+])
+def test_objects_neither_backend_can_use_are_refused_alike(tools, tmp_path, backend, name, what):
+    text = {"empty": "", "link": (EXAMPLES / "reno.bpf.c").read_text().replace('SEC(".struct_ops")',
+                                                                              'SEC(".struct_ops.link")')}[name]
+    (tmp_path / f"{name}.bpf.c").write_text(text)
+    with pytest.raises(StudyError) as e:
+        parse_study(f'[study]\nname = "b"\n[topology.bottleneck]\nrate = "10Mbit"\ndelay = "5ms"\n[[flows]]\n'
+                    f'cca = "bpf:{name}.bpf.c"\n', filename="s.toml", path=tmp_path / "s.toml", backend=backend)
+    assert str(e.value).startswith(f"s.toml: flows.0.cca: {what}"), str(e.value)
 
 
 def test_sim_program_fault_fails_the_run_with_one_line_not_a_panic(tools, tmp_path, capfd):

@@ -238,6 +238,10 @@ def test_changed_fields_names_the_edit_not_what_follows_from_it():
     assert changed_fields(old, new) == ["duration_ns", "flows.0.cca (a BPF source changed)"]
     assert changed_fields([{"seed": 1, "x": 1}], [{"seed": 2, "x": 1}]) == ["seed"]  # the study's seed
     assert changed_fields(old, old) == []
+    # a sweep of a BPF CCA against a native one: only the BPF value changed
+    assert changed_fields([{"f": "reno"}, {"f": "bpf:aa.bpf.o"}], [{"f": "reno"}, {"f": "bpf:bb.bpf.o"}]) == \
+        ["f (a BPF source changed)"]
+    assert changed_fields([{"f": "reno"}], [{"f": "bpf:bb.bpf.o"}]) == ["f"]
 
 
 def test_validate_grids_share_one_directory(intact, tmp_path):

@@ -224,6 +224,7 @@ pub fn struct_ops_name(bytes: &[u8]) -> Result<(usize, String), Error> {
 /// As [`struct_ops_name`], and the file offset of `flags` (a u32).
 pub fn struct_ops_fields(bytes: &[u8]) -> Result<(usize, String, usize), Error> {
     let elf = elf::Elf::parse(bytes)?;
+    ops_section(&elf)?; // before the BTF: a file without a CCA is told so
     let btf_idx = elf.find(".BTF").ok_or_else(|| Error::new("the object has no .BTF section (compile with clang -g)"))?;
     let btf = btf::Btf::parse(elf.bytes(btf_idx))?;
     let (sec, var_off, ty) = ops_var(&elf, &btf)?;
@@ -273,13 +274,27 @@ fn check_required(name: &str, has: impl Fn(&str) -> bool) -> Result<(), Error> {
     )))
 }
 
+/// The `.struct_ops` section. `.struct_ops.link` is refused on both
+/// backends: the linux backend registers the map with bpftool, and the
+/// libbpf of Debian 12's bpftool skips that section (a simulator that took
+/// it would run what the kernel side cannot).
+fn ops_section(elf: &elf::Elf) -> Result<usize, Error> {
+    if let Some(i) = elf.find(".struct_ops") {
+        return Ok(i);
+    }
+    if elf.find(".struct_ops.link").is_some() {
+        return Err(Error::new(
+            "SEC(\".struct_ops.link\") is not supported (the linux backend registers the map with bpftool, \
+             whose libbpf here does not know that section): use SEC(\".struct_ops\")",
+        ));
+    }
+    Err(Error::new("the object defines no struct_ops map (SEC(\".struct_ops\") struct tcp_congestion_ops ...)"))
+}
+
 /// The struct_ops section, the offset of the tcp_congestion_ops variable in
 /// it and the BTF id of tcp_congestion_ops.
 fn ops_var(elf: &elf::Elf, btf: &btf::Btf) -> Result<(usize, u64, u32), Error> {
-    let ops_sec = elf
-        .find(".struct_ops")
-        .or_else(|| elf.find(".struct_ops.link"))
-        .ok_or_else(|| Error::new("the object defines no struct_ops map (SEC(\".struct_ops\") struct tcp_congestion_ops ...)"))?;
+    let ops_sec = ops_section(elf)?;
     let ops_ty = btf
         .find_struct("tcp_congestion_ops")
         .ok_or_else(|| Error::new("the struct_ops map is not a struct tcp_congestion_ops"))?;
@@ -300,6 +315,7 @@ impl Object {
 
     pub fn parse(bytes: &[u8]) -> Result<Object, Error> {
         let elf = elf::Elf::parse(bytes)?;
+        ops_section(&elf)?; // before the BTF: a file without a CCA is told so
         let btf_idx = elf.find(".BTF").ok_or_else(|| Error::new("the object has no .BTF section (compile with clang -g)"))?;
         let btf = btf::Btf::parse(elf.bytes(btf_idx))?;
         let relos = match elf.find(".BTF.ext") {

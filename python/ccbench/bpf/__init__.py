@@ -203,15 +203,14 @@ def resolve_cca(spec: str, base: Optional[Path], backend: str) -> str:
 
     _core = core.load("BPF CCAs")
 
+    try:  # what neither backend can use (no tcp_congestion_ops, a member the kernel requires...)
+        _core.bpf_ops_name(str(obj))
+    except ValueError as e:
+        raise BpfError(str(e)) from None
     if backend == "sim":
         why = _core.bpf_check(str(obj))
         if why:
             raise BpfError(f"the simulator cannot run this CCA: {why}")
-    else:
-        try:
-            _core.bpf_ops_name(str(obj))
-        except ValueError as e:
-            raise BpfError(str(e)) from None
     return PREFIX + obj.name
 
 

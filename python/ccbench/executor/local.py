@@ -306,7 +306,7 @@ def execute(
                 f"write {backend_name} results to another directory (--out)"
             )
         name = (versions.choose(store, study.name, backend_name, index, new_version, out_dir,
-                                [r.config for r in runs])
+                                {r.run_id: r.config for r in runs})
                 if versions_apart else study.name)
         summary.study = name
         store.record_study(name, getattr(study, "source_text", None), getattr(study, "path", None))

@@ -50,7 +50,8 @@ def changed_fields(old: Sequence[dict], new: Sequence[dict]) -> list[str]:
     changed, derived = [], []
     for k in sorted(set(a) | set(b), key=lambda k: (k.count("."), k)):
         if a.get(k) != b.get(k):
-            bpf = all(v.startswith("'bpf:") for v in a.get(k, set()) | b.get(k, set()))
+            # what differs is BPF objects only (a sweep may hold other values beside them)
+            bpf = all(v.startswith("'bpf:") for v in a.get(k, set()) ^ b.get(k, set()))
             (derived if _DERIVED.fullmatch(k) else changed).append(f"{k} (a BPF source changed)" if bpf else k)
     return changed or derived
 
@@ -61,10 +62,10 @@ _DERIVED = re.compile(r"seed|flows\.\d+\.start_ns")
 
 
 def choose(store, name: str, backend: str, run_ids: Iterable[str], new_version: bool, out_dir: Path,
-           configs: Sequence[dict] = ()) -> str:
+           configs: dict[str, dict] | None = None) -> str:
     """The study name to store this study's runs under (see the module's text).
     Only runs from ``backend`` count: sim and linux runs of a study share a directory.
-    ``configs``: the runs' resolved configs, to say what an edit changed."""
+    ``configs``: run id → resolved config, to say what an edit changed."""
     wanted = set(run_ids)
     pattern = re.compile(re.escape(name) + r"(?: v(\d+))?")
     versions: dict[int, str] = {}
@@ -83,8 +84,10 @@ def choose(store, name: str, backend: str, run_ids: Iterable[str], new_version: 
     stale = {v: len(stored[v] - wanted) for v in versions}
     if not new_version:
         v = max(versions)
+        # the stored runs this study no longer makes against its runs not stored
         old = [r.config for r in store.runs(versions[v], stored[v] - wanted, with_config=True) if r.config]
-        changed = changed_fields(old, configs) if old and configs else []
+        new = [c for rid, c in (configs or {}).items() if rid not in stored[v]]
+        changed = changed_fields(old, new) if old and new else []
         what = (f"it or a file it names changed since they ran: {', '.join(changed[:4])}"
                 + (f" and {len(changed) - 4} more" if len(changed) > 4 else "") if changed
                 else "it or a file it names changed since they ran")
