@@ -392,8 +392,9 @@ def test_a_host_dying_fails_its_run_and_the_next_run_proceeds(bed, tmp_path):
 def test_a_host_still_down_at_the_end_is_named_for_doctor_cleanup(bed, tmp_path):
     """The study's last run loses a host for good: its cleanup there fails,
     is tried once more at the end, and what stays is named with the command
-    that removes it once the host is back."""
-    study = quickstart(tmp_path, duration="6s")
+    that removes it once the host is back. The next run fails at once (the
+    host is unreachable) and leaves nothing there to name."""
+    study = quickstart(tmp_path, duration="6s", reps=2)
     inv = bed.write_inventory(bottleneck="emu")
     p = ccbench_popen("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "k"))
     try:
@@ -405,11 +406,12 @@ def test_a_host_still_down_at_the_end_is_named_for_doctor_cleanup(bed, tmp_path)
         if p.poll() is None:
             p.kill()
         bed.start_sshd("s1")
-    assert p.returncode == 1, out + err  # the run failed
-    assert (f"could not clean up after 1 run on unreachable hosts; run `ccbench doctor --cleanup --inventory {inv}` "
-            "once they are back:") in err, err
+    assert p.returncode == 1, out + err  # the runs failed
+    assert (f"could not clean up 1 run directory on unreachable hosts; run `ccbench doctor --cleanup --inventory "
+            f"{inv}` once they are back:") in err, err
     assert re.search(rf"^  host sender 1 \(root@{re.escape(bed.mgmt['s1'])}:22\): .*\(run directory "
                      rf"{re.escape(bed.workdir)}/\S+-s1\)$", err, re.M), err
+    assert err.count("(run directory ") == 1, err  # the second run never reached sender 1
     assert bed.leftovers() != []  # its run directory on sender 1
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -436,6 +438,16 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     assert r.returncode == 4, r.stdout + r.stderr
     assert r.stdout.count("1 run directory left by killed controllers") == 4, r.stdout  # each of the 4 hosts
     assert bed.leftovers() == left
+    # a host down as well: its leftovers are unknown, so "not ready" (1) is the answer
+    bed.kill_host("d")
+    try:
+        r = ccbench_cmd("doctor", "--inventory", str(inv), env={"COLUMNS": "400"})
+        assert r.returncode == 1, r.stdout + r.stderr
+        r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))  # cleans the others
+        assert r.returncode == 1 and "again once the hosts above are back" in r.stderr, r.stdout + r.stderr
+        assert r.stderr.startswith(f"ccbench: error: host receiver (root@{bed.mgmt['d']}:22): "), r.stderr
+    finally:
+        bed.start_sshd("d")
     r = ccbench_cmd("doctor", "--cleanup", "--inventory", str(inv))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "removed" in r.stdout

@@ -263,9 +263,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     left_on_hosts = backend.finish() if hasattr(backend, "finish") else []  # hosts: cleanups that failed
     if left_on_hosts:
         inv = f" --inventory {shlex.quote(str(args.inventory))}" if getattr(args, "inventory", None) else ""
-        err_c.print(f"could not clean up after {len(left_on_hosts)} run{'s' if len(left_on_hosts) != 1 else ''} "
-                    f"on unreachable hosts; run `ccbench doctor --cleanup{inv}` once they are back:", soft_wrap=True,
-                    highlight=False, markup=False)
+        n = len(left_on_hosts)
+        err_c.print(f"could not clean up {n} run director{'ies' if n != 1 else 'y'} on unreachable hosts; run "
+                    f"`ccbench doctor --cleanup{inv}` once they are back:", soft_wrap=True, highlight=False,
+                    markup=False)
         for line in left_on_hosts:
             err_c.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)
     if summary.interrupted:

@@ -418,6 +418,8 @@ class _Run:
                     p.popen.wait()
             def one(hr: HostRun) -> list[str]:
                 c = hr.conn
+                if not hr.created:  # the run never reached this host (it failed first): nothing there
+                    return []
                 try:
                     if not c.alive():
                         c.close()

@@ -135,8 +135,9 @@ def stale_log_dirs() -> list[str]:
 
 
 def doctor_report(console, inventory: str) -> int:
-    """The CLI's `doctor --inventory FILE`: a row per host; exit 4 when
-    killed controllers left something, 1 when a host is not ready."""
+    """The CLI's `doctor --inventory FILE`: a row per host; exit 1 when a
+    host is not ready (what it holds is then unknown), else 4 when killed
+    controllers left something."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -162,7 +163,7 @@ def doctor_report(console, inventory: str) -> int:
         ok = "[red]no[/]" if problems else "[yellow]leftovers[/]" if dead else "[green]ok[/]"
         t.add_row(escape(label), ok, escape(str(facts.get("kernel", "–"))), escape("; ".join(details)))
     console.print(t)
-    return EXIT_LEFTOVERS if any_dead else EXIT_FAILED_RUNS if any_problem else EXIT_OK
+    return EXIT_FAILED_RUNS if any_problem else EXIT_LEFTOVERS if any_dead else EXIT_OK
 
 
 def doctor_cleanup(console, inventory: str) -> int:
@@ -185,6 +186,12 @@ def doctor_cleanup(console, inventory: str) -> int:
         console.print("nothing left behind by ccbench runs on the inventory's hosts")
     for line in removed + alive:
         console.print(escape(line), soft_wrap=True)
+    from ccbench import console as consoles
+
+    err = consoles.stderr()
     for p in problems:
-        console.print(f"[red]error[/]: {escape(p)}", soft_wrap=True)
+        err.print(f"ccbench: error: {escape(p)}", soft_wrap=True, highlight=False)
+    if problems:
+        err.print(f"ccbench: run `ccbench doctor --cleanup --inventory {escape(inventory)}` again once the hosts "
+                  "above are back", soft_wrap=True, highlight=False)
     return 1 if problems else 0
