@@ -174,13 +174,17 @@ def test_bad_cluster_input_is_one_error_before_anything_is_written(study_file, t
     bad.write_text(SWEEP + '\n[cluster]\nkind = "slurm"\nwalltime = "forever"\n')
     assert main(["run", str(bad), "--out", str(out), "--cluster"]) == 2
     err = capsys.readouterr().err
-    assert "bad.toml: [cluster]: walltime: got 'forever'; expected a wall time such as '01:00:00'" in err
+    assert "bad.toml [cluster]: walltime: got 'forever'; expected a wall time such as '01:00:00'" in err
     bad.write_text(SWEEP + '\n[cluster]\nnodes = 3\n')
     assert main(["run", str(bad), "--out", str(out), "--cluster", "local:1"]) == 2
     assert "[cluster]: nodes: unknown cluster setting (allowed: kind, address" in capsys.readouterr().err
     # ... also when the run does not use the cluster: the typo is found now, not on the day it is
     assert main(["run", str(bad), "--out", str(out)]) == 2
     assert "[cluster]: nodes: unknown cluster setting" in capsys.readouterr().err
+    bad.write_text(SWEEP + '\n[cluster]\nkind = "local:2"\ncores = 2\n')  # so is a setting its kind ignores
+    assert main(["run", str(bad), "--out", str(out)]) == 2
+    assert "bad.toml [cluster]: cores: only for batch clusters (slurm, pbs, sge), not kind = 'local'" in \
+        capsys.readouterr().err
     assert not out.exists()
 
 
@@ -230,7 +234,7 @@ def test_settings_come_from_cli_then_study_then_user_file(tmp_path, monkeypatch)
     cfg = resolve("", {"queue": "short", "walltime": "00:30:00"}, "s.toml", {"cores": "2"})
     assert (cfg.kind, cfg.queue, cfg.cores, cfg.memory, cfg.walltime, cfg.jobs) == \
         ("slurm", "short", 2, "8GB", "00:30:00", 3)
-    assert cfg.sources["queue"] == "s.toml [cluster]" and cfg.sources["memory"] == str(user)
+    assert cfg.sources["queue"] == "s.toml [cluster]" and cfg.sources["memory"] == f"{user} [cluster]"
     cfg = resolve("local:3", None)
     assert (cfg.kind, cfg.workers, cfg.retries) == ("local", 3, 2)
 
@@ -244,11 +248,11 @@ def test_a_table_names_a_scheduler_by_address_and_refuses_what_its_kind_ignores(
     assert resolve("slurm", {"kind": "tcp", "address": "tcp://head:8786"}, "s.toml").named == "--cluster slurm"
     refused = [
         ({"kind": "tcp"}, "s.toml [cluster]: kind = 'tcp' needs the scheduler's address = 'tcp://HOST:PORT'"),
-        ({"kind": "slurm", "address": "tcp://head:8786"}, "s.toml: [cluster]: address is for a running scheduler "
+        ({"kind": "slurm", "address": "tcp://head:8786"}, "s.toml [cluster]: address is for a running scheduler "
                                                          "(kind = 'tcp' or no kind), not kind = 'slurm'"),
-        ({"address": "head:8786"}, "s.toml: [cluster]: address: got 'head:8786'; expected a scheduler address"),
+        ({"address": "head:8786"}, "s.toml [cluster]: address: got 'head:8786'; expected a scheduler address"),
         ({"kind": "local:2", "memory": "4GB"}, "s.toml [cluster]: memory: only for batch clusters (slurm, pbs, "
-                                               "sge), not s.toml [cluster] (local:2)"),
+                                               "sge), not kind = 'local'"),
         ({"address": "tcp://head:8786", "queue": "q"}, "s.toml [cluster]: queue: only for batch clusters"),
     ]
     for table, message in refused:
@@ -260,6 +264,10 @@ def test_a_table_names_a_scheduler_by_address_and_refuses_what_its_kind_ignores(
     user.write_text('[cluster]\nqueue = "long"\n')
     monkeypatch.setenv("CCBENCH_CLUSTER_CONFIG", str(user))
     assert resolve("local:2", None).kind == "local"
+    # ... and the scheduler's address comes only with its kind, from the same place
+    user.write_text('[cluster]\naddress = "tcp://elsewhere:1"\n')
+    with pytest.raises(UsageError, match="s.toml \\[cluster\\]: kind = 'tcp' needs the scheduler's address"):
+        resolve("", {"kind": "tcp"}, "s.toml")
 
 
 def test_study_with_a_cluster_table_keeps_its_run_ids(study_file, tmp_path):

@@ -225,6 +225,11 @@ def _table(doc: Any, where: str) -> dict[str, Any]:
         if kind != "tcp":
             raise UsageError(f"{where}: address is for a running scheduler (kind = 'tcp' or no kind), "
                              f"not kind = {kind!r}")
+    if out.get("kind") not in (None, *BATCH_KINDS):  # checked with or without --cluster
+        for k in BATCH_ONLY:
+            if k in out:
+                raise UsageError(f"{where}: {k}: only for batch clusters (slurm, pbs, sge), not kind = "
+                                 f"{out.get('address') or out['kind']!r}")
     return out
 
 
@@ -239,7 +244,7 @@ def _user_file() -> tuple[dict[str, Any], str]:
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: TOML syntax error: {e}") from None
     if "cluster" in doc:
-        return _table(doc["cluster"], f"{path}: [cluster]"), str(path)
+        return _table(doc["cluster"], f"{path} [cluster]"), f"{path} [cluster]"
     return _table(doc, str(path)), str(path)
 
 
@@ -263,7 +268,7 @@ def resolve(spec: Optional[str], study_table: Any = None, study_file: str = "stu
             raise UsageError(f"--{key}: got {value!r}; expected {allowed}") from None
     layers.append(("the command line", cli_vals))
     if study_table is not None:
-        layers.append((f"{study_file} [cluster]", _table(study_table, f"{study_file}: [cluster]")))
+        layers.append((f"{study_file} [cluster]", _table(study_table, f"{study_file} [cluster]")))
     user, user_path = _user_file()
     layers.append((user_path, user))
 
@@ -282,7 +287,7 @@ def resolve(spec: Optional[str], study_table: Any = None, study_file: str = "stu
         )
     for name, vals in layers:
         for k, v in vals.items():
-            if k not in merged and k != "kind":
+            if k not in merged and k not in ("kind", "address", "workers"):
                 merged[k] = v
                 sources[k] = name
     cfg = ClusterConfig(kind=merged["kind"], sources=sources)
@@ -294,13 +299,13 @@ def resolve(spec: Optional[str], study_table: Any = None, study_file: str = "stu
     if cfg.kind == "local" and cfg.workers is None:
         cfg.workers = os.cpu_count() or 1
     if not cfg.batch:
-        # Set where the cluster is named, they would be silently ignored; a
-        # default in another table (the user's file) is only unused here.
+        # Given on the command line they would be silently ignored (a table
+        # with its own non-batch kind refuses them itself, _table); a default
+        # in another table (the user's file) is only unused here.
         for k in BATCH_ONLY:
-            src = sources.get(k)
-            if src in ("the command line", sources["kind"]):
-                where = f"--{k.replace('_', '-')}" if src == "the command line" else f"{src}: {k}"
-                raise UsageError(f"{where}: only for batch clusters (slurm, pbs, sge), not {cfg.named}")
+            if sources.get(k) == "the command line":
+                raise UsageError(f"--{k.replace('_', '-')}: only for batch clusters (slurm, pbs, sge), "
+                                 f"not {cfg.named}")
     return cfg
 
 
@@ -325,13 +330,13 @@ def from_args(args: Any, study: Any) -> Optional[ClusterConfig]:
             if getattr(args, opt, None) is not None:
                 raise UsageError(f"--{opt} needs --cluster")
         if doc.get("cluster") is not None:  # checked on every run: a typo there is not left for the day it is used
-            _table(doc["cluster"], f"{getattr(study, 'path', 'study')}: [cluster]")
+            _table(doc["cluster"], f"{getattr(study, 'path', 'study')} [cluster]")
         return None
     cli = {k: getattr(args, k, None) for k in ("queue", "cores", "memory", "walltime", "retries")}
     cfg = resolve(args.cluster, doc.get("cluster"), str(getattr(study, "path", "study")), cli)
     if args.jobs != 1:
         if not cfg.batch:
-            raise UsageError(f"--jobs with --cluster counts batch jobs (slurm, pbs, sge); with {cfg.kind} "
+            raise UsageError(f"--jobs with --cluster counts batch jobs (slurm, pbs, sge); with {cfg.named} "
                              "the cluster's workers run the runs"
                              + (" (local:N sets how many)" if cfg.kind == "local" else ""))
         cfg.jobs = _pos_int(args.jobs) if args.jobs > 0 else cfg.jobs
