@@ -28,6 +28,7 @@ from ccbench import _core, bpf
 from ccbench.cli import main
 from ccbench.errors import StudyError
 from ccbench.spec import load_study, parse_study
+from ccbench.store import DB_FILENAME
 
 from kernel_retry import ATTEMPTS, stolen, until_clean
 from root_checks import need_linux_backend
@@ -426,6 +427,20 @@ def test_linux_verifier_rejection_exits_2_with_the_log(linux, tmp_path, capsys):
                      "program wild_ssthresh: Permission denied"), err
     assert any("invalid variable offset" in ln and ln.startswith("    ") for ln in log), err
     assert not (tmp_path / "out").exists()
+    assert not any(n.startswith("ccb") for n in _kernel_ccas())
+
+
+def test_validate_asks_the_verifier_before_any_run(linux, tmp_path, capsys):
+    """`validate --cca bpf:X` refuses what the kernel refuses before its sim
+    runs, as `run` does (it used to run the grid's sim runs, then fail every
+    linux run with exit 1)."""
+    (tmp_path / "wild.bpf.c").write_bytes((DATA / "bad_verifier.bpf.c").read_bytes())
+    out = tmp_path / "v"
+    assert main(["validate", "--quick", "--cca", f"bpf:{tmp_path / 'wild.bpf.c'}", "--reps", "1", "--duration", "2s",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the kernel refused the BPF congestion control" in err and "invalid variable offset" in err, err
+    assert not (out / DB_FILENAME).exists()  # no sim run went first
     assert not any(n.startswith("ccb") for n in _kernel_ccas())
 
 

@@ -102,8 +102,12 @@ def execute_plan(p: Plan, out: Path, *, jobs: int = 1, retry_suspect: int = 1, r
     sim, linux = backends.get("sim"), backends.get("linux")
     sim.check()
     linux.check()
+
     def chosen(backend: str) -> list:
         return [r for r in p.runs(backend) if only is None or r.run_id in only]
+
+    # the kernel's verdict on BPF CCAs before any run, as `ccbench run` asks it (a usage error, exit 2)
+    linux.preflight(chosen("linux"))
 
     s = execute(p.studies["sim"], chosen("sim"), sim, out, jobs=jobs, progress=progress(), versions_apart=False)
     log.executed["sim"] += s.executed
