@@ -423,8 +423,8 @@ def test_linux_verifier_rejection_exits_2_with_the_log(linux, tmp_path, capsys):
     err = capsys.readouterr().err
     # the file the study named and the program on the first line; the verifier's own words below it
     first, *log = err.splitlines()
-    assert first == (f"ccbench: error: the kernel refused the BPF congestion control {tmp_path / 'wild.bpf.c'}: "
-                     "program wild_ssthresh: Permission denied"), err
+    assert first == (f"ccbench: error: {p}: flows.0.cca: the kernel refused the BPF congestion control "
+                     f"{tmp_path / 'wild.bpf.c'}: program wild_ssthresh: Permission denied"), err
     assert any("invalid variable offset" in ln and ln.startswith("    ") for ln in log), err
     assert not (tmp_path / "out").exists()
     assert not any(n.startswith("ccb") for n in _kernel_ccas())

@@ -218,7 +218,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     backend = backends.get(study.backend)
     backend.check()
     if hasattr(backend, "preflight"):  # e.g. the kernel's verdict on BPF CCAs (linux)
-        backend.preflight(runs)
+        try:
+            backend.preflight(runs)
+        except UsageError as e:
+            raise UsageError(f"{args.study}: {e.message}", e.detail) from None
     if hasattr(backend, "prepare"):  # hosts: the inventory and every host's pre-flight, before any run
         backend = backend.prepare(study, getattr(args, "inventory", None))
     from ccbench.executor.cluster_config import from_args as cluster_from_args

@@ -947,7 +947,9 @@ class LinuxBackend:
             try:
                 bpf_cca.verify(objs)
             except bpf_cca.BpfLoadError as e:
-                raise UsageError(e.message, e.detail) from None
+                field = next((f"flows.{i}.cca: " for r in runs for i, f in enumerate(r.config["flows"])
+                              if f["cca"] == e.cca), "")
+                raise UsageError(field + e.message, e.detail) from None
 
     def run(self, runspec: Any) -> RunResult:
         self.check()

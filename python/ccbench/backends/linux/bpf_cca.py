@@ -45,7 +45,10 @@ _REGISTERED_RE = re.compile(r"Registered \S+ (\S+) id (\d+)")
 
 class BpfLoadError(DetailedError):
     """The kernel refused the program (verifier) or bpftool failed
-    (``detail``: the end of the verifier's log)."""
+    (``detail``: the end of the verifier's log; ``cca``: the resolved
+    ``bpf:<object>`` refused, when known)."""
+
+    cca: Optional[str] = None
 
 
 @dataclass
@@ -177,7 +180,9 @@ def _register(obj_cca: str, obj: str, name: str, copy: Path, source: str) -> Reg
         out = p.stderr or p.stdout
         failed = _LOAD_FAILED_RE.search(out)
         why = f": program {failed.group(1)}: {failed.group(2).strip()}" if failed else ""
-        raise BpfLoadError(f"the kernel refused the BPF congestion control {source}{why}", verifier_excerpt(out))
+        e = BpfLoadError(f"the kernel refused the BPF congestion control {source}{why}", verifier_excerpt(out))
+        e.cca = obj_cca
+        raise e
     reg = Registration(obj_cca, name, int(m.group(2)), None)
     reg.needs_ecn = bool(_registered().get(name, {}).get("flags", 0) & 2)
     if _ensure_bpffs():
