@@ -241,7 +241,7 @@ def test_sim_program_fault_fails_the_run_with_one_line_not_a_panic(tools, tmp_pa
     assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 1
     out, err = capfd.readouterr()
     assert "panick" not in out + err and "RUST_BACKTRACE" not in out + err, out + err
-    assert re.search(r"failed [\d.]+ m?s: ValueError: the BPF CCA bpf:far: program far_ssthresh "
+    assert re.search(r"failed [\d.]+ m?s: ValueError: program far_ssthresh of the BPF CCA named 'far' "
                      r"\(tcp_congestion_ops\.ssthresh\) failed at \d+\.\d{6} s: ", out), out
 
 

@@ -142,8 +142,8 @@ impl BpfCc {
                 let prog = self.vm.obj.hooks[hook as usize].map_or("?", |i| self.vm.obj.programs[i].name.as_str());
                 let prog = prog.strip_prefix("struct_ops/").unwrap_or(prog);
                 self.fault = Some(format!(
-                    "the BPF CCA {}: program {prog} (tcp_congestion_ops.{}) failed at {:.6} s: {e}",
-                    self.name,
+                    "program {prog} of the BPF CCA named '{}' (tcp_congestion_ops.{}) failed at {:.6} s: {e}",
+                    self.name.strip_prefix("bpf:").unwrap_or(self.name),
                     hook.member(),
                     c.now_ns as f64 / 1e9
                 ));
