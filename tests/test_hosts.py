@@ -48,6 +48,12 @@ def test_inventory_refuses_option_like_hosts_and_bad_values():
     with pytest.raises(StudyError, match=r"inv.toml: hosts.senders\[0\].ssh: not a host name"):
         parse(_table(senders=[{"ssh": "-oProxyCommand=touch /tmp/x", "address": "10.1.0.1", "interface": "e"}]),
               source="inv.toml")
+    with pytest.raises(StudyError, match=r"senders\[0\].ssh: a host and a port in one value .got '10.0.0.1:2222'; "
+                                         r"allowed: the host alone, with the port as its own key: ssh = '10.0.0.1', "
+                                         r"port = 2222"):
+        parse(_table(senders=[{"ssh": "10.0.0.1:2222", "address": "10.1.0.1", "interface": "e"}]), source="inv.toml")
+    assert parse(_table(senders=[{"ssh": "fd00::1", "address": "10.1.0.1", "interface": "e"}]),
+                 source="inv.toml").hosts[0].ssh_host == "fd00::1"  # IPv6: colons of its own
     with pytest.raises(StudyError, match="receiver.address: not an IPv4 address"):
         parse(_table(receiver={"ssh": "h", "address": "10.1.0.2; rm -rf /", "interface": "eth1"}), source="inv.toml")
     with pytest.raises(StudyError, match="the study has 2 senders .got 1; allowed: at least 2"):

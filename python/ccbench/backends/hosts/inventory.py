@@ -182,6 +182,10 @@ def parse(table: dict, *, source: str = "[hosts]", n_senders: Optional[int] = No
         if not isinstance(h, str) or not HOST_RE.match(h):
             raise err(f"{where}.ssh", "not a host name or address", h,
                       "an SSH destination host such as 'node1.lab' or '192.0.2.10' (user and port are separate keys)")
+        if h.count(":") == 1:  # an IPv6 address has two or more
+            raise err(f"{where}.ssh", "a host and a port in one value", h,
+                      f"the host alone, with the port as its own key: ssh = '{h.split(':')[0]}', "
+                      f"port = {h.split(':')[1] or 22}")
         return h
 
     def iface(where: str, v: Any) -> str:
