@@ -480,7 +480,7 @@ impl World {
 
     fn cca_faulted(&mut self) -> bool {
         if self.fault.is_none() {
-            self.fault = self.conns.iter_mut().find_map(|c| c.sender.cca_fault());
+            self.fault = self.conns.iter().find_map(|c| c.sender.cca().fault()).map(str::to_owned);
         }
         self.fault.is_some()
     }

@@ -730,6 +730,14 @@ def early_runs_fit(cfg: ClusterConfig, backend: Any, runs: Sequence[Any], out_di
     return not any(cca.startswith(bpf.PREFIX) for cca in _study_ccas(runs))
 
 
+def _tell(committer: Any, what: str, *args: Any) -> None:
+    """The progress reporter's ``what`` (``run_retried``, ``note``,
+    ``cluster_status``: the Dask executor's own), if it has one."""
+    report = getattr(committer.progress, what, None)
+    if report is not None:
+        report(*args)
+
+
 class ClusterRunner:
     """``runner(todo, backend, committer)`` for :func:`ccbench.executor.local.execute`."""
 
@@ -784,9 +792,7 @@ class ClusterRunner:
             processing = self.client.processing()
             mine = len(self.local_inflight) + sum(1 for keys in processing.values() for k in keys
                                                   if isinstance(k, str) and k.startswith(f"ccbench-{self.sweep}-"))
-            report = getattr(committer.progress, "cluster_status", None)
-            if report is not None:
-                report(len(workers), mine)
+            _tell(committer, "cluster_status", len(workers), mine)
 
     # -- the loop
 
@@ -863,7 +869,7 @@ class ClusterRunner:
             kind, payload, notes = fut.result()
             fut.release()
             for line in notes:
-                self._note(committer, line)
+                _tell(committer, "note", line)
             if kind == "done":
                 if rs.run_id not in self.committed:
                     self.committed.add(rs.run_id)
@@ -893,10 +899,8 @@ class ClusterRunner:
                     self.lost_hosts.add(_address_host(exc.last_worker.address))
                 if fut.key not in self.started and self.requeued.get(rs.run_id, 0) < MAX_REQUEUES:
                     self.requeued[rs.run_id] = self.requeued.get(rs.run_id, 0) + 1
-                    report = getattr(committer.progress, "run_retried", None)
-                    if report is not None:
-                        report(rs, f"the worker holding it died before it started ({exc.last_worker.address}); "
-                                   "not counted as a try")
+                    _tell(committer, "run_retried", rs, f"the worker holding it died before it started "
+                                                        f"({exc.last_worker.address}); not counted as a try")
                     self._submit(rs, attempt, backend)
                     return
                 why = f"the worker running it died ({exc.last_worker.address}, KilledWorker)"
@@ -904,9 +908,7 @@ class ClusterRunner:
                 why = f"the worker running it died ({fut.status})"
         self.lost.setdefault(rs.run_id, []).append(why)
         if attempt < self.retries:
-            report = getattr(committer.progress, "run_retried", None)
-            if report is not None:
-                report(rs, f"{why} (try {attempt + 2} of {self.retries + 1})")
+            _tell(committer, "run_retried", rs, f"{why} (try {attempt + 2} of {self.retries + 1})")
             self._submit(rs, attempt + 1, backend)
             return
         n = attempt + 1
@@ -914,12 +916,6 @@ class ClusterRunner:
                 + "; ".join(self.lost[rs.run_id]) + ". Running the study again retries it.")
         self.committed.add(rs.run_id)
         committer.commit(rs, Outcome(rs.run_id, "failed", None, text, 0.0))
-
-    @staticmethod
-    def _note(committer: Any, line: str) -> None:
-        report = getattr(committer.progress, "note", None)
-        if report is not None:
-            report(line)
 
     def _clear_lost_hosts(self, committer: Any) -> None:
         """A worker that died in a linux run left its namespaces (and, until
@@ -942,9 +938,9 @@ class ClusterRunner:
             if host not in reached:  # workers on one host clear the same things
                 reached.add(host)
                 for line in lines:
-                    self._note(committer, f"{host}: {line}")
+                    _tell(committer, "note", f"{host}: {line}")
         for host in sorted(self.lost_hosts - reached):
-            self._note(committer, f"{host}: no worker answered there after its worker died in a linux run; "
+            _tell(committer, "note", f"{host}: no worker answered there after its worker died in a linux run; "
                                   "what that run left stays until `sudo ccbench doctor --cleanup` runs on it")
 
     def _stop(self, committer: Any) -> None:

@@ -36,7 +36,7 @@ def _leaves(doc: Any, prefix: str = "") -> Iterable[tuple[str, str]]:
 
 def changed_fields(old: Sequence[dict], new: Sequence[dict]) -> list[str]:
     """The resolved-config fields whose values over the ``old`` runs are not
-    those over the ``new`` runs: what an edit changed, e.g. ``duration_s``
+    those over the ``new`` runs: what an edit changed, e.g. ``duration_ns``
     or, for a BPF source edited since, ``flows.0.cca (a BPF source changed)``."""
     def values(configs: Sequence[dict]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}

@@ -40,7 +40,6 @@ pub struct BpfCc {
     /// steps...): no program runs after it, and the world ends the run with
     /// it at its next sample (`CongestionControl::fault`).
     fault: Option<String>,
-    faulted: bool,
 }
 
 #[inline]
@@ -67,7 +66,7 @@ fn ca_state(s: CaState) -> u8 {
 impl BpfCc {
     pub fn open(path: &str, seed: u64) -> Result<BpfCc, String> {
         let (obj, name) = load(path)?;
-        Ok(BpfCc { vm: Vm::new(obj, seed), name, app_limited_in: 0, fault: None, faulted: false })
+        Ok(BpfCc { vm: Vm::new(obj, seed), name, app_limited_in: 0, fault: None })
     }
 
     fn export(&mut self, c: &Conn) {
@@ -128,7 +127,7 @@ impl BpfCc {
     }
 
     fn call(&mut self, c: &mut Conn, hook: Hook, args: &[u64]) -> Option<u64> {
-        if self.faulted || !self.vm.obj.has(hook) {
+        if self.fault.is_some() || !self.vm.obj.has(hook) {
             return None;
         }
         self.export(c);
@@ -147,7 +146,6 @@ impl BpfCc {
                     hook.member(),
                     c.now_ns as f64 / 1e9
                 ));
-                self.faulted = true;
                 None
             }
         }
@@ -167,8 +165,8 @@ impl CongestionControl for BpfCc {
         self.name
     }
 
-    fn fault(&mut self) -> Option<String> {
-        self.fault.take()
+    fn fault(&self) -> Option<&str> {
+        self.fault.as_deref()
     }
 
     fn init(&mut self, c: &mut Conn) {

@@ -375,9 +375,9 @@ pub trait CongestionControl {
         2
     }
 
-    /// A fault that ends the run, taken once: a BPF program's (a hook has
-    /// no way to return an error; the world asks at every sample).
-    fn fault(&mut self) -> Option<String> {
+    /// A fault that ends the run: a BPF program's (a hook has no way to
+    /// return an error; the world asks at every sample).
+    fn fault(&self) -> Option<&str> {
         None
     }
 

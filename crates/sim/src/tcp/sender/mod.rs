@@ -356,11 +356,6 @@ impl Sender {
         }
     }
 
-    /// A fault of the CCA that ends the run (`CongestionControl::fault`).
-    pub fn cca_fault(&mut self) -> Option<String> {
-        self.cca.fault()
-    }
-
     pub fn cca(&self) -> &dyn CongestionControl {
         self.cca.as_ref()
     }
