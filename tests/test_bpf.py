@@ -22,6 +22,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from ccbench import _core, bpf
@@ -228,21 +229,31 @@ def test_objects_neither_backend_can_use_are_refused_alike(tools, tmp_path, back
     assert str(e.value).startswith(f"s.toml: flows.0.cca: {what}"), str(e.value)
 
 
-def test_sim_program_fault_fails_the_run_with_one_line_not_a_panic(tools, tmp_path, capfd):
+@pytest.mark.parametrize("cluster", [None, "local:1"])
+def test_sim_program_fault_fails_the_run_with_one_line_not_a_panic(tools, tmp_path, capfd, cluster):
     """A program that reads outside the socket (which Linux's verifier would
     refuse, and the simulator has none): the run fails with the program,
-    its member and the simulated time; no Rust panic reaches the terminal."""
+    its member and the simulated time; no Rust panic reaches the terminal.
+    The same from a Dask worker (the outcome's trip back keeps what it says)."""
     src = "faults_in_sim.bpf.c"
     (tmp_path / src).write_bytes((DATA / src).read_bytes())
     st = tmp_path / "s.toml"
     st.write_text('[study]\nname = "b"\nduration = "5s"\n[topology.bottleneck]\nrate = "10Mbit"\ndelay = "5ms"\n'
                   f'loss = "1%"\n[[flows]]\ncca = "bpf:{src}"\n')
     capfd.readouterr()
-    assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 1
+    assert main(["run", str(st), "--out", str(tmp_path / "out")] + (["--cluster", cluster] if cluster else [])) == 1
     out, err = capfd.readouterr()
     assert "panick" not in out + err and "RUST_BACKTRACE" not in out + err, out + err
-    assert re.search(r"failed [\d.]+ m?s: ValueError: program far_ssthresh of the BPF CCA named 'far' "
+    # the fault's own line, not a Python class before it nor a traceback in the store
+    assert re.search(r"failed [\d.]+ m?s: program far_ssthresh of the BPF CCA named 'far' "
                      r"\(tcp_congestion_ops\.ssthresh\) failed at \d+\.\d{6} s: ", out), out
+    assert "ValueError" not in out + err, out + err
+    # running it again would fail the same way: the advice says so instead of "retries them"
+    assert ("1 of 1 runs failed" in err and "the simulator is deterministic, so they fail the same way "
+            "when run again" in err and "retries them" not in err), err
+    (error,) = duckdb.connect(str(tmp_path / "out" / "ccbench.duckdb"), read_only=True).execute(
+        "SELECT error FROM runs").fetchone()
+    assert error.startswith("program far_ssthresh of the BPF CCA") and "Traceback" not in error, error
 
 
 def test_sim_paces_a_program_that_asks_for_it_in_init(tools, tmp_path):

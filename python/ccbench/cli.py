@@ -308,11 +308,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed_expectations = (cli_analysis.print_expectations(expects, a, study.name, str(args.study), full_sweep)
                            if expects else 0)
     if summary.failed:
-        err_c.print(
-            f"{summary.failed} of {summary.total} runs failed (see `ccbench ls {out}`); "
-            "running the study again retries them",
-            soft_wrap=True,
-        )
+        err_c.print(f"{summary.failed} of {summary.total} runs failed (see `ccbench ls {out}`); "
+                    + _failed_advice(summary.failed, summary.failed_repeating), soft_wrap=True)
     suspect = retriable_suspect(out, [r.run_id for r in runs])
     if suspect:
         err_c.print(f"{len(suspect)} of {len(runs)} runs are suspect (see `ccbench ls {out}`); "
@@ -320,6 +317,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if failed_expectations:
         return EXIT_EXPECTATION
     return EXIT_FAILED_RUNS if summary.failed else EXIT_OK
+
+
+def _failed_advice(failed: int, repeating: int) -> str:
+    """What running the study again does for its failed runs: a fault the
+    simulator met (deterministic) comes back the same, anything else may not."""
+    if not repeating:
+        return "running the study again retries them"
+    if repeating == failed:
+        return ("the simulator is deterministic, so they fail the same way when run again: "
+                "change the study or its CCA first")
+    return (f"running the study again retries them; {repeating} of them fail the same way again "
+            "(the simulator is deterministic)")
 
 
 def _results_dirs(parent: Path) -> list[Path]:

@@ -31,6 +31,7 @@ __all__ = [
     "Backend",
     "RunResult",
     "ResultError",
+    "RunFault",
     "FLOW_FIELDS",
     "SAMPLE_COLUMNS",
     "QUEUE_COLUMNS",
@@ -47,6 +48,17 @@ __all__ = [
 
 class ResultError(Exception):
     """A backend returned a result that does not follow the result schema."""
+
+
+class RunFault(Exception):
+    """A run stopped by a fault its message explains in full (say, a BPF
+    program's fault in the simulator): stored and printed as that message,
+    without the exception's class or a traceback. ``repeats``: the same
+    config fails the same way when run again (the simulator is deterministic)."""
+
+    def __init__(self, message: str, repeats: bool = False):
+        super().__init__(message)
+        self.repeats = repeats
 
 
 # Column-form tables of interfaces.md §2: (column name, may be absent/null).

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ccbench import core
-from ccbench.backends import ResultError, RunResult
+from ccbench.backends import ResultError, RunFault, RunResult
 
 
 def _core():
@@ -37,7 +37,10 @@ class SimBackend:
 
     def run(self, runspec: Any, stop_flag: Any = None) -> RunResult:
         core = _core()
-        out = core.simulate(json.dumps(core_config(runspec.config)), stop_flag)
+        try:
+            out = core.simulate(json.dumps(core_config(runspec.config)), stop_flag)
+        except ValueError as e:  # the model's own refusal or a BPF program's fault: the message says it all
+            raise RunFault(str(e), repeats=True) from None
         try:
             decoded = json.loads(out)
         except json.JSONDecodeError as e:

@@ -100,7 +100,7 @@ def to_wire(outcome: Outcome) -> dict:
     from ccbench.store import arrow_column
 
     d: dict[str, Any] = {"run_id": outcome.run_id, "status": outcome.status, "error": outcome.error,
-                         "wall_time_s": outcome.wall_time_s, "result": None}
+                         "wall_time_s": outcome.wall_time_s, "repeats": outcome.repeats, "result": None}
     r = outcome.result
     if r is None:
         return d
@@ -128,7 +128,7 @@ def from_wire(d: dict) -> Outcome:
             t = pa.ipc.open_stream(buf).read_all()
             tables[name] = {c: t.column(c).combine_chunks() for c in t.column_names}
         result = RunResult(flows=r["flows"], stats=r["stats"], status=r["status"], note=r["note"], **tables)
-    return Outcome(d["run_id"], d["status"], result, d["error"], d["wall_time_s"])
+    return Outcome(d["run_id"], d["status"], result, d["error"], d["wall_time_s"], d["repeats"])
 
 
 # ---------------------------------------------------------------- on the worker

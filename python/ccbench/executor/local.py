@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ccbench import degenerate
-from ccbench.backends import ResultError, RunResult
+from ccbench.backends import ResultError, RunFault, RunResult
 from ccbench.errors import UsageError
 from ccbench.executor import signals, versions
 from ccbench.executor.cluster_config import max_local_workers
@@ -45,6 +45,7 @@ class Outcome:
     result: RunResult | None
     error: str | None
     wall_time_s: float
+    repeats: bool = False  # a failure the same config meets again (RunFault.repeats)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class ExecutionSummary:
     interrupted: bool = False
     signal: int | None = None  # SIGTERM or SIGHUP, when one (not Ctrl-C) interrupted the study
     failed_run_ids: list[str] = field(default_factory=list)
+    failed_repeating: int = 0  # of the failed: fail the same way when run again (RunFault.repeats)
     out_dir: Path | None = None
     study: str | None = None  # the name the runs are stored under (``NAME v2`` for a new version)
 
@@ -82,7 +84,10 @@ class Progress:
 
 
 def error_text(e: BaseException) -> str:
-    """``Type: message`` on the first line, then the traceback."""
+    """``Type: message`` on the first line, then the traceback; a RunFault's
+    message alone (it explains the fault, a traceback into ccbench would not)."""
+    if isinstance(e, RunFault):
+        return str(e).rstrip() or type(e).__name__
     head = f"{type(e).__name__}: {e}".rstrip()
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     return f"{head}\n\n{tb}".rstrip()
@@ -150,7 +155,8 @@ def run_one(backend: Any, runspec: Any, stop_flag: Any = None) -> Outcome:
             os._exit(128 + signal.SIGTERM)
         raise
     except BaseException as e:  # noqa: BLE001 - PyO3's PanicException is a BaseException
-        return Outcome(runspec.run_id, "failed", None, error_text(e), time.perf_counter() - t0)
+        return Outcome(runspec.run_id, "failed", None, error_text(e), time.perf_counter() - t0,
+                       repeats=isinstance(e, RunFault) and e.repeats)
     finally:
         _in_run = False
     wall = time.perf_counter() - t0
@@ -236,6 +242,7 @@ class _Committer:
         if outcome.status == "failed":
             self.summary.failed += 1
             self.summary.failed_run_ids.append(runspec.run_id)
+            self.summary.failed_repeating += outcome.repeats
         elif outcome.status == "suspect":
             self.summary.suspect += 1
         else:
