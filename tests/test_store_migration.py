@@ -1,6 +1,7 @@
-"""The store's schema version 2 (the events table, flows.completion_us,
-queue.tx_bytes and queue.utilisation): results with them round-trip, and a
-version-1 store still opens — read-only as it is, for writing migrated."""
+"""The store's schema versions 2 (the events table, flows.completion_us,
+queue.tx_bytes and queue.utilisation) and 3 (queue.random_losses): results
+with them round-trip, and an older store still opens — read-only as it is,
+for writing migrated."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ccbench.store import COLUMNS, DB_FILENAME, SCHEMA_VERSION, Store
 
 from fakes import fake_result_dict, make_runs
 
-V1_MISSING = {"flows": ("completion_us",), "queue": ("tx_bytes", "utilisation")}
+V1_MISSING = {"flows": ("completion_us",), "queue": ("tx_bytes", "utilisation", "random_losses")}
+V2_MISSING = {"queue": ("random_losses",)}
 
 
 def _result(rs) -> dict:
@@ -21,6 +23,7 @@ def _result(rs) -> dict:
     d["flows"][0]["completion_us"] = 812_345
     d["queue"]["tx_bytes"] = [1500 * i for i in range(10)]
     d["queue"]["utilisation"] = [0.1 * i for i in range(10)]
+    d["queue"]["random_losses"] = [i // 3 for i in range(10)]
     d["events"] = {"time_us": [3_000_000, 3_000_000, 9_000_000], "kind": ["controller", "route", "controller"],
                    "flow_id": [None, 0, None], "state": ["action", None, "released"],
                    "link": ["primary", None, "primary"],
@@ -46,6 +49,7 @@ def test_events_completion_and_utilisation_round_trip(tmp_path):
     assert ev["state"] == ["action", None, "released"] and ev["detail"][1] == "a-r1 r1-r3 alt r2-b"
     assert [f["completion_us"] for f in flows] == [812_345, None]
     assert queue["tx_bytes"][:3] == [0, 1500, 3000] and abs(queue["utilisation"][9] - 0.9) < 1e-9
+    assert queue["random_losses"] == [i // 3 for i in range(10)]
 
 
 def test_a_result_without_the_new_columns_stores_nulls(tmp_path):
@@ -117,3 +121,49 @@ def test_a_version_1_store_is_migrated_when_opened_for_writing(tmp_path):
     # and it opens again (migration is idempotent)
     with Store(res) as store:
         assert store.count("runs") == 2
+
+
+def _v2_store(path) -> None:
+    """A results directory as schema version 2 wrote it (no queue.random_losses), with one run."""
+    path.mkdir(parents=True)
+    con = duckdb.connect(str(path / DB_FILENAME))
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    for table, cols in COLUMNS.items():
+        body = ", ".join(f"{c} {t}" for c, t in cols if c not in V2_MISSING.get(table, ()))
+        con.execute(f"CREATE TABLE {table} ({body})")
+    con.execute("INSERT INTO studies VALUES ('old', '/old.toml', 'src', now(), now())")
+    con.execute("""INSERT INTO runs VALUES ('old', 'abcdef123456', 'cfg', 0, '{"x": "1"}', '{}', 'sim', 1, 0,
+                   'ok', NULL, 0.5, '0.1', now(), '{}')""")
+    con.execute("INSERT INTO flows VALUES ('abcdef123456', 0, 'cubic', 0, 'bulk', 'cubic bulk', 0, 1000000, "
+                "1000, 8000.0, 10, 0, 20000.0, 21000.0, 25000.0, NULL)")
+    con.execute("INSERT INTO queue VALUES ('abcdef123456', 'bottleneck', 100000, 0, 0, 3, 0, NULL, 1500, 0.5)")
+    con.close()
+
+
+def test_a_version_2_store_reads_with_no_random_losses_and_migrates_when_written(tmp_path):
+    """Read-only: the analysis has drops but no random losses (None, not 0,
+    which would claim none were lost). Written: the column is added, old rows null."""
+    import pandas as pd
+
+    import ccbench
+
+    res = tmp_path / "old"
+    _v2_store(res)
+    values = ccbench.open(res).metrics()
+    got = dict(zip(values.metric, values.value))
+    assert got["drops"] == 3 and pd.isna(got["random_losses"]), got
+    con = duckdb.connect(str(res / DB_FILENAME), read_only=True)
+    assert con.execute("SELECT value FROM meta").fetchall() == [("2",)]  # read: untouched
+    con.close()
+    rs = make_runs(reps=1)[0]
+    with Store(res) as store:
+        _write(store, rs, _result(rs))
+        q = store.reader("queue").read_all().to_pydict()
+    rows = [(r, v) for r, v in zip(q["run_id"], q["random_losses"])]
+    assert [v for r, v in rows if r == "abcdef123456"] == [None]
+    assert [v for r, v in rows if r == rs.run_id] == [i // 3 for i in range(10)]
+    con = duckdb.connect(str(res / DB_FILENAME), read_only=True)
+    assert con.execute("SELECT value FROM meta").fetchall() == [(str(SCHEMA_VERSION),)]
+    assert [c for c, _ in COLUMNS["queue"]] == [r[0] for r in con.execute("DESCRIBE queue").fetchall()]
+    con.close()

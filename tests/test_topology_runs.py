@@ -284,3 +284,68 @@ def test_completion_and_shares_scripts(noted, capsys):
     assert mod["main"]([str(noted)]) == 0
     assert "transfer completion times" in capsys.readouterr().out
 
+
+
+# -- random losses ---------------------------------------------------------------------------
+
+LOSSY_PATH = """
+[study]
+name = "lossy"
+duration = "20s"
+
+[topology]
+hosts = ["a", "b"]
+routers = ["r1", "r2"]
+
+[[topology.links]]
+between = ["a", "r1"]
+rate = "1Gbit"
+[[topology.links]]
+name = "first"
+between = ["r1", "r2"]
+rate = "50Mbit"
+delay = "5ms"
+loss = "1%"
+back = { loss = "0%" }
+[[topology.links]]
+name = "second"
+between = ["r2", "b"]
+rate = "50Mbit"
+delay = "5ms"
+loss = "3%"
+buffer = "1bdp"
+back = { loss = "0%" }
+
+[[flows]]
+cca = "cubic"
+src = "a"
+dst = "b"
+count = 2
+"""
+
+
+def test_random_losses_are_counted_per_link_and_match_the_loss_rate(tmp_path):
+    """Each lossy link's random losses reach the store and the analysis
+    (link_random_losses[...], and their sum as random_losses), apart from
+    its queue's drops; each is a binomial draw over the packets offered to
+    it: ≈ its loss × what reached it (the first link sees every data
+    segment sent, the second what the first passed), within 4 σ."""
+    import math
+
+    import ccbench
+
+    st = tmp_path / "lossy.toml"
+    st.write_text(LOSSY_PATH)
+    assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 0
+    r = ccbench.open(tmp_path / "out")
+    m = r.metrics()
+    got = dict(zip(m.key, m.value))
+    sent = int(r.flows.sent_segs.sum())
+    first, second = got["link_random_losses[first]"], got["link_random_losses[second]"]
+    assert got["link_random_losses[first/back]"] == 0 and got["link_random_losses[second/back]"] == 0, got
+    assert got["random_losses"] == first + second, got
+    for lost, p, offered in ((first, 0.01, sent), (second, 0.03, sent - first - got["link_drops[first]"])):
+        mean, sd = p * offered, math.sqrt(offered * p * (1 - p))
+        assert abs(lost - mean) < 4 * sd, (lost, mean, sd, got)
+    # every loss is a segment sent again (or lost at the very end)
+    assert first + second + got["drops"] <= int(r.flows.retrans_segs.sum()) + 2 * 2, got

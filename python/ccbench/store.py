@@ -13,15 +13,16 @@ Tables (units in column names; see DESIGN.md "The results schema"):
               retrans_segs, inflight_bytes, pacing_rate_bps, delivery_rate_bps,
               cca_state, bw_est_bps)
     queue    (run_id, link, time_us, backlog_bytes, backlog_pkts, drops,
-              ecn_marks, lateness_us, tx_bytes, utilisation)
+              ecn_marks, lateness_us, tx_bytes, utilisation, random_losses)
     rpcs     (run_id, flow_id, request_bytes, response_bytes, start_us, latency_us)
     events   (run_id, time_us, kind, flow_id, state, link, detail)
                                                route changes, controller states and actions
 
 Schema versions: 1 had no events table and no flows.completion_us,
-queue.tx_bytes, queue.utilisation (version 2). Opening a version-1 store for
-writing adds them (existing rows get nulls); opened read-only it is read as
-it is, with an empty temporary events table.
+queue.tx_bytes, queue.utilisation (version 2); 2 had no queue.random_losses
+(version 3). Opening an older store for writing adds what it lacks (existing
+rows get nulls); opened read-only it is read as it is, with an empty
+temporary events table if it has none.
 
 Each run is written in one transaction (its runs row and all its rows in the
 other tables), so a crash never leaves half a run. A run whose status is ok
@@ -59,7 +60,7 @@ from ccbench.errors import UsageError
 from ccbench.store_errors import DatabaseError, explain, forget_copy, is_damage, is_disk_full, note_open, register_copy
 
 DB_FILENAME = "ccbench.duckdb"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("ok", "failed", "suspect")
 FINISHED = ("ok", "suspect")
 DATA_TABLES = ("flows", "samples", "queue", "rpcs", "events")
@@ -134,6 +135,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("lateness_us", "DOUBLE"),
         ("tx_bytes", "BIGINT"),
         ("utilisation", "DOUBLE"),
+        ("random_losses", "BIGINT"),
     ),
     "rpcs": (
         ("run_id", "VARCHAR NOT NULL"),
@@ -153,8 +155,10 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("detail", "VARCHAR"),
     ),
 }
-# Columns added after schema version 1: a version-1 store gets them when opened for writing.
-ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"flows": ("completion_us",), "queue": ("tx_bytes", "utilisation")}
+# Columns added after schema version 1 (random_losses in 3, the rest in 2): an older store gets them
+# when opened for writing.
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"flows": ("completion_us",),
+                                             "queue": ("tx_bytes", "utilisation", "random_losses")}
 
 #: The events of a run in the order they happened: by time, then route events
 #: before the controller's, a state before the moves it made, and the

@@ -42,8 +42,8 @@ from ccbench.errors import UsageError
 # moves them beyond the spread, repetitions of one configuration do not.
 COMPARED = ("goodput_mean_bps", "goodput_sum_bps", "retrans_pct", "rtt_mean_us", "rtt_p99_us",
             "queue_delay_mean_us", "rpc_p50_us", "rpc_p99_us", "rpc_p999_us", "jfi", "utilisation",
-            "backlog_mean_bytes", "drops",
-            "link_utilisation", "link_backlog_mean_bytes", "link_drops")
+            "backlog_mean_bytes", "drops", "random_losses",
+            "link_utilisation", "link_backlog_mean_bytes", "link_drops", "link_random_losses")
 
 
 @dataclass

@@ -14,8 +14,8 @@ import numpy as np
 
 SERIES_COLUMNS = ("time_us", "delivered_bytes", "cwnd_bytes", "srtt_us", "retrans_segs", "inflight_bytes")
 QUEUE_SERIES = ("time_us", "backlog_bytes", "backlog_pkts", "drops", "ecn_marks")
-# Added in store schema 2 (absent from a version-1 store read as it is).
-QUEUE_SERIES_V2 = ("tx_bytes", "utilisation")
+# Added in store schemas 2 and 3 (absent from an older store read as it is).
+QUEUE_SERIES_ADDED = ("tx_bytes", "utilisation", "random_losses")
 EVENT_COLUMNS = ("time_us", "kind", "flow_id", "state", "link", "detail")
 
 
@@ -141,7 +141,7 @@ def load_runs(store: Any, study: Optional[str] = None, run_ids: Optional[Iterabl
                 run.series[int(fid)] = FlowSeries(**{c: d[c][sl].astype(float) for c in SERIES_COLUMNS})
         have = {str(r[0]) for r in con.execute("SELECT column_name FROM information_schema.columns "
                                                  "WHERE table_name = 'queue'").fetchall()}
-        qcols = QUEUE_SERIES + tuple(c for c in QUEUE_SERIES_V2 if c in have)
+        qcols = QUEUE_SERIES + tuple(c for c in QUEUE_SERIES_ADDED if c in have)
         cols = ", ".join(f"CAST({c} AS DOUBLE) AS {c}" for c in qcols)
         d = _numpy(con, f"SELECT run_id, link, {cols} FROM queue WHERE list_contains(?, run_id) "
                         "ORDER BY run_id, link, time_us", [ids])

@@ -82,14 +82,18 @@ Per run (:class:`RunMetrics`)
   backlog_mean/max_bytes (and _pkts): over the bottleneck queue samples
                      (a network has no one bottleneck: None; each link's
                      are in the queue table).
-  link_utilisation, link_backlog_mean_bytes, link_drops  per queueing link of
-                     a general topology (key suffix [directed link name]):
-                     bytes it sent on the wire × 8 / (its rate × the time of
-                     its last sample), the mean of its backlog samples, its
-                     drops over the run. Headers count: a full link reads 1.
+  link_utilisation, link_backlog_mean_bytes, link_drops, link_random_losses
+                     per queueing link of a general topology (key suffix
+                     [directed link name]): bytes it sent on the wire × 8 /
+                     (its rate × the time of its last sample), the mean of
+                     its backlog samples, its drops and random losses over
+                     the run. Headers count: a full link reads 1.
   drops, ecn_marks   at the bottleneck over the run (last cumulative sample);
                      in a network, summed over every queue. Packets lost to
                      a link's random `loss` are not drops.
+  random_losses      the packets the bottleneck's random `loss` took over the
+                     run (last cumulative sample; in a network, summed over
+                     every queueing link); None in a store older than schema 3.
   timeouts, loss_probes, recoveries  the run's retransmission timeouts,
                      tail loss probes and entries into fast recovery over all
                      its connections (stats rto_count, tlp_count and
@@ -385,6 +389,15 @@ class LinkMetrics:
     backlog_mean_bytes: Optional[float]
     drops: int
     ecn_marks: int
+    random_losses: Optional[int] = None  # None: a store older than schema 3
+
+
+def _last_count(q: dict[str, np.ndarray], column: str) -> Optional[int]:
+    """A cumulative counter's value at the last sample; None when the store has no such column or values."""
+    v = q.get(column)
+    if v is None or not np.isfinite(v).any():
+        return None
+    return int(np.nanmax(v))
 
 
 def link_metrics(run: RunData) -> dict[str, LinkMetrics]:
@@ -404,7 +417,7 @@ def link_metrics(run: RunData) -> dict[str, LinkMetrics]:
         if tx is not None and rate and t[-1] > 0 and np.isfinite(tx[-1]):
             util = float(tx[-1]) * 8e6 / (float(rate) * float(t[-1]))
         out[name] = LinkMetrics(util, float(np.nanmean(q["backlog_bytes"])), int(np.nanmax(q["drops"])),
-                                int(np.nanmax(q["ecn_marks"])))
+                                int(np.nanmax(q["ecn_marks"])), _last_count(q, "random_losses"))
     return out
 
 
@@ -430,6 +443,7 @@ class RunMetrics:
     backlog_max_pkts: Optional[float]
     drops: Optional[int]
     ecn_marks: Optional[int]
+    random_losses: Optional[int] = None
     anomalies: list[Anomaly] = field(default_factory=list)
     #: bytes delivered in order in the steady-state window that crossed the
     #: link before it (not counted in utilisation_steady; module docstring)
@@ -456,6 +470,7 @@ class RunMetrics:
         v: dict[str, Optional[float]] = {
             "jfi": self.jfi, "utilisation": self.utilisation, "utilisation_steady": self.utilisation_steady,
             "backlog_mean_bytes": self.backlog_mean_bytes, "drops": to_float(self.drops),
+            "random_losses": to_float(self.random_losses),
             "timeouts": to_float(self.run.timeouts), "loss_probes": to_float(self.run.loss_probes),
             "recoveries": to_float(self.run.recoveries),
             "convergence_us": _mean([c.converged_after_us for c in self.convergence])
@@ -472,6 +487,7 @@ class RunMetrics:
             v[f"link_utilisation[{name}]"] = lm.utilisation
             v[f"link_backlog_mean_bytes[{name}]"] = lm.backlog_mean_bytes
             v[f"link_drops[{name}]"] = float(lm.drops)
+            v[f"link_random_losses[{name}]"] = to_float(lm.random_losses)
         return v
 
 
@@ -513,14 +529,17 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
     jt, jv = jfi_series(run, settings.jfi_bin_us) if run.series else ([], [])
     q = run.queue.get("bottleneck")
     bmean = bmax = pmean = pmax = None
-    drops = marks = None
+    drops = marks = lost = None
     links = link_metrics(run)
     if q is not None and len(q["time_us"]):
         bmean, bmax = float(np.nanmean(q["backlog_bytes"])), float(np.nanmax(q["backlog_bytes"]))
         pmean, pmax = float(np.nanmean(q["backlog_pkts"])), float(np.nanmax(q["backlog_pkts"]))
         drops, marks = int(np.nanmax(q["drops"])), int(np.nanmax(q["ecn_marks"]))
-    elif links:  # a network has no one bottleneck: every queue's drops and marks
+        lost = _last_count(q, "random_losses")
+    elif links:  # a network has no one bottleneck: every queue's drops, marks and random losses
         drops, marks = sum(lm.drops for lm in links.values()), sum(lm.ecn_marks for lm in links.values())
+        counts = [lm.random_losses for lm in links.values()]
+        lost = None if None in counts else sum(counts)
     gp = [f.goodput_bps for f in fms if f.goodput_bps is not None]
     rm = RunMetrics(
         run=run, window=window, flows=fms, classes=classes, utilisation=util, utilisation_steady=util_steady,
@@ -528,7 +547,7 @@ def run_metrics(run: RunData, settings: AnalysisSettings = AnalysisSettings()) -
         jfi_times_us=jt, jfi_values=jv,
         convergence=convergence(run, settings.converge_jfi, settings.jfi_bin_us) if run.series else [],
         backlog_mean_bytes=bmean, backlog_max_bytes=bmax, backlog_mean_pkts=pmean, backlog_max_pkts=pmax,
-        drops=drops, ecn_marks=marks, steady_held_bytes=held, all_flows=everyone,
+        drops=drops, ecn_marks=marks, random_losses=lost, steady_held_bytes=held, all_flows=everyone,
         links=links,
     )
     rm.anomalies = detect(run, settings, window)
@@ -586,6 +605,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("utilisation_steady", "utilisation_steady", "run", "", "link utilisation, steady state"),
     Metric("backlog", "backlog_mean_bytes", "run", "", "mean bottleneck backlog (bytes)"),
     Metric("drops", "drops", "run", "", "queue drops"),
+    Metric("random_losses", "random_losses", "run", "", "packets lost to the link's random loss"),
     Metric("timeouts", "timeouts", "run", "", "retransmission timeouts"),
     Metric("loss_probes", "loss_probes", "run", "", "tail loss probes"),
     Metric("recoveries", "recoveries", "run", "", "entries into fast recovery"),
@@ -594,4 +614,5 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("link_utilisation", "link_utilisation", "link", "", "link utilisation (bytes on the wire)"),
     Metric("link_backlog", "link_backlog_mean_bytes", "link", "", "mean link backlog (bytes)"),
     Metric("link_drops", "link_drops", "link", "", "link queue drops"),
+    Metric("link_random_losses", "link_random_losses", "link", "", "packets lost to the link's random loss"),
 )}

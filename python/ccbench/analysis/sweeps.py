@@ -7,9 +7,9 @@ series.
 Metrics (``--metric``): the names of ccbench.analysis.metrics.METRICS — per
 group of flows e.g. goodput (mean per-flow goodput, bits/s), goodput_sum,
 goodput_steady, retrans (%), rtt, rtt_p99, queue_delay, rpc_p99; per run
-jfi, utilisation, drops, convergence (runs that never converged are left out);
-per link of a general topology link_utilisation, link_backlog, link_drops
-(one series per link).
+jfi, utilisation, drops, random_losses, convergence (runs that never converged
+are left out); per link of a general topology link_utilisation, link_backlog,
+link_drops, link_random_losses (one series per link).
 
 Groups (``--group``): a swept parameter (by full dotted path or a unique
 suffix such as ``cca`` for ``flows.0.cca``) — one series per value, the

@@ -85,6 +85,7 @@ QUEUE_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("lateness_us", True),
     ("tx_bytes", True),  # cumulative bytes the link sent (null where the backend does not count them)
     ("utilisation", True),  # fraction of the link's rate used over the last sample interval
+    ("random_losses", True),  # cumulative packets the link's random `loss` took (not in drops)
 )
 EVENT_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("time_us", False),

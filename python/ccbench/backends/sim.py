@@ -9,6 +9,10 @@ from ccbench import core
 from ccbench.backends import ResultError, RunFault, RunResult
 
 
+# The core's error when a run's stop flag was set (crates/sim world.rs INTERRUPTED).
+INTERRUPTED = "interrupted"
+
+
 def _core():
     return core.load("backend 'sim'")
 
@@ -39,7 +43,10 @@ class SimBackend:
         core = _core()
         try:
             out = core.simulate(json.dumps(core_config(runspec.config)), stop_flag)
-        except ValueError as e:  # the model's own refusal or a BPF program's fault: the message says it all
+        except ValueError as e:
+            if str(e) == INTERRUPTED:  # stopped by its flag: not the run's fault
+                raise
+            # the model's own refusal or a BPF program's fault: the message says it all
             raise RunFault(str(e), repeats=True) from None
         try:
             decoded = json.loads(out)

@@ -372,7 +372,8 @@ def _run_section(rm: RunMetrics, flags: Sequence[Any], fig_id: str, net_fig_id: 
     extra.append(f"utilisation {console.value(rm.utilisation, '')} (steady {console.value(rm.utilisation_steady, '')}{held}), "
                  f"JFI {console.value(rm.jfi, '')}, bottleneck backlog mean {console.size(rm.backlog_mean_bytes)} / max "
                  f"{console.size(rm.backlog_max_bytes)}, drops {rm.drops if rm.drops is not None else '–'}, "
-                 f"ECN marks {rm.ecn_marks if rm.ecn_marks is not None else '–'}; steady-state window "
+                 f"ECN marks {rm.ecn_marks if rm.ecn_marks is not None else '–'}, random losses "
+                 f"{rm.random_losses if rm.random_losses is not None else '–'}; steady-state window "
                  f"{rm.window[0] / 1e6:.2f}–{rm.window[1] / 1e6:.2f} s (shaded green)")
     for cv in rm.convergence:
         when = "never within the epoch" if cv.converged_after_us is None else f"after {cv.converged_after_us / 1e6:.1f} s"

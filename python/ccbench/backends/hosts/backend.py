@@ -742,7 +742,7 @@ class _Run:
         samples_rows.sort(key=lambda r: (r["time_us"], r["flow_id"]))
         samples = {c: [r.get(c) for r in samples_rows] for c, _ in SAMPLE_COLUMNS}
         qcols = ("link", "time_us", "backlog_bytes", "backlog_pkts", "drops", "ecn_marks", "lateness_us",
-                 "tx_bytes", "utilisation")
+                 "tx_bytes", "utilisation", "random_losses")
         queue: dict[str, list] = {c: [] for c in qcols}
         for line in stats_lines:
             if line.get("time_us") is None or line["time_us"] > duration_us:
@@ -750,7 +750,7 @@ class _Run:
             for link, q in sorted((line.get("links") or {}).items()):
                 queue["link"].append(link)
                 queue["time_us"].append(line["time_us"])
-                for k in ("backlog_bytes", "backlog_pkts", "drops", "ecn_marks", "tx_bytes"):
+                for k in ("backlog_bytes", "backlog_pkts", "drops", "ecn_marks", "tx_bytes", "random_losses"):
                     queue[k].append(q.get(k, 0))
                 queue["utilisation"].append(q.get("utilisation"))
                 queue["lateness_us"].append(((q.get("lateness_us") or line.get("lateness_us")) or {}).get("p99"))
