@@ -631,6 +631,9 @@ def test_random_loss_rate_and_retransmissions(core):
     # retransmissions).
     assert 0.5 <= st["lost_retransmits"] / sim["lost_retransmits"] <= 2
     assert 0.008 <= rate <= 0.012
+    # the queue table keeps the count: its last sample's, at most the emulator's final one
+    last = max(v for link, v in zip(res.queue["link"], res.queue["random_losses"]) if link == "bottleneck")
+    assert 0.95 * bn["random_losses"] <= last <= bn["random_losses"], (last, bn)
     # Every retransmission is accounted for by an emulator drop or reported as spurious...
     assert st["kernel_retrans_segs"] <= drops + st["spurious_retrans_segs"]
     assert st["spurious_retrans_segs"] == max(0, st["kernel_retrans_segs"] - drops)
