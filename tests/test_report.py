@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import ccbench
 from ccbench.cli import main
 
 from analysis_study import run_study
@@ -152,8 +153,17 @@ def test_plot_command(results, tmp_path, fmt, magic, capsys):
     assert out.read_bytes().startswith(magic)
     if fmt == "svg":
         svg = out.read_text()
-        # grouped by the swept cca, a series pools the bulk and the RPC flows of a run: no model for it
-        assert "cca=reno" in svg and "cca=bbr" in svg and "Mathis model" not in svg
+        # grouped by the flows' CCA (not by the swept flows.0.cca, which would pool the bulk and the
+        # RPC flows of a run): the reno flows of both sweep values, bbr's, and the RPC flow's cubic
+        # apart, each with its model unless it is the RPC flow's
+        for name in ("reno · cca=reno", "reno · cca=bbr", "bbr · cca=bbr", "cubic · cca=reno"):
+            assert f"<!-- {name} -->" in svg, name
+        assert "Mathis model · bbr · cca=bbr" in svg and "model · cubic" not in svg
+        pooled = tmp_path / "pooled.svg"  # the swept parameter by its full name: all flows of a run
+        assert main(["plot", str(results), "--metric", "goodput", "--x", "loss", "--group", "flows.0.cca",
+                     "--format", "svg", "--out", str(pooled)]) == 0
+        svg = pooled.read_text()
+        assert "<!-- cca=reno -->" in svg and "<!-- cca=bbr -->" in svg and "Mathis model" not in svg
         by_class = tmp_path / "by-class.svg"
         assert main(["plot", str(results), "--metric", "goodput", "--x", "loss", "--format", "svg",
                      "--out", str(by_class)]) == 0
@@ -170,6 +180,10 @@ def test_plot_default_path_and_errors(results, capsys):
     assert "not a swept parameter" in capsys.readouterr().err
     assert main(["plot", str(results), "--x", "loss", "--metric", "speed"]) == 2
     capsys.readouterr()
+    # a per-link metric on the dumbbell: says why, and what to plot instead
+    assert main(["plot", str(results), "--x", "loss", "--metric", "link_drops"]) == 2
+    err = capsys.readouterr().err
+    assert "per-link metrics are a general topology's; the dumbbell's bottleneck has 'drops'" in err, err
 
 
 def test_show_results_formats(results, capsys):
@@ -266,3 +280,44 @@ def test_figure_series_never_share_colour_and_marker(numeric):
         drawn[label] = (line.get_color(), line.get_marker())
     assert sorted(drawn) == sorted(s.label for s in series)
     assert len(set(drawn.values())) == 25, drawn
+
+
+ONE_FLOW = """\
+[study]
+name = "one-flow"
+duration = "2s"
+repetitions = 2
+[topology.bottleneck]
+rate = "10Mbit"
+delay = "5ms"
+[[flows]]
+cca = "cubic"
+start_jitter = "20ms"
+[sweep]
+"topology.bottleneck.loss" = ["0%", "1%"]
+"flows.0.cca" = ["reno", "bbr"]
+"""
+
+
+def test_one_flow_sweep_by_cca_and_its_models_at_the_median_rtt(tmp_path):
+    """--group cca on a study of one flow whose cca is swept: a series per
+    CCA, not labelled again with the swept value (no series meets two). Its
+    model curves take the median of the repetitions' mean RTTs (of two, their
+    mean; it was the larger of the two)."""
+    import statistics
+
+    from ccbench.analysis.sweeps import sweep_plot
+
+    st = tmp_path / "one.toml"
+    st.write_text(ONE_FLOW)
+    assert main(["run", str(st), "--out", str(tmp_path / "r")]) == 0
+    with ccbench.open(tmp_path / "r") as r:
+        plot = sweep_plot(r.analysis(), "goodput", "loss", "cca")
+        m = r.metrics()
+    assert sorted(s.label for s in plot.series) == ["bbr", "reno"]
+    assert sorted(s.label for s in plot.models) == ["Mathis model · bbr", "Mathis model · reno",
+                                                     "Padhye model · bbr", "Padhye model · reno"]
+    (pt,) = [p for s in plot.series if s.label == "bbr" for p in s.points if p.x_label == "1%"]
+    rtts = m[m.run_id.isin(pt.run_ids) & (m.metric == "rtt")].value.tolist()
+    assert len(rtts) == 2 and rtts[0] != rtts[1], rtts
+    assert pt.rtt_us == pytest.approx(statistics.median(rtts)), (pt.rtt_us, rtts)

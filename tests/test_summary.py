@@ -159,3 +159,33 @@ def test_repetitions_that_gave_the_same_results_are_marked(tmp_path, capsys):
     assert html.count("2 (identical)") == 1
     assert "Identical: its repetitions gave the same results (nothing random in it changed them" in html
     assert IDENTICAL_NOTE.startswith("identical: its repetitions gave the same results (nothing random in it")
+
+
+RATES_STUDY = """\
+[study]
+name = "rates"
+duration = "2s"
+[topology.bottleneck]
+rate = "10Mbit"
+delay = "5ms"
+[[flows]]
+cca = "cubic"
+[sweep]
+"topology.bottleneck.rate" = ["2Gbit", "2Mbit"]
+"""
+
+
+def test_a_column_scaled_to_its_largest_rate_shows_small_ones_not_as_zero(tmp_path, capsys):
+    """The goodput column takes the unit of its largest value (Gbit/s here):
+    a 2 Mbit/s configuration's ~1.9 Mbit/s reads 0.00190, not 0.00 as a run
+    that delivered nothing would."""
+    from ccbench.cli import main
+
+    st = tmp_path / "rates.toml"
+    st.write_text(RATES_STUDY)
+    assert main(["run", str(st), "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(tmp_path / "r")]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if " 2Mbit " in line]
+    cells = row.split()
+    assert "Gbit/s" not in row and cells[cells.index("bulk") + 2].startswith("0.001"), row

@@ -260,11 +260,22 @@ class Results:
             fmt = _figure_format(out, format)
         p = sweep_plot(self.analysis(), metric, x, group)
         if not any(pt.spread.n for s in p.series for pt in s.points):
-            raise UsageError(f"--metric {metric}: no values in {self.path} (no such flows?)")
+            raise UsageError(f"--metric {metric}: no values in {self.path} ({_why_no_values(metric)})")
         fig = sweep_figure(p)
         if out is not None:
             write_whole(out, lambda tmp: save_figure(fig, tmp, fmt))
         return fig
+
+
+def _why_no_values(metric: str) -> str:
+    from ccbench.analysis.metrics import METRICS
+
+    if METRICS[metric].level == "link":
+        return (f"per-link metrics are a general topology's; the dumbbell's bottleneck has "
+                f"'{metric.removeprefix('link_')}'")
+    if metric.startswith("rpc"):
+        return "no RPC flows"
+    return "no run measured it"
 
 
 def _figure_format(out: Path, format: Optional[str]) -> str:

@@ -10,6 +10,7 @@ Two styles: ``rate(x)`` keeps three significant digits with trailing zeros
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 from rich.console import Console
@@ -41,7 +42,11 @@ def rate_unit(bps: float) -> tuple[float, str]:
 
 
 def num3(x: float) -> str:
-    """About three significant digits, trailing zeros kept: 8.00, 16.5, 950."""
+    """About three significant digits, trailing zeros kept: 8.00, 16.5, 950;
+    below 0.01 three significant digits (0.00154), so that nothing but 0
+    reads as 0.00 (a column scaled to its largest value may hold tiny ones)."""
+    if x != 0 and abs(x) < 0.01:
+        return f"{x:.{2 - math.floor(math.log10(abs(x)))}f}"
     return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
 
 

@@ -11,18 +11,22 @@ jfi, utilisation, drops, random_losses, convergence (runs that never converged
 are left out); per link of a general topology link_utilisation, link_backlog,
 link_drops, link_random_losses (one series per link).
 
-Groups (``--group``): a swept parameter (by full dotted path or a unique
-suffix such as ``cca`` for ``flows.0.cca``) — one series per value, the
-metric over all flows of the run; otherwise ``class`` (the flows' group
-label, the default), ``cca`` or ``kind`` of each flow — one series per
-value. Swept parameters other than x and the group also split series, and
-so do the study and the backend when a directory holds several, so
-different configurations are never averaged together.
+Groups (``--group``): ``class`` (the flows' group label, the default),
+``cca`` or ``kind`` of each flow — one series per value, over the flows that
+have it, whatever the study sweeps; otherwise a swept parameter (by full
+dotted path, such as ``flows.0.cca``, or a unique suffix such as ``loss``)
+— one series per value, the metric over all flows of the run. Swept
+parameters other than x and the group also split series, and so do the
+study and the backend when a directory holds several, so different
+configurations are never averaged together; a swept parameter that each
+series' flows already name (one flow's swept cca under ``--group cca``) is
+left out of the labels, since no series meets two of its values.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -115,6 +119,18 @@ def _bulk_pools(rm: RunMetrics, key: Callable[[Any], str]) -> dict[str, bool]:
     return out
 
 
+def _named_by_pools(configs: Sequence[ConfigResult], key: str, fkey: Callable[[Any], str]) -> bool:
+    """Does every pool of flows (by ``fkey``) occur with one value of the swept ``key`` only?"""
+    seen: dict[str, str] = {}
+    for c in configs:
+        value = str(c.params.get(key))
+        for rm in c.runs:
+            for f in rm.flows:
+                if seen.setdefault(fkey(f), value) != value:
+                    return False
+    return True
+
+
 def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
                configs: Optional[Sequence[ConfigResult]] = None) -> SweepPlot:
     if metric not in METRICS:
@@ -124,19 +140,23 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
     x_key = resolve_param(x, keys, "--x")
     if x_key is None:
         raise UsageError(f"--x: '{x}' is not a swept parameter (swept: {', '.join(keys) or 'none'})")
+    # class, cca and kind name the flows' own label, CCA and kind even where a
+    # swept key ends in them (flows.1.cca): that one is grouped by by its full name
     if group not in FLOW_GROUPS and resolve_param(group, keys, "--group") == x_key:
         raise UsageError(f"--group: '{group}' is the x axis already (--x {x}); group by another swept parameter "
                          f"or by one of {', '.join(FLOW_GROUPS)}")
-    g_key = resolve_param(group, [k for k in keys if k != x_key], "--group")
+    g_key = None if group in FLOW_GROUPS else resolve_param(group, [k for k in keys if k != x_key], "--group")
     if g_key is None and group not in FLOW_GROUPS:
         raise UsageError(f"--group: '{group}' is neither a swept parameter nor one of {', '.join(FLOW_GROUPS)}")
     m = METRICS[metric]
     attr, level, unit, label = m.attr, m.level, m.unit, m.label
+    fkey = _flow_key(group if g_key is None else "all")
     other = [k for k in keys if k != x_key and k != g_key
              and len({str(c.params.get(k)) for c in configs}) > 1]
+    if level == "class" and g_key is None:
+        other = [k for k in other if not _named_by_pools(configs, k, fkey)]
     # results of several studies or backends in one directory are never pooled either
     origin = [a for a in ("study", "backend") if len({getattr(c, a) for c in configs}) > 1]
-    fkey = _flow_key(group if g_key is None else "all")
 
     cells: dict[tuple[str, str], dict] = {}
     for c in configs:
@@ -176,9 +196,9 @@ def sweep_plot(analysis: Analysis, metric: str, x: str, group: str = "class",
             cell = cells.get((s.label, xl))
             if cell is None:
                 continue
-            rtts = sorted(cell["rtt"])
+            rtt = statistics.median(cell["rtt"]) if cell["rtt"] else None
             s.points.append(Point(xl, parsed[xl][0], spread(cell["values"], upper_bound(attr)), cell["runs"],
-                                  rtts[len(rtts) // 2] if rtts else None, cell["config"]))
+                                  rtt, cell["config"]))
     plot = SweepPlot(metric, x_key, x_unit, numeric, unit, f"{label} vs {x_key}", list(series.values()))
     if metric in ("goodput", "goodput_steady") and x_unit == "%" and x_key.endswith("loss"):
         plot.models = model_series(plot)
