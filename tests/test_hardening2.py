@@ -226,6 +226,12 @@ def test_an_edited_study_is_refused_or_kept_apart_as_a_new_version(intact, tmp_p
     assert main(["summary", "r"]) == 0
     out = capsys.readouterr().out
     assert "quickstart: median" in out and "quickstart v2: median" in out, out
+    # the report's summary names each row's study (the versions share config ids)
+    assert main(["report", "r", "--out", "r.html"]) == 0
+    html = (tmp_path / "r.html").read_text()
+    summary = html[html.index('<h2 id="summary">'):html.index('<h2 id="sweeps">')]
+    assert "<th>study</th>" in summary.replace(' class="l"', ""), summary[:600]
+    assert summary.count(">quickstart v2<") == 3 and summary.count(">quickstart<") == 3, summary
 
 
 def test_changed_fields_names_the_edit_not_what_follows_from_it():

@@ -307,7 +307,10 @@ def summary_html(a: Analysis) -> str:
     has_rpc = any(cm.rpc_count for rm in a.runs() for cm in rm.classes.values())
     gp = [v for c in a.configs for k, s in c.stats.items() if k.startswith("goodput_mean_bps[") for v in s.values]
     gdiv, gunit = console.scale("bps", gp)
-    headers = ["config", *keys, "class", "flows", f"goodput/flow {gunit}", "JFI", "utilisation", "retx %",
+    # a directory holding two versions of a study (NAME v2), or two backends, has
+    # configurations with the same config id: the row says whose it is
+    origin = [attr for attr in ("study", "backend") if len({getattr(c, attr) for c in a.configs}) > 1]
+    headers = [*origin, "config", *keys, "class", "flows", f"goodput/flow {gunit}", "JFI", "utilisation", "retx %",
                "RTT mean ms", "RTT p99 ms", "queueing ms"]
     if has_rpc:
         headers += ["RPC p50 ms", "RPC p99 ms", "RPC p99.9 ms"]
@@ -319,7 +322,8 @@ def summary_html(a: Analysis) -> str:
         for i, g in enumerate(classes):
             first = i == 0
             nflows = max((rm.classes[g].flows for rm in c.runs if g in rm.classes), default=0)
-            row = [f'<code>{esc(c.config_id[:8])}</code>' if first else "",
+            row = [*[esc(getattr(c, attr)) if first else "" for attr in origin],
+                   f'<code>{esc(c.config_id[:8])}</code>' if first else "",
                    *[esc(c.params.get(k, "–")) if first else "" for k in keys],
                    esc(g), str(nflows),
                    _spread_cell(c, f"goodput_mean_bps[{g}]", gdiv),
@@ -342,7 +346,7 @@ def summary_html(a: Analysis) -> str:
             "capacity; queueing = mean RTT − min RTT."
             + (f" {esc(IDENTICAL_NOTE[0].upper() + IDENTICAL_NOTE[1:])}." if any(c.identical for c in a.configs) else "")
             + "</p>")
-    return note + table(headers, rows, left=1 + len(keys) + 1, first_rows=firsts, cls="summary")
+    return note + table(headers, rows, left=len(origin) + 1 + len(keys) + 1, first_rows=firsts, cls="summary")
 
 
 def _flow_table(rm: RunMetrics) -> str:
