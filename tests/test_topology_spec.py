@@ -478,11 +478,14 @@ def test_the_examples_of_the_docs_validate():
      "a-r1 is a pipe"),
     ('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nback = { loss = "1%" }',
      "topology.links.0.back.loss", "r1-a is a pipe"),
-    # a buffer for the back direction only: A → B is still a pipe
-    ('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "1%"\nback = { buffer = "10pkt" }',
-     "topology.links.0.loss", "a-r1 is a pipe"),
+    # a pipe's own loss in its back table, beside a forward direction that queues
+    ('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nbuffer = "10pkt"\n'
+     'back = { loss = "1%", buffer = "10pkt" }', None, None),
 ])
 def test_loss_on_a_pipe_is_a_study_error(old, new, field, fragment):
+    if field is None:  # not a pipe after all: the back table's buffer makes it queue
+        assert links(config(NET.replace(old, new, 1) + FLOW))["r1-a"]["loss"] == pytest.approx(0.01)
+        return
     msg = err(NET.replace(old, new, 1) + FLOW)
     assert f"net.toml: {field}: {fragment}" in msg and "cannot lose packets (got '1%'; allowed: '0%'" in msg, msg
 
@@ -491,6 +494,21 @@ def test_loss_on_a_host_link_that_queues_is_fine():
     cfg = config(NET.replace('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "1%"\n'
                              'buffer = "100pkt"', 1) + FLOW)
     assert links(cfg)["a-r1"]["loss"] == pytest.approx(0.01) and links(cfg)["r1-a"]["loss"] == pytest.approx(0.01)
+
+
+def test_a_links_loss_is_its_queueing_directions_only():
+    """A host's link with a buffer for its back direction only: its loss is
+    that direction's; A → B stays a pipe and loses nothing (docs/topology.md)."""
+    cfg = config(NET.replace('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "1%"\n'
+                             'back = { buffer = "10pkt" }', 1) + FLOW)
+    assert links(cfg)["a-r1"]["loss"] == 0 and links(cfg)["r1-a"]["loss"] == pytest.approx(0.01)
+    # the wildcard reaches it too (it failed on its pipe direction), in a case and in a profile
+    text = NET.replace('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nback = { buffer = "10pkt" }',
+                       1) + FLOW
+    runs = study(text + '[sweep.cases.loss]\nclean = {}\nlossy = { "topology.links.*.loss" = "1%" }\n').runs()
+    assert links(runs[1].config)["r1-a"]["loss"] == pytest.approx(0.01) and links(runs[1].config)["a-r1"]["loss"] == 0
+    (run,) = study(text + '[profiles.lossy]\n"topology.links.*.loss" = "1%"\n').runs()
+    assert links(run.config)["r1-a"]["loss"] == 0  # the profile is not chosen; the file still loads
 
 
 def test_a_wildcard_loss_leaves_out_the_pipes():
@@ -579,3 +597,19 @@ via = { "flows.0.path" = ["a", "r1", "r3", "r2", "b"] }
     msg = err(text)
     assert "net.toml: controller.alternative: no bulk or transfer flow crosses primary" in msg, msg
     assert "[with sweep cases.route = 'via']" in msg
+
+
+def test_controller_thresholds_and_a_min_size_no_candidate_reaches():
+    """threshold is a share of the link's rate up to 100 % (a full link);
+    a min_size above every candidate transfer's size could never be met: the
+    controller would sit in decision for the whole run."""
+    base = NET + FLOW.replace('dst = "b"', 'dst = "b"\nkind = "transfer"\nsize = "200MB"') \
+        + '[controller]\nkind = "noted"\nlink = "primary"\nalternative = ["r1", "r3", "r2"]\n'
+    assert config(base + 'threshold = "100%"\n')["controller"]["threshold"] == 1.0
+    for value, fragment in (('"0%"', "must be above 0%"), ('"101%"', "must be at most 100%")):
+        msg = err(base + f"threshold = {value}\n")
+        assert "net.toml: controller.threshold: " + fragment in msg and "a share of the link's rate" in msg, msg
+    msg = err(base + 'min_size = "300MB"\n')
+    assert ("net.toml: controller.min_size: no candidate transfer can ever have this much left to deliver, so the "
+            "controller would never act (the largest, flow 0, is 200MB) (got '300MB'; allowed: at most 200MB)") in msg, msg
+    assert config(base + 'min_size = "200MB"\n')["controller"]["min_bytes"] == 200_000_000

@@ -54,8 +54,12 @@ def test_rate_good(text, bps):
         ("100Mb", "did you mean '100Mbit'"),
         ("100M", "did you mean '100Mbit'"),
         ("100", "did you mean '100Mbit'"),
-        (100, "bare number needs a unit"),
+        (100, "bare number needs a unit: write it as a string such as '100Mbit'"),
         (1.5, "bare number needs a unit"),
+        # a large one is read in bit/s, as tc and iperf do: not '50000000Mbit' (50 Tbit/s)
+        (50000000, "such as '50Mbit' if it is in bit/s"),
+        ("2500000", "did you mean '2.5Mbit' if it is in bit/s?"),
+        (10000, "such as '10000Mbit', or '10kbit' if it is in bit/s"),
         ("-100Mbit", "positive"),
         ("0Mbit", "positive"),
         ("0bit", "positive"),

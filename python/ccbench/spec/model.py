@@ -106,6 +106,7 @@ Time = Annotated[int, _unit(units.parse_time)]
 Seconds = Annotated[int, _unit(functools.partial(units.parse_time, example_unit="s"))]
 Size = Annotated[int, _unit(units.parse_size)]
 Percent = Annotated[float, _unit(units.parse_percent)]
+Utilisation = Annotated[float, _unit(units.parse_utilisation)]
 BufferT = Annotated[units.Buffer, _unit(units.parse_buffer)]
 Mss = Annotated[int, PlainValidator(_mss)]
 
@@ -454,9 +455,9 @@ class Controller(Model):
     enabled: StrictBool = F(True, "true or false: false describes the controller but does not run it (a "
                             "baseline: the same network, buffers included)")
     link: StrictStr = F(..., "a directed link name: a link's name (its A → B direction) or 'NAME/back'")
-    threshold: Percent = F("90%", "a percentage such as '90%': saturated at this utilisation or more")
+    threshold: Utilisation = F("90%", "a percentage such as '90%': saturated at this utilisation or more")
     hold: Time = F("2s", "a time such as '2s': saturated this long before the controller acts")
-    release_threshold: Percent = F("70%", "a percentage such as '70%', at most threshold")
+    release_threshold: Utilisation = F("70%", "a percentage such as '70%', at most threshold")
     release_hold: Time = F("2s", "a time such as '2s': below release_threshold this long before release")
     min_size: Size = F("100MB", "a size such as '100MB': transfers with at least this much still to send move")
     min_rate: Optional[Rate] = F(None, units.RATE_ALLOWED + " (default: no rate threshold)")

@@ -23,8 +23,10 @@ Decisions written down here:
   explicit return path changes only with an event's ``return_path``.
 * Buffers: a direction that touches a host is a *pipe* (no queue, no drops,
   not sampled: a host's NIC) unless the link gives a ``buffer`` or a
-  ``qdisc`` for it; loss on a pipe is an error (the core refuses it), and
-  ``topology.links.*.loss`` leaves pipes out. Any other direction queues, by
+  ``qdisc`` for it. A link's ``loss`` is each of its directions' that
+  queues; a loss that reaches only pipes (a link of two pipes, or a pipe's
+  own ``back.loss``) is an error (the core refuses it), and
+  ``topology.links.*.loss`` leaves such links out. Any other direction queues, by
   default one BDP (or the discipline's Linux limit, as at the dumbbell's
   bottleneck) of its rate and its RTT: ``bdp_rtt`` or the largest base RTT
   (data path + return path delays) of any path a flow may take across it
@@ -175,6 +177,12 @@ def build(m: StudyFile) -> Net:
             raise FieldError(loc + ("name",), "an all-digit link name reads as a link index in sweep keys, "
                              "cases and profiles", ln.name, NAME_ALLOWED + ", not all digits, e.g. 'l" + ln.name + "'")
         fwd, back = _directions(i, ln)
+        # The link's own loss is each direction's that queues (a host's NIC, a
+        # pipe, loses nothing); it is an error only where it reaches no queue.
+        queues = [d for d in (fwd, back) if not net.is_pipe(d)]
+        for d in (fwd, back):
+            if d.loss and net.is_pipe(d) and queues and "loss" not in d.back_fields:
+                d.loss = 0.0
         for d in (fwd, back):
             if d.loss and net.is_pipe(d):
                 # the core refuses it in every run (netcore LinkConfig::check_in_network)
@@ -433,7 +441,8 @@ def resolve(m: StudyFile, net: Net, routes: list[Route], meta: list[dict], mss: 
         # which flows are candidates depends on their paths: a sweep or case that moves them is named
         paths = tuple(f"flows.{i}.{k}" for i in range(len(m.flows)) for k in ("path", "src", "dst", "kind")) \
             + tuple(f"topology.links.{j}.delay" for j in range(len(m.topology.links or ())))
-        controller, alts = _controller(m.controller, net, routes, meta, paths)
+        sizes = [(i, f.size if f.kind == "transfer" else None) for i, f in enumerate(m.flows) for _ in range(f.count)]
+        controller, alts = _controller(m.controller, net, routes, meta, paths, sizes)
         every += alts  # also when disabled: a baseline keeps the same buffers
         if not m.controller.enabled:
             controller = None
@@ -444,8 +453,9 @@ def resolve(m: StudyFile, net: Net, routes: list[Route], meta: list[dict], mss: 
 
 
 def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict],
-                paths: tuple) -> tuple[dict, list[Route]]:
-    """``paths``: the dotted fields the flows' paths at the start depend on (``related`` of the errors)."""
+                paths: tuple, sizes: list[tuple[int, Optional[int]]]) -> tuple[dict, list[Route]]:
+    """``paths``: the dotted fields the flows' paths at the start depend on (``related`` of the errors);
+    ``sizes``: each flow's [[flows]] entry and transfer size (None: not a transfer)."""
     loc = ("controller",)
     if c.link not in net.by_name:
         raise FieldError(loc + ("link",), f"unknown link '{c.link}'", c.link,
@@ -500,6 +510,16 @@ def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict],
                          "a path between two nodes that the flows on the watched link pass, in their order",
                          related=("controller.link",) + (("controller.flows",) if c.flows is not None else ())
                          + paths)
+    # transfers smaller than min_size never have that much left: a controller with only such
+    # candidates could never act (bulk flows have no size and always qualify)
+    movable = [a["flow"] for a in alternatives]
+    if all(sizes[f][1] is not None and sizes[f][1] < c.min_size for f in movable):
+        largest = max(movable, key=lambda f: sizes[f][1] or 0)
+        entry, size = sizes[largest]
+        raise FieldError(loc + ("min_size",), "no candidate transfer can ever have this much left to deliver, so "
+                         f"the controller would never act (the largest, flow {largest}, is "
+                         f"{units.format_size(size or 0)})", units.format_size(c.min_size),
+                         f"at most {units.format_size(size or 0)}", related=(f"flows.{entry}.size",))
     out = {"kind": c.kind, "link": watched.name, "threshold": c.threshold, "hold_ns": c.hold,
            "release_threshold": c.release_threshold, "release_hold_ns": c.release_hold,
            "min_bytes": c.min_size, "min_rate_bps": c.min_rate if c.min_rate is not None else 0,

@@ -59,6 +59,7 @@ RATE_ALLOWED = "a rate in bit/s such as '100Mbit', '1.5Gbit', '800kbit', '10Gbps
 TIME_ALLOWED = "a time such as '20ms', '1.5s', '500us', '20µs', '100ns', '1min'"
 SIZE_ALLOWED = "a size such as '1448B', '64KB', '1MB', '1MiB' (KB=1000 bytes, KiB=1024 bytes)"
 PERCENT_ALLOWED = "a percentage from '0%' to below '100%', such as '1%' or '0.5%'"
+UTILISATION_ALLOWED = "a share of the link's rate from above '0%' to '100%', such as '90%'"
 BUFFER_ALLOWED = (
     "bytes such as '64KB' or '1MiB' (KB=1000, KiB=1024), packets such as '420pkt', "
     "or a multiple of the BDP such as '1bdp' or '1.5bdp'"
@@ -141,6 +142,29 @@ def _split(value: Any, allowed: str, example_unit: str) -> tuple[str, Decimal, s
     return sign, mag, unit
 
 
+def _unitless_rate(value: Any) -> None:
+    """A number without a unit where a rate goes: an error whose example reads
+    a large one in bit/s, as tc, iperf and ns-3 do (50000000 is '50Mbit', not
+    '50000000Mbit'), and a small one in Mbit/s."""
+    bare = isinstance(value, (int, float)) and not isinstance(value, bool)
+    m = _NUMBER.match(value) if isinstance(value, str) else None
+    if bare:
+        num = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    elif m and not m.group(3) and len(m.group(2)) <= _MAX_DIGITS:
+        num = Decimal(m.group(2))
+    else:
+        return
+    mbit = f"'{_fmt_num(num)}Mbit'"
+    if num >= 1000 and num == int(num):
+        as_bits = f"'{format_rate(int(num))}' if it is in bit/s"
+        hint = as_bits if num >= 10**6 else f"{mbit}, or {as_bits}"
+    else:
+        hint = mbit
+    if bare:
+        raise UnitError(f"a bare number needs a unit: write it as a string such as {hint}", RATE_ALLOWED)
+    raise UnitError(f"missing unit: did you mean {hint}?", RATE_ALLOWED)
+
+
 def _whole(x: Decimal | Fraction, what: str, allowed: str) -> int:
     f = Fraction(x)
     if f.denominator != 1:
@@ -161,6 +185,7 @@ def _prefix(p: str) -> int | None:
 
 def parse_rate(value: Any) -> int:
     """A rate in bits per second, > 0."""
+    _unitless_rate(value)
     sign, mag, unit = _split(value, RATE_ALLOWED, "Mbit")
     for suf in _BYTE_RATE_SUFFIXES:
         pre = unit[: -len(suf)]
@@ -259,21 +284,39 @@ def parse_size(value: Any) -> int:
 
 def parse_percent(value: Any) -> float:
     """A percentage in [0, 100), returned as a probability in [0, 1)."""
+    mag = _percent(value, PERCENT_ALLOWED, "probability")
+    if mag >= 100:
+        raise UnitError("must be below 100%", PERCENT_ALLOWED)
+    return float(mag / 100)
+
+
+def parse_utilisation(value: Any) -> float:
+    """A share of a link's rate in (0, 100] %, returned as a fraction in (0, 1]
+    (a full link reads 100 %)."""
+    mag = _percent(value, UTILISATION_ALLOWED, "fraction")
+    if mag == 0:
+        raise UnitError("must be above 0%", UTILISATION_ALLOWED)
+    if mag > 100:
+        raise UnitError("must be at most 100%", UTILISATION_ALLOWED)
+    return float(mag / 100)
+
+
+def _percent(value: Any, allowed: str, bare: str) -> Decimal:
+    """A percentage's magnitude (not negative), its unit checked; ``bare``:
+    what a bare number below 1 probably is."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if 0 < value < 1:
             raise UnitError(
                 f"a bare number needs a unit: write '{_fmt_num(Decimal(repr(value)) * 100)}%' if {value!r} is a "
-                f"probability, or '{_fmt_num(value)}%'",
-                PERCENT_ALLOWED,
+                f"{bare}, or '{_fmt_num(value)}%'",
+                allowed,
             )
-    sign, mag, unit = _split(value, PERCENT_ALLOWED, "%")
+    sign, mag, unit = _split(value, allowed, "%")
     if unit != "%":
-        raise UnitError(f"unknown unit '{unit}': a percentage ends in '%'", PERCENT_ALLOWED)
+        raise UnitError(f"unknown unit '{unit}': a percentage ends in '%'", allowed)
     if sign == "-" and mag != 0:
-        raise UnitError("must not be negative", PERCENT_ALLOWED)
-    if mag >= 100:
-        raise UnitError("must be below 100%", PERCENT_ALLOWED)
-    return float(mag / 100)
+        raise UnitError("must not be negative", allowed)
+    return mag
 
 
 def parse_buffer(value: Any) -> Buffer:
