@@ -543,8 +543,23 @@ def _field_info(loc: tuple) -> tuple[Optional[type[BaseModel]], Any]:
     return parent, info
 
 
+def _first_error(errors: list) -> tuple[dict, str]:
+    """The error to report, and what to add to an unknown field's problem: a
+    required field reported missing beside an unknown key of the same table
+    that is close to its name is a typo of it (`rat = ...`): the key is named."""
+    err = errors[0]
+    if err["type"] == "missing":
+        loc = tuple(err["loc"])
+        for other in errors:
+            oloc = tuple(other["loc"])
+            if (other["type"] == "extra_forbidden" and oloc[:-1] == loc[:-1]
+                    and difflib.get_close_matches(str(oloc[-1]), [str(loc[-1])], n=1)):
+                return other, f" ({loc[-1]} is required)"
+    return err, ""
+
+
 def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Where") -> str:
-    err = ve.errors()[0]
+    err, required = _first_error(ve.errors())
     loc = tuple(err["loc"])
     typ = err["type"]
     got: Any = err.get("input", FieldError.NO_VALUE)
@@ -557,7 +572,7 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Wh
         names = field_names(parent) if parent is not None else []
         key = str(loc[-1])
         close = difflib.get_close_matches(key, names, n=1)
-        problem = "unknown field" + (f"; did you mean '{close[0]}'?" if close else "")
+        problem = "unknown field" + (f"; did you mean '{close[0]}'?" if close else "") + required
         allowed = ", ".join(names)
     elif typ == "missing":
         problem = _PROBLEMS[typ]
@@ -571,7 +586,7 @@ def _pydantic_message(filename: str, ve: ValidationError, doc: dict, where: "_Wh
     if typ == "literal_error" and ctx.get("expected"):
         allowed = ctx["expected"].replace(" or ", ", ")
     written = _as_written(doc, loc)
-    if _is_value_list(got) and not _takes_list(info):
+    if _is_value_list(got) and not _takes_list(info) and typ != "extra_forbidden":
         # A list where one value belongs is most often a sweep written in place.
         problem += f"; to run each of these values, list them under [sweep] as \"{dotted(written)}\" = [...]"
     return _attribute(filename, written, problem, got, allowed, (), where)
