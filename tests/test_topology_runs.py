@@ -349,3 +349,94 @@ def test_random_losses_are_counted_per_link_and_match_the_loss_rate(tmp_path):
         assert abs(lost - mean) < 4 * sd, (lost, mean, sd, got)
     # every loss is a segment sent again (or lost at the very end)
     assert first + second + got["drops"] <= int(r.flows.retrans_segs.sum()) + 2 * 2, got
+
+
+# -- the controller does not flap ------------------------------------------------------------
+
+FLAP = """
+[study]
+name = "flap"
+duration = "8s"
+
+[topology]
+hosts = ["a", "b", "c"]
+routers = ["r1", "r2", "r3"]
+
+[[topology.links]]
+name = "prim"
+between = ["r1", "r2"]
+rate = "50Mbit"
+delay = "5ms"
+[[topology.links]]
+name = "alt1"
+between = ["r1", "r3"]
+rate = "20Mbit"
+delay = "8ms"
+[[topology.links]]
+name = "alt2"
+between = ["r3", "r2"]
+rate = "20Mbit"
+delay = "8ms"
+[[topology.links]]
+between = ["a", "r1"]
+rate = "1Gbit"
+[[topology.links]]
+between = ["r2", "b"]
+rate = "1Gbit"
+[[topology.links]]
+between = ["c", "r1"]
+rate = "1Gbit"
+
+[[flows]]
+cca = "cubic"
+src = "a"
+dst = "b"
+group = "main"
+
+[[flows]]
+cca = "cubic"
+src = "c"
+dst = "b"
+group = "bg"
+stop = "3s"
+
+[controller]
+kind = "noted"
+link = "prim"
+hold = "500ms"
+release_hold = "1s"
+flows = "main"
+alternative = ["r1", "r3", "r2"]
+"""
+
+
+def _controller_rows(text: str, tmp_path) -> list[tuple]:
+    import ccbench
+
+    st = tmp_path / "s.toml"
+    st.write_text(text)
+    assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 0
+    ev = ccbench.open(tmp_path / "out").events
+    return [(int(t), k, s, None if f != f else int(f)) for t, k, s, f in
+            zip(ev.time_us, ev.kind, ev.state, ev.flow_id)]
+
+
+def test_a_flow_that_fills_its_narrower_alternative_is_not_moved_back_and_forth(tmp_path):
+    """The background flow stops at 3 s; the moved flow alone fills its
+    20 Mbit/s alternative, so its rate there (0.4 of the watched link) says
+    nothing of what it would take back: returned, it filled the 50 Mbit/s
+    link again and was moved again, three times in 8 s. Held, it stays."""
+    rows = _controller_rows(FLAP, tmp_path)
+    states = [s for _, k, s, f in rows if k == "controller" and f is None]
+    assert states == ["decision", "action"], rows
+
+
+def test_the_controller_does_not_move_a_flow_an_event_took_off_the_link(tmp_path):
+    """An [[events]] change moves the candidate to the alternative at 0.3 s;
+    the background flow alone saturates the watched link: decision, but no
+    action that would 'move' a flow already off it."""
+    text = FLAP.replace('stop = "3s"', 'stop = "1.5s"').replace('duration = "8s"', 'duration = "4s"') + \
+        '\n[[events]]\nat = "0.3s"\nflows = "main"\npath = ["r1", "r3", "r2"]\n'
+    rows = _controller_rows(text, tmp_path)
+    assert [k for _, k, _, _ in rows].count("route") == 1, rows
+    assert not [r for r in rows if r[2] in ("action", "released")], rows

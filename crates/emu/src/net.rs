@@ -257,7 +257,23 @@ impl PathControl for NotedCtl {
                 || total == 0
                 || facts.stop_ns.is_some_and(|s| since_t0 >= s)
                 || bytes_left == Some(0);
-            cands.push(Candidate { flow: id, rate_bps: recent as f64 * 8.0 / (v.interval as f64 / 1e9), bytes_left, done });
+            let links = &v.routes[v.paths[fi] as usize];
+            let moved = self.noted.moved().contains(&id);
+            let home = self.before.get(&id).map(|&(p, _)| &v.routes[p as usize]);
+            // a link the move put it on, saturated over the interval
+            let threshold = self.noted.config().threshold;
+            let held = home.is_some_and(|h| {
+                links.iter().any(|l| !h.contains(l) && v.utilisation[*l as usize] >= threshold)
+            });
+            cands.push(Candidate {
+                flow: id,
+                rate_bps: recent as f64 * 8.0 / (v.interval as f64 / 1e9),
+                bytes_left,
+                // a moved flow that a route event has taken over is no longer the controller's
+                done: done || (moved && home.is_none()),
+                crosses: links.iter().any(|&l| l as usize == self.link_index),
+                held,
+            });
         }
         self.events.clear();
         self.noted.step(v.at, v.utilisation[self.link_index], &cands, &mut self.events);

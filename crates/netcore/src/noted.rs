@@ -19,6 +19,13 @@
 //! running are moved back) → `idle` at the next sample. Projecting the moved
 //! flows back onto the link is the hysteresis: a release that would
 //! saturate the link again does not happen, so the controller does not flap.
+//! The projection needs the flows' demand, which their rate on the
+//! alternative shows only while nothing there holds them back: while a link
+//! the move put them on is saturated ([`Candidate::held`]), a greedy flow
+//! (say, the only one left, on a narrower alternative) would take the
+//! watched link back whole, so they stay until they are done or the
+//! alternative has room. Only flows whose current path crosses the watched
+//! link are moved (an `[[events]]` change may have taken one off it).
 //! Hold times count from the first sample that met the condition.
 
 use crate::Nanos;
@@ -121,8 +128,15 @@ pub struct Candidate {
     pub rate_bps: f64,
     /// A transfer's bytes still to deliver; None for a bulk flow.
     pub bytes_left: Option<u64>,
-    /// Finished (a transfer delivered everything, a flow stopped) or not started.
+    /// Finished (a transfer delivered everything, a flow stopped) or not
+    /// started; for a moved flow also: a route event has taken it over.
     pub done: bool,
+    /// Its current path crosses the watched link.
+    pub crosses: bool,
+    /// Moved, and a link its alternative put it on was saturated (at least
+    /// `threshold`) over the interval: its rate is what that link let
+    /// through, below what it would take back.
+    pub held: bool,
 }
 
 /// What one step did, in order.
@@ -196,7 +210,9 @@ impl Noted {
                 let (min_bytes, min_rate) = (self.cfg.min_bytes, self.cfg.min_rate_bps);
                 let eligible: Vec<u32> = candidates
                     .iter()
-                    .filter(|c| !c.done && c.rate_bps >= min_rate && c.bytes_left.map_or(true, |b| b >= min_bytes))
+                    .filter(|c| {
+                        !c.done && c.crosses && c.rate_bps >= min_rate && c.bytes_left.map_or(true, |b| b >= min_bytes)
+                    })
                     .map(|c| c.flow)
                     .collect();
                 if !eligible.is_empty() {
@@ -226,7 +242,7 @@ impl Noted {
         }
         let moved_rate: f64 = running.iter().map(|c| c.rate_bps).sum();
         let projected = utilisation + moved_rate / self.link_rate_bps;
-        if projected >= self.cfg.release_threshold {
+        if projected >= self.cfg.release_threshold || running.iter().any(|c| c.held) {
             self.since = None;
             return;
         }
@@ -264,7 +280,7 @@ mod tests {
     }
 
     fn cand(flow: u32, rate_bps: f64, bytes_left: Option<u64>) -> Candidate {
-        Candidate { flow, rate_bps, bytes_left, done: false }
+        Candidate { flow, rate_bps, bytes_left, done: false, crosses: true, held: false }
     }
 
     fn states(ev: &[Event]) -> Vec<State> {
@@ -372,5 +388,29 @@ mod tests {
         let mut out = vec![];
         z.step(0, 0.95, &c, &mut out);
         assert_eq!(states(&out), vec![State::Decision, State::Action]);
+    }
+
+    #[test]
+    fn a_flow_held_by_its_alternative_is_not_released_by_load_and_one_off_the_link_is_not_moved() {
+        // One bulk flow alone on the watched link: moved to a narrower
+        // alternative, which it fills; the watched link is then idle and its
+        // rate there (0.2 of the link) projects below release_threshold, but
+        // back it would fill the link again: held, it stays (it flapped).
+        let mut n = Noted::new(cfg(), 100_000_000);
+        let on = [cand(0, 95e6, None)];
+        run(&mut n, 0, 2 * S, 0.95, &on);
+        assert_eq!(n.moved(), &[0]);
+        let held = [Candidate { rate_bps: 20e6, crosses: false, held: true, ..on[0] }];
+        assert!(run(&mut n, 2 * S + 100 * MS, 10 * S, 0.0, &held).is_empty());
+        assert_eq!(n.state(), State::Action);
+        // The alternative has room (its rate is its demand): released after the hold.
+        let free = [Candidate { held: false, ..held[0] }];
+        let ev = run(&mut n, 10 * S + 100 * MS, 11 * S + 100 * MS, 0.0, &free);
+        assert_eq!(ev.iter().map(|e| e.1.clone()).filter(|e| matches!(e, Event::MoveBack { .. })).count(), 1);
+        // A candidate an event took off the watched link: saturated, but nothing to move.
+        let mut n = Noted::new(cfg(), 100_000_000);
+        let off = [Candidate { crosses: false, ..cand(0, 40e6, Some(1 << 30)) }];
+        let ev = run(&mut n, 0, 5 * S, 0.95, &off);
+        assert_eq!(states(&ev.iter().map(|e| e.1.clone()).collect::<Vec<_>>()), vec![State::Decision]);
     }
 }

@@ -971,6 +971,7 @@ impl World {
     fn step_controller(&mut self, dt: Nanos) {
         let mut c = self.controller.take().expect("a controller");
         let util = utilisation(&self.links[c.link], self.now, self.last_tx[c.link], dt);
+        let threshold = c.noted.config().threshold;
         let candidates: Vec<Candidate> = c
             .alternatives
             .iter()
@@ -978,11 +979,23 @@ impl World {
                 let flow = &self.flows[fi];
                 let conn = &self.conns[flow.main];
                 let transfer = flow.kind == FlowKind::Transfer;
+                let id = self.flow_ids[fi];
+                let moved = c.noted.moved().contains(&id);
+                // a link the move put it on, saturated over the interval
+                let held = flow.home.is_some_and(|home| {
+                    self.routes.path(flow.route.0).any(|l| {
+                        !self.routes.path(home.0).any(|h| h == l)
+                            && utilisation(&self.links[l], self.now, self.last_tx[l], dt) >= threshold
+                    })
+                });
                 Candidate {
-                    flow: self.flow_ids[fi],
+                    flow: id,
                     rate_bps: conn.sender.stats.delivery_rate_bps,
                     bytes_left: transfer.then(|| flow.size.saturating_sub(conn.app_delivered())),
-                    done: flow.completion.is_some() || flow.stopped,
+                    // a moved flow that a route event has taken over is no longer the controller's
+                    done: flow.completion.is_some() || flow.stopped || (moved && flow.home.is_none()),
+                    crosses: self.routes.path(flow.route.0).any(|l| l == c.link),
+                    held,
                 }
             })
             .collect();
