@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -58,9 +60,11 @@ def test_compare_cli_formats(results, capsys):
     assert rows["goodput_mean_bps[reno bulk]"]["exceeds"] is True
 
     assert main(["compare", str(results["a"]), str(results["lossy"]), "--format", "csv"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("config,a_config_id,b_config_id,metric")
-    assert any("goodput_mean_bps[reno bulk]" in ln and ln.endswith(",1") for ln in lines)
+    text = capsys.readouterr().out
+    assert text.startswith("config,a_config_id,b_config_id,metric")
+    rows = {(r["config"], r["metric"]): r for r in csv.DictReader(io.StringIO(text))}
+    g = rows[("flows.0.cca=reno", "goodput_mean_bps[reno bulk]")]
+    assert (g["exceeds_spread"], g["few_reps"], g["a_study"], g["b_study"]) == ("1", "0", "cmp", "cmp")
 
     assert main(["compare", str(results["a"]), str(results["a2"])]) == 0
     out = capsys.readouterr().out
@@ -153,3 +157,59 @@ def test_link_drops_and_backlog_are_compared(tmp_path):
     drops, backlog = rows["link_drops[l1]"], rows["link_backlog_mean_bytes[l1]"]
     assert drops.exceeds
     assert backlog.exceeds and backlog.b_median < backlog.a_median
+
+
+def test_one_repetition_a_side_is_spread_unknown_not_a_difference(tmp_path, capsys):
+    """Two seeds, 1 repetition each: seed noise, and no spread to judge it by. No row
+    exceeds the spread or counts in the closing line; each says spread unknown and
+    gives its difference (signed); the CSV has few_reps."""
+    a = run_study(tmp_path / "a", name="cmp", reps=1, seed=1, loss="1%", sweep=CCA_SWEEP)
+    b = run_study(tmp_path / "b", name="cmp", reps=1, seed=2, loss="1%", sweep=CCA_SWEEP)
+    cmp = compare(analyze_store(a), analyze_store(b))
+    rows = [r for p in cmp.pairs for r in p.rows]
+    assert rows and all(r.few_reps and not r.exceeds for r in rows)
+    assert all(r.a_spread is None and r.b_spread is None for r in rows)  # one value: no spread measured
+    # the seeds differ, and by more than the tolerance: the old rule called these "exceeds spread"
+    assert any(r.differs for r in rows) and all(r.differs == (abs(r.diff) > 0.01 * max(abs(r.a_median),
+                                                                                      abs(r.b_median))) for r in rows)
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "exceeds spread" not in out and "differs; spread unknown (1 rep each)" in out
+    unjudged = sum(1 for r in rows if r.differs)
+    assert (f"0 differences exceed the spread across repetitions in 0 of 0 configurations; {unjudged} differences "
+            "of more than 1 % not judged (1 repetition on each side: the spread is unknown)") in out
+    assert main(["compare", str(a), str(b), "--format", "csv"]) == 0
+    csv_rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(csv_rows) == len(rows)
+    assert all(r["few_reps"] == "1" and r["exceeds_spread"] == "0" and r["a_spread"] == "" for r in csv_rows)
+
+
+def test_a_positive_difference_has_a_sign(results, capsys):
+    assert main(["compare", str(results["lossy"]), str(results["a"])]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "goodput_mean_bps[reno bulk]" in ln)
+    cells = [c.strip() for c in line.split("│")]
+    assert cells[4].startswith("+") and cells[4].endswith("Mbit/s") and cells[5].startswith("+")
+
+
+def test_two_versions_of_a_study_are_paired_by_study(tmp_path, capsys):
+    """A directory with 'cmp' and 'cmp v2' (same config ids, --new-version) against one
+    with 'cmp': cmp pairs with cmp, and 'cmp v2' is listed as only on its side (it was
+    dropped silently); labels and the tables name the study."""
+    one = run_study(tmp_path / "one", name="cmp", reps=2, seed=1, sweep=CCA_SWEEP)
+    both = run_study(tmp_path / "both", name="cmp", reps=2, seed=1, sweep=CCA_SWEEP)
+    v2 = tmp_path / "both" / "cmp-v2.toml"
+    v2.write_text((tmp_path / "both" / "cmp.toml").read_text().replace("seed = 1", "seed = 2"))
+    assert main(["run", str(v2), "--out", str(both), "--new-version"]) == 0
+    capsys.readouterr()
+    for a, b in ((one, both), (both, one)):
+        cmp = compare(analyze_store(a), analyze_store(b))
+        assert cmp.by_study and cmp.match == "config_id"
+        assert sorted(p.label for p in cmp.pairs) == ["cmp: flows.0.cca=cubic", "cmp: flows.0.cca=reno"]
+        assert all(p.a.study == p.b.study == "cmp" for p in cmp.pairs)
+        other = cmp.only_b if b == both else cmp.only_a
+        assert sorted(cmp.name(c) for c in other) == ["cmp v2: flows.0.cca=cubic", "cmp v2: flows.0.cca=reno"]
+    assert main(["compare", str(one), str(both)]) == 0
+    out = capsys.readouterr().out
+    assert "configurations matched by study and config_id" in out and "(cmp, cmp v2)" in out
+    assert "only in B: cmp v2: flows.0.cca=reno, cmp v2: flows.0.cca=cubic" in out

@@ -284,8 +284,28 @@ def test_link_metrics_of_a_network_are_expectations_too(tmp_path, capsys):
     study.write_text(NETWORK.replace('link = "core/back"', 'link = "edge"'))
     assert main(["run", str(study), "--out", str(tmp_path / "other")]) == 2
     err = capsys.readouterr().err
-    assert "expect.1.link: no such link in the study's topology (got 'edge'; allowed: a-ra, b-rb, c-ra, core, core/back," in err
+    assert "expect.1.link: no such link in the study's topology (got 'edge'; allowed: the queueing links: core, " \
+        "core/back)" in err
     assert not (tmp_path / "other").exists()
+
+
+def test_a_pipe_link_is_refused_before_any_run(tmp_path, capsys):
+    """A host's link without a buffer or qdisc is a pipe: no queue, no samples, so
+    no link_* value could ever be measured; the allowed list names queueing links only."""
+    study = tmp_path / "links.toml"
+    study.write_text(NETWORK.replace('link = "core/back"', 'link = "a-ra"'))
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ccbench: error: {study}: expect.1.link: a-ra is a pipe (a host's link without a buffer or a "
+                   "qdisc): it has no queue and is not sampled (got 'a-ra'; allowed: the queueing links: core, "
+                   "core/back)\n")
+    assert not out.exists()
+    # with a buffer the host's link queues, and is sampled
+    study.write_text(NETWORK.replace('link = "core/back"', 'link = "a-ra"').replace(
+        'between = ["a", "ra"]\nrate = "1Gbit"', 'between = ["a", "ra"]\nrate = "1Gbit"\nbuffer = "100KB"'))
+    from ccbench.spec import load_study
+    assert load_study(study).n_runs == 1
 
 
 @pytest.mark.parametrize("value, ref", [('"0.1 * ceiling"', "ceiling"), ('"0.5*rate"', "rate")])
@@ -305,3 +325,201 @@ def test_rate_and_ceiling_in_a_general_topology_are_study_errors_before_any_run(
     study.write_text(NETWORK + '\n[[expect]]\nmetric = "goodput"\nop = ">="\nvalue = "5Mbit"\n')
     from ccbench.spec import load_study
     assert load_study(study).n_runs == 1
+
+
+def _store_runs(study_path: Path, out: Path, keep=lambda r: True, fail=lambda r: False) -> None:
+    """Store the study's runs as `ccbench run` does (the same run list, so the same
+    run indices), but run only those ``keep`` selects and store those ``fail``
+    selects as failed: a study still running, or one with failed runs."""
+    from ccbench import backends
+    from ccbench.executor import execute
+    from ccbench.executor.local import Outcome, run_one
+    from ccbench.spec import load_study
+
+    def runner(todo, backend, committer):
+        for r in todo:
+            if fail(r):
+                committer.commit(r, Outcome(r.run_id, "failed", None, "failed on purpose", 0.0))
+            elif keep(r):
+                committer.commit(r, run_one(backend, r))
+
+    study = load_study(study_path)
+    execute(study, study.runs(), backends.get("sim"), out, runner=runner)
+
+
+RATIO = """
+[[expect]]
+name = "loss costs goodput"
+metric = "goodput"
+ratio = { of = { loss = "2%" }, to = { loss = "0%" } }
+op = "<="
+value = 1.0
+"""
+
+
+def test_check_on_a_study_still_running_judges_the_study_not_its_finished_runs(tmp_path, capsys):
+    """No finished run: not 'loss is not a swept parameter (swept: nothing)'; some:
+    not 'a profile left it out' (no profile was used) but no finished run yet."""
+    study = _write(tmp_path, RATIO)
+    out = tmp_path / "results"
+    _store_runs(study, out, keep=lambda r: False)
+    assert main(["check", str(out)]) == 0  # nothing evaluated yet: skipped, not failed
+    text = capsys.readouterr().out
+    assert "not a swept parameter" not in text and "0 of 1 expectations hold; 1 skipped" in text
+    assert main(["check", str(out), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["skipped"] for r in rows] == ["no finished run yet: the study is still running or was interrupted "
+                                            "(0 of its 8 runs done)"] * 2
+    _store_runs(study, out, keep=lambda r: r.params["topology.bottleneck.loss"] == "0%")
+    assert main(["check", str(out), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["config"] for r in rows] == ["cca=cubic: loss=2% / loss=0%", "cca=bbr: loss=2% / loss=0%"]
+    for r in rows:
+        assert r["status"] == "skipped" and "profile" not in r["skipped"]
+        assert r["skipped"].startswith("no finished run yet") and "4 of its 8 runs done" in r["skipped"]
+    # and once the study is done, it is evaluated
+    _store_runs(study, out)
+    assert main(["check", str(out)]) == 0
+    assert "1 of 1 expectations hold" in capsys.readouterr().out
+
+
+def test_failed_runs_of_an_evaluated_configuration_are_shown_and_exit_1(tmp_path, capsys):
+    """A configuration with 1 of 2 runs failed: the value of the other is shown with
+    'n = 1 (1 failed)', the row says so, and check exits 1 (as run does for failed runs);
+    with every run failed the row fails (no finished run)."""
+    study = _write(tmp_path, '\n[[expect]]\nwhere = { loss = "0%" }\nmetric = "goodput"\nop = ">="\n'
+                   'value = "1Mbit"\n')
+    out = tmp_path / "results"
+    _store_runs(study, out, fail=lambda r: r.params["flows.0.cca"] == "bbr" and r.repetition == 1)
+    assert main(["check", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "1 (1 failed)" in text and "pass, but 1 run failed" in text
+    assert "1 of 1 expectations hold; #0 held on configurations some of whose runs failed" in text
+    assert main(["check", str(out), "--format", "json"]) == 1
+    rows = {r["config"]: r for r in json.loads(capsys.readouterr().out)}
+    assert (rows["cca=bbr loss=0%"]["n"], rows["cca=bbr loss=0%"]["failed_runs"]) == (1, 1)
+    assert (rows["cca=cubic loss=0%"]["n"], rows["cca=cubic loss=0%"]["failed_runs"]) == (2, 0)
+
+    out2 = tmp_path / "all-failed"
+    _store_runs(study, out2, fail=lambda r: r.params["flows.0.cca"] == "bbr")
+    assert main(["check", str(out2)]) == 3
+    assert "FAIL: no finished run (2 failed)" in capsys.readouterr().out
+
+
+def test_group_that_is_not_a_class_of_the_study_is_an_error_before_any_run(tmp_path, capsys):
+    study = _write(tmp_path, '\n[[expect]]\nmetric = "goodput"\ngroup = "cubic"\nop = ">="\nvalue = "1Mbit"\n')
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ccbench: error: {study}: expect.0.group: no flows of that class in the study (got 'cubic'; "
+                   "allowed: cubic bulk, bbr bulk)\n")
+    # a class some selected configurations lack: named with the configuration
+    study = _write(tmp_path, '\n[[expect]]\nmetric = "goodput"\ngroup = "cubic bulk"\nop = ">="\nvalue = 1\n')
+    assert main(["run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ccbench: error: {study}: expect.0.group: flows.0.cca=bbr topology.bottleneck.loss=0% has no "
+                   "flows of that class (got 'cubic bulk'; allowed: bbr bulk)\n")
+    assert not out.exists()
+
+
+def test_a_ratio_whose_where_leaves_out_its_to_configurations_is_an_error_before_any_run(tmp_path, capsys):
+    study = _write(tmp_path, RATIO.replace('metric = "goodput"', 'metric = "goodput"\nwhere = { loss = "2%" }'))
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ccbench: error: {study}: expect.0.where: leaves out flows.0.cca=cubic "
+                          "topology.bottleneck.loss=0%, which ratio.to divides") and err.count("\n") == 1, err
+    assert "(got { loss = \"2%\" }; allowed: a where that keeps the ratio's of and to configurations" in err
+    assert not out.exists()
+
+
+def test_one_bad_expectation_on_stored_results_does_not_hide_the_others(results, capsys):
+    """E.g. results stored by an older ccbench that did not check groups: the bad one
+    is a row of its own (an error, which fails), the good ones are still evaluated."""
+    from ccbench.analysis.expect import evaluate_all
+    from ccbench.cli_analysis import _print_outcomes
+    from ccbench.spec.expect import Expect
+
+    good = Expect.model_validate({"metric": "goodput", "op": ">=", "value": 1})
+    bad = Expect.model_validate({"metric": "goodput", "group": "cubic", "op": ">=", "value": 1})
+    with ccbench.open(results) as r:
+        outcomes = evaluate_all([bad, good], r.analysis(), "expect-test", "s.toml")
+    assert [o.status for o in outcomes] == ["error", "pass", "pass", "pass", "pass"]
+    assert outcomes[0].error.startswith("s.toml: expect.0.group: no flows of that class")
+    assert _print_outcomes(outcomes) == 1
+    text = capsys.readouterr().out
+    assert "ERROR" in text and "1 of 2 expectations failed (#0)" in text
+
+
+ZERO = """
+[[expect]]
+name = "no link loses more for bbr than for cubic"
+where = { loss = "0%" }
+metric = "random_losses"
+ratio = { of = { cca = "bbr" }, to = { cca = "cubic" } }
+op = "<="
+value = 2
+
+[[expect]]
+name = "a ratio to none"
+where = { cca = "cubic" }
+metric = "random_losses"
+ratio = { of = { loss = "2%" }, to = { loss = "0%" } }
+op = "<="
+value = 2
+"""
+
+
+def test_a_ratio_to_zero_is_said_and_written_as_strict_json(tmp_path, capsys):
+    """0 / 0 is undefined and fails, saying why (not 'no data'); x / 0 is +inf (fails
+    <=), written as null with a note in JSON, which must parse strictly."""
+    study = _write(tmp_path, ZERO)
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 3
+    text = capsys.readouterr().out
+    with ccbench.open(out) as r:
+        zero, inf = r.check()
+    assert zero.value is None and zero.failed and zero.note == "0 / 0: both medians are 0, the ratio is undefined"
+    assert inf.value == float("inf") and inf.failed and inf.note == "x / 0: the median of loss=0% is 0"
+    assert "FAIL: 0 / 0: both medians are 0, the ratio is undefined" in text and "no data" not in text
+    assert main(["check", str(out), "--format", "json"]) == 3
+    raw = capsys.readouterr().out
+
+    def strict(name):
+        raise ValueError(name)
+
+    rows = json.loads(raw, parse_constant=strict)
+    assert rows[1]["value"] is None and rows[1]["status"] == "fail" and "value is +inf" in rows[1]["note"]
+    assert rows[0]["value"] is None and rows[0]["note"].startswith("0 / 0")
+
+
+@pytest.mark.parametrize("where", ["{ sack = true }", '{ sack = "true" }', "{ sack = [true] }"])
+def test_a_boolean_where_matches_a_boolean_sweep(tmp_path, capsys, where):
+    text = STUDY.replace('"topology.bottleneck.loss" = ["0%", "2%"]', '"tcp.sack" = [true, false]')
+    study = tmp_path / "bool.toml"
+    study.write_text(text + f'\n[[expect]]\nwhere = {where}\nmetric = "goodput"\nop = ">="\nvalue = "1Mbit"\n')
+    out = tmp_path / "results"
+    assert main(["run", str(study), "--out", str(out)]) == 0, capsys.readouterr().err
+    with ccbench.open(out) as r:
+        assert sorted(o.label for o in r.check()) == ["cca=bbr sack=true", "cca=cubic sack=true"]
+
+
+def test_run_and_check_of_a_new_study_version(tmp_path, capsys):
+    """`--new-version` stores the runs as 'NAME v2': run evaluates them (it looked
+    for 'NAME' before), and check names the study in each row and counts each
+    version's expectations."""
+    base = STUDY.replace('"topology.bottleneck.loss" = ["0%", "2%"]', "").replace("[profiles.lossless]\n"
+                                                                                  '"sweep.topology.bottleneck.loss" = ["0%"]\n', "")
+    exp = '\n[[expect]]\nwhere = { cca = "bbr" }\nmetric = "goodput"\nop = ">="\nvalue = "1Mbit"\n'
+    one, two = tmp_path / "one.toml", tmp_path / "two.toml"
+    one.write_text(base + exp)
+    two.write_text(base.replace("seed = 1", "seed = 2") + exp)
+    out = tmp_path / "results"
+    assert main(["run", str(one), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(two), "--out", str(out), "--new-version"]) == 0, capsys.readouterr().err
+    assert "1 of 1 expectations hold" in capsys.readouterr().out
+    assert main(["check", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "expect-test: cca=bbr" in text and "expect-test v2: cca=bbr" in text
+    assert "2 of 2 expectations hold" in text

@@ -213,19 +213,24 @@ class Results:
     @_database_errors_explained
     def check(self) -> list["Outcome"]:
         """Every study's expectations ([[expect]] in its study file) evaluated
-        on these results; ccbench.analysis.expect.ExpectationError (a
-        StudyError) when one names or matches nothing."""
-        from ccbench.analysis.expect import evaluate_all, full_sweep
+        on these results, judged against the study's own configurations (its
+        stored text), so a study still running reads as such. An expectation
+        that names or matches nothing is a row with its ``error`` (failed)."""
+        from ccbench.analysis.expect import evaluate_all, stored_plan
         from ccbench.spec.expect import parse
 
         out = []
+        a = self.analysis()
         for s in self._store.studies():
             if not s["source_text"]:
                 continue
             name = s["path"] or s["study"]
             expects = parse(read_toml(s["source_text"]), name)
             if expects:
-                out += evaluate_all(expects, self.analysis(), s["study"], name, full_sweep(s["source_text"], name))
+                stored = self._store.runs(study=s["study"])
+                plan = stored_plan(s["source_text"], name, {r.run_id: r.run_index for r in stored},
+                                   stored[0].backend if stored else None, s["path"])
+                out += evaluate_all(expects, a, s["study"], name, plan)
         return out
 
     # -- outputs --------------------------------------------------------------------------

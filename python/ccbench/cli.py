@@ -213,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     study = load_study(args.study, backend=args.backend, profile=profile,
                        limits=None if args.allow_large else DEFAULT_LIMITS)
-    expects, full_sweep = cli_analysis.study_expectations(study)
+    expects, plan = cli_analysis.study_expectations(study)
     runs = study.runs()
     backend = backends.get(study.backend)
     backend.check()
@@ -305,8 +305,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for t in summary_tables(a):
         out_c.print(t)
     out_c.print(f"results: {out}", soft_wrap=True)
-    failed_expectations = (cli_analysis.print_expectations(expects, a, study.name, str(args.study), full_sweep)
-                           if expects else 0)
+    # the runs are stored under summary.study: 'NAME v2' for a --new-version
+    failed_expectations = (cli_analysis.print_expectations(expects, a, summary.study or study.name, str(args.study),
+                                                           plan) if expects else 0)
     if summary.failed:
         err_c.print(f"{summary.failed} of {summary.total} runs failed (see `ccbench ls {out}`); "
                     + _failed_advice(summary.failed, summary.failed_repeating), soft_wrap=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -29,7 +30,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ccbench import console
-from ccbench.errors import EXIT_EXPECTATION, EXIT_OK, UsageError
+from ccbench.errors import EXIT_EXPECTATION, EXIT_FAILED_RUNS, EXIT_OK, UsageError
 
 
 def _time_us(value: str, flag: str) -> int:
@@ -145,9 +146,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
 # -- compare -------------------------------------------------------------------------
 
 
-def _val(key: str, v: Optional[float]) -> str:
+def _val(key: str, v: Optional[float], sign: bool = False) -> str:
     unit = console.unit_of(key)
-    return console.value(v, unit, short=unit not in ("bps", "us"))
+    text = console.value(v, unit, short=unit not in ("bps", "us"))
+    return ("+" + text) if sign and v is not None and v > 0 else text
+
+
+def _studies(a: Any) -> str:
+    return ", ".join(dict.fromkeys(c.study for c in a.configs))
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -159,7 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cmp = compare(a, b, args.match, args.tolerance)
     if not cmp.pairs:  # nothing was compared: not "no differences"
         raise UsageError(f"{args.a} ({len(cmp.only_a)} configurations) and {args.b} ({len(cmp.only_b)}) have "
-                         f"none in common (matched by {cmp.match}): nothing to compare")
+                         f"none in common (matched by {cmp.matched_by}): nothing to compare")
     if args.format == "json":
         json.dump(cmp.as_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -167,32 +173,42 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(["config", "a_config_id", "b_config_id", "metric", "a_median", "b_median", "diff", "rel_diff",
-                    "a_spread", "b_spread", "a_n", "b_n", "exceeds_spread"])
+                    "a_spread", "b_spread", "a_n", "b_n", "exceeds_spread", "few_reps", "a_study", "b_study"])
         for p in cmp.pairs:
             for r in p.rows:
                 w.writerow([p.label, p.a.config_id, p.b.config_id, r.metric, r.a_median, r.b_median, r.diff,
-                            "" if r.rel_diff is None else r.rel_diff, r.a_spread, r.b_spread, r.a_n, r.b_n,
-                            int(r.exceeds)])
+                            *["" if x is None else x for x in (r.rel_diff, r.a_spread, r.b_spread)], r.a_n, r.b_n,
+                            int(r.exceeds), int(r.few_reps), p.a.study, p.b.study])
         return 0
     c = _console()
-    c.print(f"A = {escape(args.a)}, B = {escape(args.b)}; configurations matched by {cmp.match}", soft_wrap=True)
+    c.print(f"A = {escape(args.a)} ({escape(_studies(a))}), B = {escape(args.b)} ({escape(_studies(b))}); "
+            f"configurations matched by {cmp.matched_by}", soft_wrap=True)
+    tol = f"{100 * args.tolerance:g} %"
     for p in cmp.pairs:
-        t = Table(title=escape(f"{p.label}  ({len(p.flagged)} of {len(p.rows)} differences exceed the spread)"),
-                  title_justify="left")
+        unjudged = sum(1 for r in p.rows if r.few_reps and r.differs)
+        what = (f"{len(p.flagged)} of {len(p.rows)} differences exceed the spread"
+                if not all(r.few_reps for r in p.rows) else
+                f"1 repetition a side, spread unknown: {unjudged} of {len(p.rows)} differ by more than {tol}")
+        t = Table(title=escape(f"{p.label}  ({what})"), title_justify="left")
         for col in ("metric", "A median", "B median", "B − A", "%", "spread A", "spread B", "n A/B", ""):
             t.add_column(col, justify="left" if col in ("metric", "") else "right")
         for r in p.rows:
             t.add_row(escape(r.metric), _val(r.metric, r.a_median), _val(r.metric, r.b_median),
-                      _val(r.metric, r.diff), "–" if r.rel_diff is None else f"{100 * r.rel_diff:+.1f}",
+                      _val(r.metric, r.diff, sign=True), "–" if r.rel_diff is None else f"{100 * r.rel_diff:+.1f}",
                       _val(r.metric, r.a_spread), _val(r.metric, r.b_spread), f"{r.a_n}/{r.b_n}",
-                      "[red]exceeds spread[/]" if r.exceeds else ("[yellow]1 rep: spread unknown[/]" if r.few_reps else ""))
+                      "[red]exceeds spread[/]" if r.exceeds else
+                      "[yellow]differs; spread unknown (1 rep each)[/]" if r.few_reps and r.differs else "")
         c.print(t)
     for name, only in (("A", cmp.only_a), ("B", cmp.only_b)):
         if only:
-            c.print(f"only in {name}: " + escape(", ".join(x.label() for x in only)), soft_wrap=True)
+            c.print(f"only in {name}: " + escape(", ".join(cmp.name(x) for x in only)), soft_wrap=True)
     n = sum(len(p.flagged) for p in cmp.pairs)
-    c.print(f"{n} differences exceed the spread across repetitions in {sum(1 for p in cmp.pairs if p.flagged)} "
-            f"of {len(cmp.pairs)} configurations")
+    judged = [p for p in cmp.pairs if not all(r.few_reps for r in p.rows)]
+    unjudged = [r for p in cmp.pairs for r in p.rows if r.few_reps and r.differs]
+    c.print(f"{n} differences exceed the spread across repetitions in {sum(1 for p in judged if p.flagged)} "
+            f"of {len(judged)} configurations"
+            + (f"; {len(unjudged)} differences of more than {tol} not judged (1 repetition on each side: the "
+               "spread is unknown)" if unjudged else ""), soft_wrap=True)
     return 0
 
 
@@ -251,68 +267,108 @@ def show_results(args: argparse.Namespace) -> int:
 # -- expectations: run and check -------------------------------------------------------------
 
 
-def study_expectations(study: Any) -> tuple[list, Optional[dict]]:
-    """A loaded study's [[expect]] and its sweep without a profile, checked
-    against the sweep before anything runs (StudyError naming the file and
-    the field otherwise)."""
+def study_expectations(study: Any) -> tuple[list, Any]:
+    """A loaded study's [[expect]] and its plan (analysis.expect.Plan), checked
+    against the study's own configurations before anything runs (StudyError
+    naming the file and the field otherwise)."""
     from ccbench.spec.expect import parse
 
     filename = str(study.path)
     expects = parse(study.document, filename)
     if not expects:  # nothing to check: the analysis stack stays unloaded until the runs are done
         return expects, None
-    from ccbench.analysis.expect import check_selectors, full_sweep
+    from ccbench.analysis.expect import check_plan, full_sweep, study_plan
 
     full = full_sweep(study.source_text, filename) if study.profile is not None else study.sweep
-    for i, e in enumerate(expects):
-        check_selectors(e, f"{filename}: expect.{i}", study.sweep, full)
-    return expects, full
+    plan = study_plan(study, full)
+    check_plan(expects, plan, filename)
+    return expects, plan
+
+
+def _status(o: Any) -> str:
+    """The last column of a row: pass, FAIL (and why), ERROR, skipped; failed runs in yellow."""
+    note = f": {escape(o.note)}" if o.note else ""
+    if o.skipped is not None:
+        return f"[yellow]skipped[/]: {escape(o.skipped)}"
+    if o.error is not None:
+        return f"[red]ERROR[/]: {escape(o.error)}"
+    if not o.passed:
+        return f"[red]FAIL[/]{note}"
+    if o.failed_runs:
+        return f"[yellow]pass, but {o.failed_runs} run{'s' if o.failed_runs != 1 else ''} failed[/]{note}"
+    return f"[green]pass[/]{note}"
 
 
 def expectation_table(outcomes: list) -> Table:
     """Pass/fail per expectation and configuration: the measured value with its
-    95 % CI, the threshold, and how far from it the value is."""
+    95 % CI, the threshold, and how far from it the value is. The configuration
+    names its study when the outcomes come from several (study versions)."""
+    several = len({o.study for o in outcomes}) > 1
     t = Table(title="expectations", title_justify="left")
     for col in ("#", "expectation", "configuration", "measured", "95% CI", "expected", "margin", "n", ""):
         t.add_column(col, justify="right" if col in ("#", "measured", "margin", "n") else "left")
     for o in outcomes:
         def v(x: Optional[float]) -> str:
+            if x is not None and math.isinf(x):
+                return "+∞" if x > 0 else "-∞"
             return console.value(x, "" if o.unit == "ratio" else o.unit)
 
         margin = console.NONE
-        if o.margin is not None:
+        if o.margin is not None and math.isfinite(o.margin):
             margin = ("+" if o.margin >= 0 else "-") + v(abs(o.margin))
             if o.threshold:
                 margin += f" ({100 * o.margin / abs(o.threshold):+.0f}%)"
         ci = console.NONE if o.ci_low is None or o.ci_high is None else f"{v(o.ci_low)}–{v(o.ci_high)}"
-        t.add_row(str(o.index), escape(o.name), escape(o.label), v(o.value), ci,
+        label = f"{o.study}: {o.label}" if several else o.label
+        n = f"{o.n} ({o.failed_runs} failed)" if o.failed_runs else str(o.n)
+        t.add_row(str(o.index), escape(o.name), escape(label), v(o.value), ci,
                   f"{o.expect.stat} {o.expect.op} {v(o.threshold)}" if o.skipped is None else console.NONE,
-                  margin, str(o.n), f"[yellow]skipped[/]: {escape(o.skipped)}" if o.skipped is not None else
-                  "[green]pass[/]" if o.passed else ("[red]FAIL[/]" if o.value is not None else "[red]FAIL: no data[/]"))
+                  margin, n, _status(o))
     return t
 
 
-def print_expectations(expects: list, a: Any, study: str, filename: str, full: Optional[dict] = None) -> int:
+def print_expectations(expects: list, a: Any, study: str, filename: str, plan: Any = None) -> int:
     """Evaluate and print; the number of expectations that failed."""
     from ccbench.analysis.expect import evaluate_all
 
-    outcomes = evaluate_all(expects, a, study, filename, full)
+    outcomes = evaluate_all(expects, a, study, filename, plan)
     return _print_outcomes(outcomes)
 
 
 def _print_outcomes(outcomes: list) -> int:
+    """The table and a closing line counting expectations per study (a directory
+    with two versions of a study counts each version's); the number that failed."""
     con = _console()
     con.print(expectation_table(outcomes))
-    failed = sorted({o.index for o in outcomes if o.failed})
-    skipped = {o.index for o in outcomes if o.skipped is not None}
-    n = len({o.index for o in outcomes})
+    several = len({o.study for o in outcomes}) > 1
+    rows: dict[tuple, list] = {}
+    for o in outcomes:
+        rows.setdefault((o.study, o.index), []).append(o)
+    failed = [k for k, os in rows.items() if any(o.failed for o in os)]
+    skipped = [k for k, os in rows.items() if all(o.skipped is not None for o in os)]
+    with_failed_runs = [k for k, os in rows.items() if k not in failed and any(o.failed_runs for o in os)]
+
+    def names(keys: list) -> str:
+        return ", ".join(f"#{i}" + (f" of {s}" if several else "") for s, i in keys)
+
+    n = len(rows)
     note = f"; {len(skipped)} skipped (not in these results)" if skipped else ""
+    if with_failed_runs:
+        note += f"; {names(with_failed_runs)} held on configurations some of whose runs failed"
     if failed:
-        con.print(f"[red]{len(failed)} of {n} expectations failed[/] (#{', #'.join(map(str, failed))}){note}",
+        con.print(f"[red]{len(failed)} of {n} expectations failed[/] ({escape(names(failed))}){escape(note)}",
                   soft_wrap=True)
     else:
-        con.print(f"{n - len(skipped)} of {n} expectations hold{note}", soft_wrap=True)
+        con.print(f"{n - len(skipped)} of {n} expectations hold{escape(note)}", soft_wrap=True)
     return len(failed)
+
+
+def check_exit(outcomes: list) -> int:
+    """3 when an expectation failed; else 1 when one was evaluated on a configuration
+    some of whose runs failed (as `ccbench run` exits 1 for failed runs); else 0."""
+    if any(o.failed for o in outcomes):
+        return EXIT_EXPECTATION
+    return EXIT_FAILED_RUNS if any(o.failed_runs and o.skipped is None for o in outcomes) else EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -321,10 +377,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not outcomes:
         raise UsageError(f"{args.results}: its studies have no [[expect]] tables")
     if args.format == "json":
-        json.dump([o.as_dict() for o in outcomes], sys.stdout, indent=2, default=str)
+        # strict JSON: a ratio to 0 (+inf) is null with a note (Outcome.as_dict)
+        json.dump([o.as_dict() for o in outcomes], sys.stdout, indent=2, default=str, allow_nan=False)
         sys.stdout.write("\n")
-        return EXIT_EXPECTATION if any(o.failed for o in outcomes) else EXIT_OK
-    return EXIT_EXPECTATION if _print_outcomes(outcomes) else EXIT_OK
+    else:
+        _print_outcomes(outcomes)
+    return check_exit(outcomes)
 
 
 def add_commands(sub: Any) -> None:

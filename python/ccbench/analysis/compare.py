@@ -3,7 +3,12 @@
 Configurations are matched by config_id (the resolved config, the same on
 every backend and in every study) when the two sets share any; otherwise by
 the swept parameters as written (e.g. the same study run with a different
-loss setting), and `match` forces one or the other.
+loss setting), and `match` forces one or the other. When either set holds
+several studies (e.g. ``NAME`` and ``NAME v2``, from ``--new-version``), the
+study name is part of the key: ``NAME v2`` pairs with ``NAME v2`` only, and a
+configuration of a study the other set lacks is listed as only in A or B,
+never dropped; labels then name the study. Each configuration pairs with at
+most one of the other set; any left over is listed too.
 
 For every metric both sides have of those in COMPARED (per class goodput,
 retransmissions, RTT, RPC tails; JFI, utilisation, the bottleneck's backlog
@@ -23,7 +28,10 @@ configuration, two sets of repetitions of the *same* configuration are
 otherwise flagged now and then by chance (seen with 4 vs 4 runs of a 4 s
 study); a real effect such as 3 % random loss on Reno clears it by far.
 With a single repetition on both sides the spread is unknown: such rows are
-marked by `few_reps`.
+marked by `few_reps`, their difference is given (``differs``: beyond the
+tolerance), and they never exceed the spread (nor count in a summary of
+differences); a side with one repetition shows no spread (None) and adds
+none to the sum.
 """
 
 from __future__ import annotations
@@ -58,7 +66,8 @@ class CompareRow:
     a_n: int
     b_n: int
     exceeds: bool
-    few_reps: bool
+    few_reps: bool  # one repetition on each side: the spread is unknown, and exceeds is False
+    differs: bool = False  # |diff| > tolerance × the larger |median| (the rule's second half alone)
 
 
 @dataclass
@@ -79,14 +88,25 @@ class Comparison:
     pairs: list[ComparedConfig]
     only_a: list[ConfigResult]
     only_b: list[ConfigResult]
+    by_study: bool = False  # the study name is part of the key (a set holds several studies)
+
+    @property
+    def matched_by(self) -> str:
+        return ("study and " if self.by_study else "") + self.match
+
+    def name(self, c: ConfigResult) -> str:
+        """A configuration's label, with its study when the sets hold several."""
+        return f"{c.study}: {c.label()}" if self.by_study else c.label()
 
     def as_dict(self) -> dict:
         return {
             "match": self.match,
-            "configs": [{"label": p.label, "a_config_id": p.a.config_id, "b_config_id": p.b.config_id,
+            "by_study": self.by_study,
+            "configs": [{"label": p.label, "a_study": p.a.study, "b_study": p.b.study,
+                         "a_config_id": p.a.config_id, "b_config_id": p.b.config_id,
                          "params": p.a.params, "rows": [r.__dict__ for r in p.rows]} for p in self.pairs],
-            "only_a": [c.label() for c in self.only_a],
-            "only_b": [c.label() for c in self.only_b],
+            "only_a": [self.name(c) for c in self.only_a],
+            "only_b": [self.name(c) for c in self.only_b],
         }
 
 
@@ -112,9 +132,11 @@ def compare_configs(a: ConfigResult, b: ConfigResult, tolerance: float = 0.01) -
             continue
         diff = sb.median - sa.median
         rel = diff / abs(sa.median) if sa.median else None
-        exceeds = exceeds_spread(sa, sb, tolerance)
-        rows.append(CompareRow(key, sa.median, sb.median, diff, rel, sa.range, sb.range, sa.n, sb.n, exceeds,
-                               sa.n < 2 and sb.n < 2))
+        few = sa.n < 2 and sb.n < 2  # no spread measured on either side: nothing to exceed
+        differs = abs(diff) > tolerance * max(abs(sa.median), abs(sb.median))
+        rows.append(CompareRow(key, sa.median, sb.median, diff, rel, sa.range if sa.n > 1 else None,
+                               sb.range if sb.n > 1 else None, sa.n, sb.n,
+                               not few and exceeds_spread(sa, sb, tolerance), few, differs))
     return rows
 
 
@@ -132,20 +154,30 @@ def compare(a: Analysis, b: Analysis, match: str = "auto", tolerance: float = 0.
     if match not in ("auto", "config_id", "params"):
         raise ValueError(match)
     check_tolerance(tolerance)
+    by_study = len({c.study for c in a.configs}) > 1 or len({c.study for c in b.configs}) > 1
+
+    def study(c: ConfigResult) -> Optional[str]:
+        return c.study if by_study else None
+
     if match == "auto":
-        shared = {c.config_id for c in a.configs} & {c.config_id for c in b.configs}
+        shared = {(study(c), c.config_id) for c in a.configs} & {(study(c), c.config_id) for c in b.configs}
         match = "config_id" if shared else "params"
-    key = (lambda c: c.config_id) if match == "config_id" else _pkey
-    bmap: dict[str, ConfigResult] = {}
+
+    def key(c: ConfigResult) -> tuple:
+        return (study(c), c.config_id if match == "config_id" else _pkey(c))
+
+    waiting: dict[tuple, list[ConfigResult]] = {}  # B's configurations not paired yet
     for c in b.configs:
-        bmap.setdefault(key(c), c)
-    pairs, only_a, used = [], [], set()
+        waiting.setdefault(key(c), []).append(c)
+    pairs, only_a = [], []
     for c in a.configs:
-        other = bmap.get(key(c))
-        if other is None:
+        others = waiting.get(key(c))
+        if not others:
             only_a.append(c)
             continue
-        used.add(key(c))
-        pairs.append(ComparedConfig(c.label(), c, other, compare_configs(c, other, tolerance)))
-    only_b = [c for c in b.configs if key(c) not in used]
-    return Comparison(match, pairs, only_a, only_b)
+        other = others.pop(0)
+        pairs.append(ComparedConfig(f"{c.study}: {c.label()}" if by_study else c.label(), c, other,
+                                    compare_configs(c, other, tolerance)))
+    left = {id(c) for cs in waiting.values() for c in cs}
+    only_b = [c for c in b.configs if id(c) in left]
+    return Comparison(match, pairs, only_a, only_b, by_study)

@@ -6,23 +6,39 @@ chosen statistic (median by default) over the repetitions of the metric's
 ConfigResult.stats entry; its interval is the 95 % CI of the mean (Student's
 t; study.py / stats.py). For a ratio the value is stat(of) / stat(to) and the
 interval [ci_low(of) / ci_high(to), ci_high(of) / ci_low(to)] (both sides'
-intervals at their extremes). The expectation holds when ``value op
-threshold``; the margin is value − threshold (negative on the failing side
-of ``>=``/``>``, positive on the failing side of ``<=``/``<``).
+intervals at their extremes). x / 0 with x > 0 is +inf (it fails ``<=``/``<``
+and passes ``>=``/``>``); 0 / 0 is undefined and fails, the row saying so
+(both sides measured nothing: the expectation is not shown to hold). The
+expectation holds when ``value op threshold``; the margin is value − threshold
+(negative on the failing side of ``>=``/``>``, positive on the failing side of
+``<=``/``<``).
 
-A ``where`` (or ``of``/``to``) that names no swept parameter, values none of
-which the study has, or that selects no configuration, is an error
-(ExpectationError, a StudyError): an expectation never passes by matching
-nothing. Of a list of values, those the results lack are ignored; an
-expectation whose values are in the study but all left out of the results
-by a profile (e.g. ``--quick``) is *skipped*, shown as such and not counted
-as passed.
+What an expectation selects is judged against the study as its file makes
+it (a Plan: the sweep, and per configuration its flow classes and queueing
+links), not against the configurations that happen to have results: before
+any run (ccbench run), and on stored results (ccbench check) from the stored
+study text, so a study still running is not mistaken for a smaller one. A
+``where`` (or ``of``/``to``) that names no swept parameter, values none of
+which the study has, or that selects no configuration, a ``group`` that is
+not a class of flows of a selected configuration, or a ratio whose ``to``
+configuration is missing, is an error (ExpectationError, a StudyError): an
+expectation never passes by matching nothing. Of a list of values, those
+the runs lack are ignored; an expectation whose values are in the study but
+all left out by a profile (e.g. ``--quick``) is *skipped*, as is a
+configuration with no finished run yet; neither is counted as passed.
+
+A configuration some of whose runs failed is evaluated on the others, and
+its outcome carries how many failed (``failed_runs``): ``ccbench check`` then
+exits 1 when nothing fails outright (as ``ccbench run`` does when runs fail).
+One whose runs all failed has no value and fails.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from ccbench import console
@@ -54,6 +70,9 @@ class Outcome:
     n: int  # repetitions behind the value (the smaller side of a ratio)
     unit: str  # of value and threshold: the metric's ('bps', 'us', '%', ''), or 'ratio'
     skipped: Optional[str] = None  # why it could not be evaluated on these results (neither passed nor failed)
+    failed_runs: int = 0  # runs of the configuration(s) that failed (not in n)
+    note: Optional[str] = None  # why the value is missing or infinite (0 / 0, x / 0, no finished run)
+    error: Optional[str] = None  # the expectation could not be evaluated (ExpectationError): failed
 
     @property
     def passed(self) -> bool:
@@ -65,6 +84,12 @@ class Outcome:
         return self.skipped is None and not self.passed
 
     @property
+    def status(self) -> str:
+        """pass, fail, skipped or error (an error fails too)."""
+        return ("skipped" if self.skipped is not None else "error" if self.error is not None
+                else "pass" if self.passed else "fail")
+
+    @property
     def margin(self) -> Optional[float]:
         return None if self.value is None or self.threshold is None else self.value - self.threshold
 
@@ -73,10 +98,123 @@ class Outcome:
         return self.expect.name or self.expect.describe()
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-able: an infinite number (a ratio to 0) is null, and ``note`` says what it was."""
+        nums = {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "margin": self.margin}
+        odd = [f"{k} is {v:+}" for k, v in nums.items() if v is not None and not math.isfinite(v)]
+        note = "; ".join(x for x in [self.note, *odd] if x) or None
+        fin = {k: (v if v is None or math.isfinite(v) else None) for k, v in nums.items()}
         return {"expect": self.index, "name": self.name, "study": self.study, "config": self.label,
-                "value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "op": self.expect.op,
-                "threshold": self.threshold, "margin": self.margin, "n": self.n, "unit": self.unit,
-                "passed": self.passed, "skipped": self.skipped}
+                "value": fin["value"], "ci_low": fin["ci_low"], "ci_high": fin["ci_high"], "op": self.expect.op,
+                "threshold": self.threshold, "margin": fin["margin"], "n": self.n, "failed_runs": self.failed_runs,
+                "unit": self.unit, "status": self.status, "passed": self.passed, "skipped": self.skipped,
+                "error": self.error, "note": note}
+
+
+@dataclass
+class Planned:
+    """A configuration as the study file makes it, known before any run: what an
+    expectation selects, and the names its keys take (flow classes, queueing links)."""
+
+    params: dict
+    classes: list[str]
+    links: list[str]
+
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.params.items()) or console.NONE
+
+
+@dataclass
+class Plan:
+    """What expectations are judged against: the sweep of the runs (a profile's, if
+    one was used), the study's sweep without a profile (``full``; None: unknown),
+    the configurations (Planned, or ConfigResult: both have params, classes, links
+    and label()) and how many runs the study makes (None: unknown)."""
+
+    sweep: dict[str, list[str]]
+    full: Optional[dict[str, list[str]]]
+    configs: list = field(default_factory=list)
+    runs: Optional[int] = None
+
+
+def planned(runs: Sequence[Any]) -> list[Planned]:
+    """One Planned per configuration of a study's runs (spec RunSpecs)."""
+    out: dict[str, Planned] = {}
+    for r in runs:
+        if r.config_id in out:
+            continue
+        # a link with neither buffer is a pipe (docs/interfaces.md §1): no queue, no samples, no link_* keys
+        links = [ln["name"] for ln in (r.config.get("network") or {}).get("links", [])
+                 if ln.get("buffer_bytes") is not None or ln.get("buffer_pkts") is not None]
+        out[r.config_id] = Planned(dict(r.params), list(dict.fromkeys(m["group"] for m in r.flow_meta)), links)
+    return list(out.values())
+
+
+def study_plan(study: Any, full: Optional[dict[str, list[str]]]) -> Plan:
+    """The plan of a loaded study (spec.Study), before its runs."""
+    return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
+
+
+def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]], backend: Optional[str] = None,
+                path: Optional[str] = None) -> Optional[Plan]:
+    """The plan of a stored study text. ``runs``: the stored runs of the study (run
+    id → its index in the run list it was run from; the store keeps no profile
+    name). Of the variants the file makes (no profile, then each profile), the
+    first whose run list has every stored run at its index: a profile reorders
+    the runs it keeps, while a study still running has its finished runs where
+    the whole list has them. None if the text does not parse here (e.g. written
+    by another version, or a BPF file it names moved): then the results alone
+    say what the study is (with the study's sweep beside them when no variant
+    makes its runs)."""
+    from pathlib import Path
+
+    from ccbench.spec import parse_study
+
+    where = Path(path) if path and Path(path).is_file() else None  # relative BPF paths resolve from its directory
+
+    def variant(profile: Optional[str], be: Optional[str]) -> Any:
+        return parse_study(source_text, filename=filename, path=where, backend=be, profile=profile, limits=None)
+
+    # the runs' backend gives their run ids; "sim" still gives the sweep where that backend
+    # cannot resolve the study (e.g. linux results read on a machine without its CCAs)
+    for be in dict.fromkeys((backend, "sim")):
+        try:
+            base = variant(None, be)
+            break
+        except StudyError:
+            continue
+    else:
+        return None
+    full = {k: list(v) for k, v in base.sweep.items()}
+    for name in (None, *base.profiles):
+        try:
+            study = base if name is None else variant(name, be)
+        except StudyError:
+            continue
+        pos = {rid: i for i, rid in enumerate(study.run_ids())}
+        if all(rid in pos and (i is None or pos[rid] == i) for rid, i in runs.items()):
+            return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
+    return Plan({}, full)
+
+
+def _pkey(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def _with_results(plan: Optional[Plan], results: Sequence[ConfigResult]) -> Plan:
+    """``plan`` plus the configurations of ``results`` it lacks (all of them without a plan)."""
+    if plan is None:
+        plan = Plan({}, None)
+    known = {_pkey(c.params) for c in plan.configs}
+    extra = list({_pkey(c.params): c for c in results if _pkey(c.params) not in known}.values())
+    if not extra:
+        return plan
+    sweep = {k: list(v) for k, v in plan.sweep.items()}
+    for c in extra:
+        for k, v in c.params.items():
+            vs = sweep.setdefault(k, [])
+            if str(v) not in vs:
+                vs.append(str(v))
+    return Plan(sweep, plan.full, list(plan.configs) + extra, plan.runs)
 
 
 def resolve_key(name: str, keys: Sequence[str], where: str = "") -> Optional[str]:
@@ -113,11 +251,11 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
     if e.ratio is not None:
         tables += [("ratio.of", e.ratio.of), ("ratio.to", e.ratio.to)]
     keys = list(sweep)
-    for field, table in tables:
+    for field_, table in tables:
         for name, values in table.items():
-            key = resolve_key(name, keys, f"{where}.{field}:")
+            key = resolve_key(name, keys, f"{where}.{field_}:")
             if key is None:
-                raise ExpectationError(f"{where}.{field}: '{name}' is not a swept parameter of the study "
+                raise ExpectationError(f"{where}.{field_}: '{name}' is not a swept parameter of the study "
                                        f"(swept: {', '.join(keys) or 'nothing'})")
             known = [str(v) for v in sweep[key]]
             if any(v in known for v in values):
@@ -125,31 +263,98 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
             wanted = " or ".join(repr(v) for v in values)
             if full is not None and any(v in [str(x) for x in full.get(key, ())] for v in values):
                 return f"{key} = {wanted} is in the study but not in these results (a profile left it out)"
-            raise ExpectationError(f"{where}.{field}.{name}: the study has no configuration with "
+            raise ExpectationError(f"{where}.{field_}.{name}: the study has no configuration with "
                                    f"{key} = {wanted} (allowed: {', '.join(known)})")
     return None
 
 
-def _matches(c: ConfigResult, table: dict, keys: Sequence[str]) -> bool:
+def _matches(c: Any, table: dict, keys: Sequence[str]) -> bool:
     return all(str(c.params.get(resolve_key(n, keys))) in vs for n, vs in table.items())
 
 
-def _stat_key(e: Expect, c: ConfigResult, where: str) -> str:
+def _table(t: dict) -> str:
+    """A where/of/to table as written in the study file, e.g. { loss = "1%" }."""
+    return "{ " + ", ".join(f"{k} = " + (json.dumps(v[0]) if len(v) == 1 else json.dumps(v)) for k, v in t.items()) + " }"
+
+
+def _stat_key(e: Expect, c: Any, where: str) -> str:
     m = METRICS[e.metric]
     if m.level == "run":
         return m.key()
     if m.level == "link":
         if e.link not in c.links:
-            raise ExpectationError(f"{where}.link: no queueing link {e.link!r} in {c.label()} "
-                                   f"(links: {', '.join(c.links) or 'none: the dumbbell has the run-level keys'})")
+            raise ExpectationError(f"{where}.link: {c.label()} has no queueing link of that name (got {e.link!r}; "
+                                   f"allowed: {', '.join(c.links) or 'none: the dumbbell has the run-level keys'})")
         return m.key(e.link)
     classes = c.classes
     if e.group is not None:
         if e.group not in classes:
-            raise ExpectationError(f"{where}.group: no flows of class {e.group!r} in {c.label()} "
-                                   f"(classes: {', '.join(classes)})")
+            raise ExpectationError(f"{where}.group: {c.label()} has no flows of that class (got {e.group!r}; "
+                                   f"allowed: {', '.join(classes)})")
         return m.key(e.group)
     return m.key(classes[0] if len(classes) == 1 else ALL_FLOWS)
+
+
+def select(e: Expect, where: str, configs: Sequence[Any], keys: Sequence[str]) -> list[tuple[Any, Any]]:
+    """The configurations ``e`` is evaluated on: (config, None), or (of, to) for a
+    ratio; ExpectationError when it selects none, names a class or link one of
+    them lacks, or a ratio's ``to`` is missing."""
+    chosen = [c for c in configs if _matches(c, e.where, keys)]
+    if e.group is not None and not any(e.group in c.classes for c in configs):
+        every = dict.fromkeys(g for c in configs for g in c.classes)
+        raise ExpectationError(f"{where}.group: no flows of that class in the study (got {e.group!r}; "
+                               f"allowed: {', '.join(every) or 'the flows group labels'})")
+    if not chosen:
+        raise ExpectationError(f"{where}.where: matches no configuration of the study (got {_table(e.where)})")
+
+    def check(c: Any) -> None:
+        if c.classes:  # a configuration all of whose runs failed has nothing to check
+            _stat_key(e, c, where)
+
+    if e.ratio is None:
+        for c in chosen:
+            check(c)
+        return [(c, None) for c in chosen]
+    fixed = {resolve_key(n, keys) for n in list(e.ratio.of) + list(e.ratio.to)}
+    tops = [c for c in chosen if _matches(c, e.ratio.of, keys)]
+    if not tops:
+        if any(_matches(c, e.ratio.of, keys) for c in configs):
+            raise ExpectationError(f"{where}.where: leaves out every configuration of ratio.of {_table(e.ratio.of)} "
+                                   f"(got {_table(e.where)}; allowed: a where that keeps them, e.g. without "
+                                   f"{', '.join(sorted(fixed))})")
+        raise ExpectationError(f"{where}.ratio.of: matches no configuration of the study (got {_table(e.ratio.of)})")
+    pairs = []
+    for top in tops:
+        same = {k: top.params.get(k) for k in keys if k not in fixed}
+
+        def twins(pool: Sequence[Any]) -> list:
+            return [c for c in pool if _matches(c, e.ratio.to, keys)
+                    and all(c.params.get(k) == v for k, v in same.items())]
+
+        bottoms = twins(chosen)
+        if len(bottoms) != 1:
+            if not bottoms and twins(configs):
+                raise ExpectationError(f"{where}.where: leaves out {twins(configs)[0].label()}, which ratio.to "
+                                       f"divides {top.label()} by (got {_table(e.where)}; allowed: a where that "
+                                       f"keeps the ratio's of and to configurations, e.g. without "
+                                       f"{', '.join(sorted(fixed))})")
+            raise ExpectationError(f"{where}.ratio.to: {'no' if not bottoms else 'more than one'} configuration "
+                                   f"to divide {top.label()} by (got {_table(e.ratio.to)}; allowed: values that "
+                                   f"give one configuration the same as it but for {', '.join(sorted(fixed))})")
+        check(top)
+        check(bottoms[0])
+        pairs.append((top, bottoms[0]))
+    return pairs
+
+
+def check_plan(expects: Sequence[Expect], plan: Plan, filename: str) -> None:
+    """Before any run: every expectation selects what it names in the study's own
+    configurations (its group and link in each, a ratio's to); ExpectationError otherwise."""
+    keys = list(plan.sweep)
+    for i, e in enumerate(expects):
+        where = f"{filename}: expect.{i}"
+        if check_selectors(e, where, plan.sweep, plan.full) is None:
+            select(e, where, plan.configs, keys)
 
 
 _WANT = {"bps": "a rate such as '50Mbit'", "us": "a time such as '20ms'", "%": "a percentage such as '1%'"}
@@ -186,82 +391,106 @@ def _value(e: Expect, where: str) -> tuple[float, Optional[str]]:
                                ) from None
 
 
-def _threshold(e: Expect, c: ConfigResult, where: str) -> float:
+def _threshold(e: Expect, c: ConfigResult, where: str) -> Optional[float]:
     x, ref = _value(e, where)
     if ref is None:
         return x
-    run = c.runs[0].run if c.runs else None
-    if run is None or not run.bottleneck_bps:
+    if not c.runs:  # every run failed: nothing to take the rate from, and nothing to compare
+        return None
+    run = c.runs[0].run
+    if not run.bottleneck_bps:
         raise ExpectationError(f"{where}.value: {c.label()} has no run with a bottleneck rate for {e.value!r}")
     return x * run.bottleneck_bps * (payload_ceiling(run) if ref == "ceiling" else 1.0)
 
 
-def _stat(c: ConfigResult, key: str, stat: str) -> tuple[Optional[float], Optional[float], Optional[float], int]:
+def _stat(e: Expect, c: ConfigResult, where: str) -> tuple[Optional[float], Optional[float], Optional[float], int,
+                                                             Optional[str]]:
+    """(value, ci_low, ci_high, n, why the value is missing)."""
+    if not c.runs:
+        return None, None, None, 0, f"no finished run ({c.failed} failed)"
+    key = _stat_key(e, c, where)
     s = c.stats.get(key)
     if s is None or not s.n:
-        return None, None, None, 0
-    return getattr(s, stat), s.ci_low, s.ci_high, s.n
+        return None, None, None, 0, f"no value of {key} in its runs"
+    return getattr(s, e.stat), s.ci_low, s.ci_high, s.n, None
 
 
 def _div(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """a / b, +inf for x / 0 (e.g. retransmissions against none), None for 0 / 0 (undefined)."""
     if a is None or b is None or (a == 0 and b == 0):
         return None
-    return a / b if b else float("inf")  # e.g. retransmissions against none
+    return a / b if b else math.copysign(math.inf, a)
 
 
 def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "study",
-             full: Optional[dict[str, Sequence[str]]] = None) -> list[Outcome]:
-    """The outcomes of one expectation on the configurations of ``study``
-    (``full``: the study's sweep without a profile; see check_selectors)."""
+             plan: Optional[Plan] = None) -> list[Outcome]:
+    """The outcomes of one expectation on the configurations of ``study``: those
+    ``plan`` (the study's own, see study_plan / stored_plan; without one, those
+    with results) says it selects, each skipped while it has no finished run."""
     where = f"{filename}: expect.{index}"
-    configs = [c for c in a.configs if c.study == study]
-    keys = list(dict.fromkeys(k for c in configs for k in c.params))
-    sweep = {k: list(dict.fromkeys(str(c.params.get(k)) for c in configs)) for k in keys}
-    skipped = check_selectors(e, where, sweep, full)
+    results = [c for c in a.configs if c.study == study]
+    plan = _with_results(plan, results)
+    skipped = check_selectors(e, where, plan.sweep, plan.full)
     if skipped is not None:
         return [Outcome(e, index, study, console.NONE, None, None, None, None, 0, "", skipped)]
+    keys = list(plan.sweep)
     short = console.short_names(keys)
+    pairs = select(e, where, plan.configs, keys)
+    found: dict[str, list[ConfigResult]] = {}  # params → the results of each backend
+    for c in results:
+        found.setdefault(_pkey(c.params), []).append(c)
+    done = sum(c.reps + c.failed for c in results)
+    pending = ("no finished run yet: the study is still running or was interrupted ("
+               + (f"{done} of its {plan.runs} runs done)" if plan.runs else f"{done} runs done)"))
 
-    def label(c: ConfigResult, only: Optional[set] = None, skip: set = frozenset()) -> str:
+    def label(c: Any, backend: Optional[str] = None, only: Optional[set] = None, skip: set = frozenset()) -> str:
         parts = [f"{short[k]}={c.params[k]}" for k in keys if k in c.params and k not in skip
                  and (only is None or k in only)]
-        return (f"[{c.backend}] " if c.backend not in (None, "sim") and only is None else "") + (" ".join(parts) or "–")
+        return (f"[{backend}] " if backend not in (None, "sim") and only is None else "") + (" ".join(parts) or "–")
 
-    chosen = [c for c in configs if _matches(c, e.where, keys)]
     unit = METRICS[e.metric].unit
     out = []
     if e.ratio is None:
-        if not chosen:
-            raise ExpectationError(f"{where}.where: matches no configuration of {study}")
-        for c in chosen:
-            v, lo, hi, n = _stat(c, _stat_key(e, c, where), e.stat)
-            out.append(Outcome(e, index, study, label(c), v, lo, hi, _threshold(e, c, where), n, unit))
+        for p, _ in pairs:
+            for c in found.get(_pkey(p.params)) or [None]:
+                if c is None:
+                    out.append(Outcome(e, index, study, label(p), None, None, None, None, 0, unit, pending))
+                    continue
+                v, lo, hi, n, why = _stat(e, c, where)
+                out.append(Outcome(e, index, study, label(c, c.backend), v, lo, hi, _threshold(e, c, where), n,
+                                   unit, failed_runs=c.failed, note=why))
         return out
     fixed = {resolve_key(n, keys) for n in list(e.ratio.of) + list(e.ratio.to)}
-    tops = [c for c in chosen if _matches(c, e.ratio.of, keys)]
-    if not tops:
-        raise ExpectationError(f"{where}.ratio.of: matches no configuration of {study}"
-                               + (" (with the where table)" if e.where else ""))
-    for top in tops:
-        same = {k: top.params.get(k) for k in keys if k not in fixed}
-        bottoms = [c for c in chosen if _matches(c, e.ratio.to, keys) and c.backend == top.backend
-                   and all(c.params.get(k) == v for k, v in same.items())]
-        if len(bottoms) != 1:
-            raise ExpectationError(f"{where}.ratio.to: {'no' if not bottoms else 'more than one'} configuration "
-                                   f"to divide {label(top)} by (the same as it but for "
-                                   f"{', '.join(sorted(fixed))})")
-        bot = bottoms[0]
-        v1, lo1, hi1, n1 = _stat(top, _stat_key(e, top, where), e.stat)
-        v2, lo2, hi2, n2 = _stat(bot, _stat_key(e, bot, where), e.stat)
-        name = f"{label(top, skip=fixed)}: {label(top, only=fixed)} / {label(bot, only=fixed)}"
-        out.append(Outcome(e, index, study, name, _div(v1, v2), _div(lo1, hi2), _div(hi1, lo2),
-                           _threshold(e, top, where), min(n1, n2), "ratio"))
+    for ptop, pbot in pairs:
+        for top in found.get(_pkey(ptop.params)) or [None]:
+            backend = top.backend if top is not None else None
+            bot = next((c for c in found.get(_pkey(pbot.params), []) if c.backend == backend), None)
+            name = f"{label(ptop, backend, skip=fixed)}: {label(ptop, only=fixed)} / {label(pbot, only=fixed)}"
+            if top is None or bot is None:
+                out.append(Outcome(e, index, study, name, None, None, None, None, 0, "ratio", pending))
+                continue
+            v1, lo1, hi1, n1, why1 = _stat(e, top, where)
+            v2, lo2, hi2, n2, why2 = _stat(e, bot, where)
+            why = (f"{label(ptop, only=fixed)}: {why1}" if why1 else f"{label(pbot, only=fixed)}: {why2}" if why2
+                   else f"0 / 0: both {e.stat}s are 0, the ratio is undefined" if v1 == 0 and v2 == 0
+                   else f"x / 0: the {e.stat} of {label(pbot, only=fixed)} is 0" if v2 == 0 else None)
+            out.append(Outcome(e, index, study, name, _div(v1, v2), _div(lo1, hi2), _div(hi1, lo2),
+                               _threshold(e, top, where), min(n1, n2), "ratio",
+                               failed_runs=top.failed + bot.failed, note=why))
     return out
 
 
 def evaluate_all(expects: Sequence[Expect], a: Analysis, study: str, filename: str = "study",
-                 full: Optional[dict[str, Sequence[str]]] = None) -> list[Outcome]:
-    return [o for i, e in enumerate(expects) for o in evaluate(e, i, a, study, filename, full)]
+                 plan: Optional[Plan] = None) -> list[Outcome]:
+    """Every expectation's outcomes; one that cannot be evaluated (ExpectationError)
+    is a row of its own with the error, and the others are still evaluated."""
+    out: list[Outcome] = []
+    for i, e in enumerate(expects):
+        try:
+            out += evaluate(e, i, a, study, filename, plan)
+        except ExpectationError as err:
+            out.append(Outcome(e, i, study, console.NONE, None, None, None, None, 0, "", error=str(err)))
+    return out
 
 
 def full_sweep(source_text: str, filename: str) -> Optional[dict[str, list[str]]]:

@@ -14,14 +14,16 @@ An expectation turns a study into a test, e.g. of a kernel or CCA change::
 ``where``, ``of`` and ``to`` map a swept parameter — its full dotted path
 (``topology.bottleneck.loss``), a unique suffix of it (``loss``, ``cca``) or
 a case axis (``mix`` for ``cases.mix``) — to a value as written in the sweep
-or a list of such values. Without ``ratio`` the expectation is checked in
+or a list of such values (a number or boolean compares as the sweep writes
+it: ``sack = true`` matches a swept ``true``). Without ``ratio`` the expectation is checked in
 every configuration ``where`` selects; with it, each configuration matching
 ``where`` and ``of`` is divided by the one matching ``where`` and ``to`` that
 has the same values of every other swept parameter. ``group`` picks a class
 of flows for per-class metrics (default: the only class, or all flows
 together; the study file's flows ``group`` label); ``link`` picks the link
 (a directed name such as "l1" or "l1/back") of the link_* metrics, which
-need one. In ``value``, ``rate`` is the bottleneck rate and ``ceiling`` the
+need one; it must queue (a pipe, a host's link without a buffer or qdisc,
+is not sampled: :func:`check_links`). In ``value``, ``rate`` is the bottleneck rate and ``ceiling`` the
 most payload it carries (rate × mss / (mss + header bytes)): both only for rate metrics, and
 only in a dumbbell (a general topology has no bottleneck: :func:`check_refs`; a quantity must
 be in the metric's unit; ccbench.analysis.expect checks it before any run). A
@@ -44,6 +46,8 @@ from pydantic_core import PydanticCustomError
 from typing_extensions import Annotated
 
 from ccbench.errors import StudyError
+
+from .tree import as_written
 
 OPS = (">=", ">", "<=", "<")
 # Metrics measured on flows of one kind only (ccbench.analysis.metrics: the rpc_* class metrics);
@@ -95,9 +99,10 @@ def _select(value: Any) -> dict:
     out = {}
     for k, v in value.items():
         vs = v if isinstance(v, list) else [v]
-        if not vs or any(isinstance(x, (bool, dict, list)) or not isinstance(x, (str, int, float)) for x in vs):
+        if not vs or any(isinstance(x, (dict, list)) or not isinstance(x, (str, int, float)) for x in vs):
             raise _error(f"'{k}': must be a value or a non-empty list of values", SELECT_ALLOWED)
-        out[str(k)] = [str(x) for x in vs]
+        # as the sweep's labels write them, so that true matches a swept true ("true"), 1448 a swept 1448
+        out[str(k)] = [as_written(x) for x in vs]
     return out
 
 
@@ -165,13 +170,19 @@ def parse(document: dict, filename: str) -> list[Expect]:
     return out
 
 
-def check_links(expects: list, links: set, filename: str) -> None:
-    """An expectation's ``link`` must name a link of the study's topology (``links``: the
-    directed names in any configuration); whether it queues is known from the results."""
+def check_links(expects: list, queueing: set, pipes: set, filename: str) -> None:
+    """An expectation's ``link`` must name a queueing link of the study's topology
+    (``queueing``: the directed names that queue in some configuration). A pipe
+    (``pipes``: a host's link without a buffer or qdisc, docs/topology.md) has no
+    queue and is not sampled, so it has no link_* values."""
+    allowed = ("the queueing links: " + ", ".join(sorted(queueing)) if queueing else
+               "none: every link is a pipe" if pipes else "none: a dumbbell has the run-level keys")
     for i, e in enumerate(expects):
-        if e.link is not None and e.link not in links:
-            raise StudyError(f"{filename}: expect.{i}.link: no such link in the study's topology (got {e.link!r}; "
-                             f"allowed: {', '.join(sorted(links)) or 'none: a dumbbell has the run-level keys'})")
+        if e.link is None or e.link in queueing:
+            continue
+        problem = (f"{e.link} is a pipe (a host's link without a buffer or a qdisc): it has no queue and is not "
+                   "sampled" if e.link in pipes else "no such link in the study's topology")
+        raise StudyError(f"{filename}: expect.{i}.link: {problem} (got {e.link!r}; allowed: {allowed})")
 
 
 def check_refs(expects: list, bottleneck: bool, filename: str) -> None:

@@ -202,8 +202,11 @@ def parse_study(text: str, *, filename: str = "<study>", path: Optional[Path] = 
         expect.check_kinds(first_model.expect, _flow_kinds(combos), filename)
         expect.check_refs(first_model.expect, all("bottleneck" in c.config for c in combos), filename)
         if any(e.link is not None for e in first_model.expect):
-            links = {ln["name"] for c in combos for ln in (c.config.get("network") or {}).get("links", [])}
-            expect.check_links(first_model.expect, links, filename)
+            links = [ln for c in combos for ln in (c.config.get("network") or {}).get("links", [])]
+            # both buffers null: a pipe (docs/interfaces.md §1), queueing in no configuration
+            queueing = {ln["name"] for ln in links
+                        if ln.get("buffer_bytes") is not None or ln.get("buffer_pkts") is not None}
+            expect.check_links(first_model.expect, queueing, {ln["name"] for ln in links} - queueing, filename)
     for other in [None, *parsed]:
         if other != profile:
             _check_variant(filename, path, variant(other))

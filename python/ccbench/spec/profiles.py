@@ -34,7 +34,8 @@ from typing import Any, Sequence
 
 from . import overrides
 from .cases import CaseAxis
-from .sweep import Axis, FieldError, as_written, check_path, dotted
+from .sweep import Axis, FieldError, check_path, dotted
+from .tree import as_written
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 NAME_ALLOWED = "letters, digits, '_' and '-'"

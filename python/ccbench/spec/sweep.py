@@ -8,8 +8,6 @@ schema here; the values are checked later, exactly as if written in the file.
 from __future__ import annotations
 
 import difflib
-import json
-import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
@@ -17,7 +15,7 @@ from typing import Any, Iterator, Optional
 from pydantic import BaseModel
 
 from .model import TABLE_OR_ARRAY, StudyFile
-from .tree import copy_tree
+from .tree import as_written, copy_tree
 
 # study.* fields that may vary between runs of one study (the others define the study).
 SWEEPABLE_STUDY_FIELDS = ("duration", "sample_interval")
@@ -68,34 +66,6 @@ class Axis:
     @property
     def field(self) -> str:
         return f'sweep."{self.key}"'
-
-
-def as_written(value: Any) -> str:
-    """A TOML value as the user wrote it, as a string: '1%' -> '1%', 1448 -> '1448', true -> 'true'.
-
-    Tables and arrays come out as TOML inline values: {rate = "10Mbit"}.
-    """
-    if isinstance(value, str):
-        return value
-    return _toml_inline(value)
-
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _toml_inline(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_inline(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = (f"{k if _BARE_KEY.match(k) else json.dumps(k)} = {_toml_inline(v)}" for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    return str(value)  # dates and times
 
 
 def _flatten(table: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
