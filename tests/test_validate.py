@@ -78,6 +78,10 @@ def test_tolerance_rules():
     assert r.within is True and r.exceeds_spread is True
     r = validate.compare_spreads(m["retrans_pct"], one(1.2), one(0.8))
     assert r.within is True and r.diff == pytest.approx(0.4)
+    # one run a side (--reps 1): the spread is unknown, not exceeded (as compare's few_reps)
+    assert r.exceeds_spread is None
+    r = validate.compare_spreads(m["goodput_steady"], one(50.0), one(100.0))
+    assert r.within is False and r.exceeds_spread is None
     r = validate.compare_spreads(m["retrans_pct"], one(1.6), one(0.8))
     assert r.within is False
     r = validate.compare_spreads(m["rtt_mean_summary"], one(1.0), one(2.0))

@@ -65,7 +65,8 @@ def table(v: Validation) -> Any:
               caption=escape(
                   f"goodput = Σ over flows and RTT = mean sampled srtt, both after {v.warmup_us / 1e6:g} s of warm-up; "
                   "ratio = sim/linux, green within tolerance (goodput ±5 %, RTT ±10 %, retx ±0.5 points, "
-                  "JFI ±0.05), red outside; * = the difference exceeds the spread over repetitions; "
+                  "JFI ±0.05), red outside; * = the difference exceeds the spread over repetitions (never with one "
+                  "run a backend: no spread to exceed); "
                   "runs = usable sim/linux runs (suspect linux runs are left out)"),
               caption_justify="left")
     for col, just in (("cca", "l"), ("n", "r"), ("rate", "r"), ("RTT", "r"), ("buffer", "r"), ("loss", "r"),
