@@ -69,7 +69,7 @@ def test_compare_cli_formats(results, capsys):
     assert main(["compare", str(results["a"]), str(results["a2"])]) == 0
     out = capsys.readouterr().out
     assert "matched by config_id" in out
-    assert "0 differences exceed the spread across repetitions in 0 of 2 configurations" in out
+    assert "0 differences exceed the spread across repetitions in 0 of 2 judged configurations" in out
 
 
 @pytest.mark.parametrize("tolerance", ["nan", "inf", "-0.1"])
@@ -176,8 +176,9 @@ def test_one_repetition_a_side_is_spread_unknown_not_a_difference(tmp_path, caps
     out = capsys.readouterr().out
     assert "exceeds spread" not in out and "differs; spread unknown (1 rep each)" in out
     unjudged = sum(1 for r in rows if r.differs)
-    assert (f"0 differences exceed the spread across repetitions in 0 of 0 configurations; {unjudged} differences "
-            "of more than 1 % not judged (1 repetition on each side: the spread is unknown)") in out
+    assert (f"0 differences exceed the spread across repetitions in 0 of 0 judged configurations ({len(cmp.pairs)} "
+            f"more with 1 repetition on each side: the spread is unknown; {unjudged} differences of more than 1 % "
+            "there, not judged)") in out
     assert main(["compare", str(a), str(b), "--format", "csv"]) == 0
     csv_rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(csv_rows) == len(rows)

@@ -523,3 +523,50 @@ def test_run_and_check_of_a_new_study_version(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "expect-test: cca=bbr" in text and "expect-test v2: cca=bbr" in text
     assert "2 of 2 expectations hold" in text
+
+
+PROFILE_PREFIX = """
+[study]
+name = "pq"
+duration = "1s"
+repetitions = 2
+[topology.bottleneck]
+rate = "20Mbit"
+delay = "10ms"
+[[flows]]
+cca = "cubic"
+[sweep]
+"flows.0.cca" = ["bbr", "cubic"]
+[profiles.quick]
+"sweep.flows.0.cca" = ["bbr"]
+[[expect]]
+metric = "goodput"
+op = ">="
+value = "1Mbit"
+"""
+
+
+def test_check_after_a_profile_whose_runs_begin_the_full_list_judges_the_profile(tmp_path, capsys):
+    """--quick keeps the first sweep value: its runs are also the first runs of
+    the whole study, at the same indices. The finished profile is what the
+    store holds exactly, not a full study still running."""
+    st = tmp_path / "pq.toml"
+    st.write_text(PROFILE_PREFIX)
+    assert main(["run", str(st), "--out", str(tmp_path / "r"), "--quick"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 expectations hold" in out and "still running" not in out and "cca=cubic" not in out, out
+
+
+def test_a_stored_study_that_no_longer_resolves_still_gives_its_declared_sweep():
+    """A BPF source moved, or results read on another machine: the stored text
+    does not resolve, but its [sweep] says what the study has, so a value the
+    results lack is skipped (a profile left it out), not refused as unknown."""
+    from ccbench.analysis.expect import stored_plan
+
+    text = PROFILE_PREFIX.replace('cca = "cubic"', 'cca = "bpf:gone.bpf.c"').replace(
+        '"flows.0.cca" = ["bbr", "cubic"]', '"topology.bottleneck.loss" = ["0%", "1%"]').replace(
+        '"sweep.flows.0.cca" = ["bbr"]', '"sweep.topology.bottleneck.loss" = ["1%"]')
+    plan = stored_plan(text, "pq.toml", {"abc": 0})
+    assert plan is not None and plan.full == {"topology.bottleneck.loss": ["0%", "1%"]} and plan.configs == []

@@ -509,6 +509,10 @@ def test_a_links_loss_is_its_queueing_directions_only():
     assert links(runs[1].config)["r1-a"]["loss"] == pytest.approx(0.01) and links(runs[1].config)["a-r1"]["loss"] == 0
     (run,) = study(text + '[profiles.lossy]\n"topology.links.*.loss" = "1%"\n').runs()
     assert links(run.config)["r1-a"]["loss"] == 0  # the profile is not chosen; the file still loads
+    # the back table's own loss: the link's then reaches only the pipe, an error (it was dropped silently)
+    msg = err(NET.replace('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "3%"\n'
+                          'back = { buffer = "10pkt", loss = "0%" }', 1) + FLOW)
+    assert "net.toml: topology.links.0.loss: a-r1 is a pipe" in msg and "cannot lose packets (got '3%'" in msg, msg
 
 
 def test_a_wildcard_loss_leaves_out_the_pipes():
@@ -600,12 +604,17 @@ via = { "flows.0.path" = ["a", "r1", "r3", "r2", "b"] }
 
 
 def test_controller_thresholds_and_a_min_size_no_candidate_reaches():
-    """threshold is a share of the link's rate up to 100 % (a full link);
+    """threshold is a share of the link's rate, at most what a full link reads steadily;
     a min_size above every candidate transfer's size could never be met: the
     controller would sit in decision for the whole run."""
     base = NET + FLOW.replace('dst = "b"', 'dst = "b"\nkind = "transfer"\nsize = "200MB"') \
         + '[controller]\nkind = "noted"\nlink = "primary"\nalternative = ["r1", "r3", "r2"]\n'
-    assert config(base + 'threshold = "100%"\n')["controller"]["threshold"] == 1.0
+    # a full link reads 100 % only to within a packet per sample (0.998, then 1.001): the primary's
+    # 100 Mbit/s over 100 ms samples takes at most 100 % - 2 × 1500 B × 8 / 10 Mbit = 99.76 %
+    msg = err(base + 'threshold = "100%"\n')
+    assert "controller.threshold: a full primary reads 100 % only to within a packet per sample interval" in msg \
+        and "(got '100%'; allowed: at most 99.7%)" in msg, msg
+    assert config(base + 'threshold = "99.7%"\n')["controller"]["threshold"] == pytest.approx(0.997)
     for value, fragment in (('"0%"', "must be above 0%"), ('"101%"', "must be at most 100%")):
         msg = err(base + f"threshold = {value}\n")
         assert "net.toml: controller.threshold: " + fragment in msg and "a share of the link's rate" in msg, msg

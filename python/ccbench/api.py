@@ -248,8 +248,8 @@ class Results:
              out: Optional[str | Path] = None, format: Optional[str] = None) -> "Figure":
         """A sweep figure (matplotlib): ``metric`` (a name of METRICS) against the
         swept parameter ``x`` (full path or a unique suffix such as 'loss'),
-        one line per ``group`` (a swept parameter, or class, cca, kind of the
-        flows). Saved to ``out`` if given, as ``format`` or else as its
+        one line per ``group`` (class, cca or kind of the flows, or a swept
+        parameter: 'flows.1.cca' by its full name; docs/analysis.md). Saved to ``out`` if given, as ``format`` or else as its
         suffix says (png without one); a suffix of another format, a missing
         directory or a failed write is a ccbench.errors.UsageError, and
         leaves nothing behind."""

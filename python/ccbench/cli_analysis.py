@@ -205,10 +205,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     n = sum(len(p.flagged) for p in cmp.pairs)
     judged = [p for p in cmp.pairs if not all(r.few_reps for r in p.rows)]
     unjudged = [r for p in cmp.pairs for r in p.rows if r.few_reps and r.differs]
+    few = len(cmp.pairs) - len(judged)
     c.print(f"{n} differences exceed the spread across repetitions in {sum(1 for p in judged if p.flagged)} "
-            f"of {len(judged)} configurations"
-            + (f"; {len(unjudged)} differences of more than {tol} not judged (1 repetition on each side: the "
-               "spread is unknown)" if unjudged else ""), soft_wrap=True)
+            f"of {len(judged)} judged configurations"
+            + (f" ({few} more with 1 repetition on each side: the spread is unknown"
+               + (f"; {len(unjudged)} differences of more than {tol} there, not judged)" if unjudged else ")")
+               if few else ""), soft_wrap=True)
     return 0
 
 
@@ -403,7 +405,8 @@ def add_commands(sub: Any) -> None:
                     help="a metric of docs/analysis.md, e.g. goodput, retrans, rtt_p99 (default goodput)")
     pl.add_argument("--x", required=True, metavar="PARAM", help="the swept parameter on the x axis, e.g. loss")
     pl.add_argument("--group", default="class", metavar="G",
-                    help="one line per: a swept parameter (e.g. cca), or class, cca, kind of the flows (default class)")
+                    help="one line per: class, cca or kind of the flows (default class), or a swept parameter "
+                         "(e.g. loss, or flows.1.cca by its full name)")
     pl.add_argument("--format", choices=("png", "svg", "pdf"),
                     help="default: as --out's suffix says, else png; a suffix of another format is refused")
     pl.add_argument("--out", metavar="FILE", help="default: RESULTS/figures/<metric>-vs-<x>.<format>")

@@ -159,12 +159,12 @@ def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]],
     """The plan of a stored study text. ``runs``: the stored runs of the study (run
     id → its index in the run list it was run from; the store keeps no profile
     name). Of the variants the file makes (no profile, then each profile), the
-    first whose run list has every stored run at its index: a profile reorders
-    the runs it keeps, while a study still running has its finished runs where
-    the whole list has them. None if the text does not parse here (e.g. written
-    by another version, or a BPF file it names moved): then the results alone
-    say what the study is (with the study's sweep beside them when no variant
-    makes its runs)."""
+    one whose run list is the stored runs (a finished study), else the first
+    that has every stored run at its index: a profile reorders the runs it
+    keeps, while a study still running has its finished runs where the whole
+    list has them. Where the text does not resolve here (a BPF file it names
+    moved, results read on another machine) only its declared sweep is known:
+    values it has that the results lack are then skipped, not refused."""
     from pathlib import Path
 
     from ccbench.spec import parse_study
@@ -183,17 +183,42 @@ def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]],
         except StudyError:
             continue
     else:
-        return None
+        declared = declared_sweep(source_text)
+        return None if declared is None else Plan({}, declared)
     full = {k: list(v) for k, v in base.sweep.items()}
+    fits = []
     for name in (None, *base.profiles):
         try:
             study = base if name is None else variant(name, be)
         except StudyError:
             continue
-        pos = {rid: i for i, rid in enumerate(study.run_ids())}
+        ids = study.run_ids()
+        pos = {rid: i for i, rid in enumerate(ids)}
         if all(rid in pos and (i is None or pos[rid] == i) for rid, i in runs.items()):
-            return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
+            if set(ids) == set(runs):  # exactly its runs: this variant, finished
+                fits.insert(0, study)
+                break
+            fits.append(study)
+    if fits:
+        study = fits[0]
+        return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
     return Plan({}, full)
+
+
+def declared_sweep(source_text: str) -> Optional[dict[str, list[str]]]:
+    """The [sweep] table of a study text as written (key → values; a case axis
+    'cases.NAME' → its case names), without resolving anything; None if it
+    does not read."""
+    from ccbench.analysis.settings import read_toml
+    from ccbench.spec.cases import case_names, split_sweep
+    from ccbench.spec.tree import as_written
+
+    try:
+        items, cases, _ = split_sweep(read_toml(source_text).get("sweep"))
+        out = {k: [as_written(v) for v in vs] for k, vs in items if isinstance(vs, list)}
+        return {**out, **{f"cases.{axis}": names for axis, names in case_names(cases).items()}}
+    except Exception:  # noqa: BLE001 - a text that does not read has no sweep to offer
+        return None
 
 
 def _pkey(params: dict) -> str:

@@ -42,12 +42,13 @@ Decisions written down here:
 from __future__ import annotations
 
 import heapq
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import qdisc, units
-from .model import Controller, Event, Flow, StudyFile, stall_fields
+from .model import HEADER_BYTES, Controller, Event, Flow, StudyFile, stall_fields
 from .sweep import FieldError, dotted
 
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -178,11 +179,13 @@ def build(m: StudyFile) -> Net:
                              "cases and profiles", ln.name, NAME_ALLOWED + ", not all digits, e.g. 'l" + ln.name + "'")
         fwd, back = _directions(i, ln)
         # The link's own loss is each direction's that queues (a host's NIC, a
-        # pipe, loses nothing); it is an error only where it reaches no queue.
-        queues = [d for d in (fwd, back) if not net.is_pipe(d)]
-        for d in (fwd, back):
-            if d.loss and net.is_pipe(d) and queues and "loss" not in d.back_fields:
-                d.loss = 0.0
+        # pipe, loses nothing); it is an error only where it reaches no queue
+        # (the back direction takes it unless its table sets its own).
+        reached = [fwd] + ([back] if "loss" not in back.back_fields else [])
+        if any(not net.is_pipe(d) for d in reached):
+            for d in reached:
+                if net.is_pipe(d):
+                    d.loss = 0.0
         for d in (fwd, back):
             if d.loss and net.is_pipe(d):
                 # the core refuses it in every run (netcore LinkConfig::check_in_network)
@@ -442,7 +445,8 @@ def resolve(m: StudyFile, net: Net, routes: list[Route], meta: list[dict], mss: 
         paths = tuple(f"flows.{i}.{k}" for i in range(len(m.flows)) for k in ("path", "src", "dst", "kind")) \
             + tuple(f"topology.links.{j}.delay" for j in range(len(m.topology.links or ())))
         sizes = [(i, f.size if f.kind == "transfer" else None) for i, f in enumerate(m.flows) for _ in range(f.count)]
-        controller, alts = _controller(m.controller, net, routes, meta, paths, sizes)
+        controller, alts = _controller(m.controller, net, routes, meta, paths, sizes,
+                                       (mss + HEADER_BYTES) * 8, m.study.sample_interval)
         every += alts  # also when disabled: a baseline keeps the same buffers
         if not m.controller.enabled:
             controller = None
@@ -453,15 +457,26 @@ def resolve(m: StudyFile, net: Net, routes: list[Route], meta: list[dict], mss: 
 
 
 def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict],
-                paths: tuple, sizes: list[tuple[int, Optional[int]]]) -> tuple[dict, list[Route]]:
+                paths: tuple, sizes: list[tuple[int, Optional[int]]], packet_bits: int,
+                interval_ns: int) -> tuple[dict, list[Route]]:
     """``paths``: the dotted fields the flows' paths at the start depend on (``related`` of the errors);
-    ``sizes``: each flow's [[flows]] entry and transfer size (None: not a transfer)."""
+    ``sizes``: each flow's [[flows]] entry and transfer size (None: not a transfer); ``packet_bits``
+    and ``interval_ns``: a full-sized packet and the sample interval the utilisation is taken over."""
     loc = ("controller",)
     if c.link not in net.by_name:
         raise FieldError(loc + ("link",), f"unknown link '{c.link}'", c.link,
                          "a directed link name: " + ", ".join(d.name for d in net.links),
                          related=("topology.links",))
     watched = net.by_name[c.link]
+    # A full link reads 100 % give or take the packet on the wire at the sample's end (0.998,
+    # then 1.001): a threshold above 100 % less two packets per sample is met only now and then.
+    most = 1 - 2 * packet_bits * 1e9 / (watched.rate * interval_ns)
+    if c.threshold > most:
+        top = f"{math.floor(most * 1000) / 10:g}%"
+        raise FieldError(loc + ("threshold",), f"a full {watched.name} reads 100 % only to within a packet per "
+                         f"sample interval, so above {top} the controller would see it saturated only now and "
+                         f"then and never act", f"{c.threshold * 100:g}%", f"at most {top}",
+                         related=("study.sample_interval", f"topology.links.{watched.entry}.rate"))
     if c.threshold <= 0:
         raise FieldError(loc + ("threshold",), "must be above 0%", "0%", "a percentage such as '90%'")
     if c.release_threshold > c.threshold:
