@@ -377,6 +377,14 @@ def test_check_on_a_study_still_running_judges_the_study_not_its_finished_runs(t
     for r in rows:
         assert r["status"] == "skipped" and "profile" not in r["skipped"]
         assert r["skipped"].startswith("no finished run yet") and "4 of its 8 runs done" in r["skipped"]
+    # loss=2% with one of its two repetitions (loss=0% has both): judged so far, said, not settled (exit 1)
+    _store_runs(study, out, keep=lambda r: r.repetition == 0)
+    assert main(["check", str(out), "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["status"], r["n"], r["pending_runs"]) for r in rows] == [("pass", 1, 1)] * 2, rows
+    assert main(["check", str(out)]) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert "pass so far: 1 run to come" in text and "#0 held so far on configurations whose runs are not all" in text
     # and once the study is done, it is evaluated
     _store_runs(study, out)
     assert main(["check", str(out)]) == 0

@@ -298,6 +298,8 @@ def _status(o: Any) -> str:
         return f"[red]FAIL[/]{note}"
     if o.failed_runs:
         return f"[yellow]pass, but {o.failed_runs} run{'s' if o.failed_runs != 1 else ''} failed[/]{note}"
+    if o.pending_runs:
+        return f"[yellow]pass so far: {o.pending_runs} run{'s' if o.pending_runs != 1 else ''} to come[/]{note}"
     return f"[green]pass[/]{note}"
 
 
@@ -322,7 +324,8 @@ def expectation_table(outcomes: list) -> Table:
                 margin += f" ({100 * o.margin / abs(o.threshold):+.0f}%)"
         ci = console.NONE if o.ci_low is None or o.ci_high is None else f"{v(o.ci_low)}–{v(o.ci_high)}"
         label = f"{o.study}: {o.label}" if several else o.label
-        n = f"{o.n} ({o.failed_runs} failed)" if o.failed_runs else str(o.n)
+        n = str(o.n) + (f" ({o.failed_runs} failed)" if o.failed_runs else "") + (
+            f" ({o.pending_runs} to come)" if o.pending_runs else "")
         t.add_row(str(o.index), escape(o.name), escape(label), v(o.value), ci,
                   f"{o.expect.stat} {o.expect.op} {v(o.threshold)}" if o.skipped is None else console.NONE,
                   margin, n, _status(o))
@@ -349,14 +352,17 @@ def _print_outcomes(outcomes: list) -> int:
     failed = [k for k, os in rows.items() if any(o.failed for o in os)]
     skipped = [k for k, os in rows.items() if all(o.skipped is not None for o in os)]
     with_failed_runs = [k for k, os in rows.items() if k not in failed and any(o.failed_runs for o in os)]
+    partial = [k for k, os in rows.items() if k not in failed and any(o.pending_runs for o in os)]
 
     def names(keys: list) -> str:
         return ", ".join(f"#{i}" + (f" of {s}" if several else "") for s, i in keys)
 
     n = len(rows)
-    note = f"; {len(skipped)} skipped (not in these results)" if skipped else ""
+    note = f"; {len(skipped)} skipped (not in these results, or none of their runs finished yet)" if skipped else ""
     if with_failed_runs:
         note += f"; {names(with_failed_runs)} held on configurations some of whose runs failed"
+    if partial:
+        note += f"; {names(partial)} held so far on configurations whose runs are not all finished"
     if failed:
         con.print(f"[red]{len(failed)} of {n} expectations failed[/] ({escape(names(failed))}){escape(note)}",
                   soft_wrap=True)
@@ -367,10 +373,12 @@ def _print_outcomes(outcomes: list) -> int:
 
 def check_exit(outcomes: list) -> int:
     """3 when an expectation failed; else 1 when one was evaluated on a configuration
-    some of whose runs failed (as `ccbench run` exits 1 for failed runs); else 0."""
+    some of whose runs failed (as `ccbench run` exits 1 for failed runs) or are
+    still to come (a study running: nothing is settled yet); else 0."""
     if any(o.failed for o in outcomes):
         return EXIT_EXPECTATION
-    return EXIT_FAILED_RUNS if any(o.failed_runs and o.skipped is None for o in outcomes) else EXIT_OK
+    return EXIT_FAILED_RUNS if any((o.failed_runs or o.pending_runs) and o.skipped is None
+                                   for o in outcomes) else EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -30,6 +30,8 @@ configuration with no finished run yet; neither is counted as passed.
 A configuration some of whose runs failed is evaluated on the others, and
 its outcome carries how many failed (``failed_runs``): ``ccbench check`` then
 exits 1 when nothing fails outright (as ``ccbench run`` does when runs fail).
+So does one evaluated while some of its runs are still to come
+(``pending_runs``: the study is running or was interrupted).
 One whose runs all failed has no value and fails.
 """
 
@@ -71,6 +73,7 @@ class Outcome:
     unit: str  # of value and threshold: the metric's ('bps', 'us', '%', ''), or 'ratio'
     skipped: Optional[str] = None  # why it could not be evaluated on these results (neither passed nor failed)
     failed_runs: int = 0  # runs of the configuration(s) that failed (not in n)
+    pending_runs: int = 0  # runs of the configuration(s) the study has not finished yet (still running)
     note: Optional[str] = None  # why the value is missing or infinite (0 / 0, x / 0, no finished run)
     error: Optional[str] = None  # the expectation could not be evaluated (ExpectationError): failed
 
@@ -106,6 +109,7 @@ class Outcome:
         return {"expect": self.index, "name": self.name, "study": self.study, "config": self.label,
                 "value": fin["value"], "ci_low": fin["ci_low"], "ci_high": fin["ci_high"], "op": self.expect.op,
                 "threshold": self.threshold, "margin": fin["margin"], "n": self.n, "failed_runs": self.failed_runs,
+                "pending_runs": self.pending_runs,
                 "unit": self.unit, "status": self.status, "passed": self.passed, "skipped": self.skipped,
                 "error": self.error, "note": note}
 
@@ -467,6 +471,12 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
     done = sum(c.reps + c.failed for c in results)
     pending = ("no finished run yet: the study is still running or was interrupted ("
                + (f"{done} of its {plan.runs} runs done)" if plan.runs else f"{done} runs done)"))
+    # every configuration of a study makes the same number of runs (its repetitions)
+    planned_n = [c for c in plan.configs if isinstance(c, Planned)]
+    each = plan.runs // len(planned_n) if plan.runs and planned_n else None
+
+    def to_come(*cs: ConfigResult) -> int:
+        return sum(max(0, each - c.reps - c.failed) for c in cs) if each else 0
 
     def label(c: Any, backend: Optional[str] = None, only: Optional[set] = None, skip: set = frozenset()) -> str:
         parts = [f"{short[k]}={c.params[k]}" for k in keys if k in c.params and k not in skip
@@ -483,7 +493,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
                     continue
                 v, lo, hi, n, why = _stat(e, c, where)
                 out.append(Outcome(e, index, study, label(c, c.backend), v, lo, hi, _threshold(e, c, where), n,
-                                   unit, failed_runs=c.failed, note=why))
+                                   unit, failed_runs=c.failed, pending_runs=to_come(c), note=why))
         return out
     fixed = {resolve_key(n, keys) for n in list(e.ratio.of) + list(e.ratio.to)}
     for ptop, pbot in pairs:
@@ -501,7 +511,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
                    else f"x / 0: the {e.stat} of {label(pbot, only=fixed)} is 0" if v2 == 0 else None)
             out.append(Outcome(e, index, study, name, _div(v1, v2), _div(lo1, hi2), _div(hi1, lo2),
                                _threshold(e, top, where), min(n1, n2), "ratio",
-                               failed_runs=top.failed + bot.failed, note=why))
+                               failed_runs=top.failed + bot.failed, pending_runs=to_come(top, bot), note=why))
     return out
 
 
