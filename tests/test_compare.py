@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 
 import pytest
 
 from ccbench.analysis.compare import compare
 from ccbench.analysis.study import analyze_store
 from ccbench.cli import main
+from ccbench.store import Store
 
 from analysis_study import run_study
 
@@ -214,3 +216,26 @@ def test_two_versions_of_a_study_are_paired_by_study(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "configurations matched by study and config_id" in out and "(cmp, cmp v2)" in out
     assert "only in B: cmp v2: flows.0.cca=reno, cmp v2: flows.0.cca=cubic" in out
+
+
+def test_a_side_whose_runs_all_failed_says_so(tmp_path, capsys):
+    """B's runs of a configuration all failed: the pair says there is nothing to
+    compare and why, in the table, the CSV (a row for the pair) and the JSON."""
+    a = run_study(tmp_path / "a", name="cmp", reps=2, seed=1, loss="1%", sweep=CCA_SWEEP)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    with Store(b) as s:
+        ids = sorted(s.run_ids_of("cmp", "sim"))
+        cfg = analyze_store(b).configs[0].config_id
+        bad = [r for r in s.runs() if r.config_id == cfg]
+        s.set_aside([r.run_id for r in bad], "failed on purpose: ")
+    assert len(ids) > len(bad) == 2
+    assert main(["compare", str(a), str(b)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "nothing to compare: B has no finished run (2 failed)" in out, out
+    assert main(["compare", str(a), str(b), "--format", "csv"]) == 0
+    rows = [r for r in csv.DictReader(io.StringIO(capsys.readouterr().out)) if r["b_config_id"] == cfg]
+    assert len(rows) == 1 and rows[0]["metric"] == "" and rows[0]["b_failed"] == "2" and rows[0]["a_n"] == "2"
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    (pair,) = [p for p in json.loads(capsys.readouterr().out)["configs"] if p["b_config_id"] == cfg]
+    assert (pair["b_runs"], pair["b_failed"], pair["rows"]) == (0, 2, [])

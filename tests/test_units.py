@@ -184,6 +184,7 @@ def test_percent_good(text, p):
         ("-1%", "negative"),
         ("1", "'1%'"),
         (0.01, "'1%' if 0.01 is a probability"),
+        ("0.01", "did you mean '1%' (if 0.01 is a probability) or '0.01%'?"),  # quoted: the same two readings
         (1, "bare number"),
         ("1pct", "ends in '%'"),
     ],

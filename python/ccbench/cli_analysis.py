@@ -173,12 +173,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(["config", "a_config_id", "b_config_id", "metric", "a_median", "b_median", "diff", "rel_diff",
-                    "a_spread", "b_spread", "a_n", "b_n", "exceeds_spread", "few_reps", "a_study", "b_study"])
+                    "a_spread", "b_spread", "a_n", "b_n", "exceeds_spread", "few_reps", "a_study", "b_study",
+                    "a_failed", "b_failed"])
         for p in cmp.pairs:
             for r in p.rows:
                 w.writerow([p.label, p.a.config_id, p.b.config_id, r.metric, r.a_median, r.b_median, r.diff,
                             *["" if x is None else x for x in (r.rel_diff, r.a_spread, r.b_spread)], r.a_n, r.b_n,
-                            int(r.exceeds), int(r.few_reps), p.a.study, p.b.study])
+                            int(r.exceeds), int(r.few_reps), p.a.study, p.b.study, p.a.failed, p.b.failed])
+            if not p.rows:  # a side with no finished run: nothing to compare, but the pair is there
+                w.writerow([p.label, p.a.config_id, p.b.config_id, "", "", "", "", "", "", "", p.a.reps, p.b.reps,
+                            0, 0, p.a.study, p.b.study, p.a.failed, p.b.failed])
         return 0
     c = _console()
     c.print(f"A = {escape(args.a)} ({escape(_studies(a))}), B = {escape(args.b)} ({escape(_studies(b))}); "
@@ -186,7 +190,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     tol = f"{100 * args.tolerance:g} %"
     for p in cmp.pairs:
         unjudged = sum(1 for r in p.rows if r.few_reps and r.differs)
-        what = (f"{len(p.flagged)} of {len(p.rows)} differences exceed the spread"
+        empty = [f"{side} has no finished run ({c.failed} failed)" for side, c in (("A", p.a), ("B", p.b))
+                 if not c.reps]
+        what = ("nothing to compare: " + ", ".join(empty) if empty else
+                f"{len(p.flagged)} of {len(p.rows)} differences exceed the spread"
                 if not all(r.few_reps for r in p.rows) else
                 f"1 repetition a side, spread unknown: {unjudged} of {len(p.rows)} differ by more than {tol}")
         t = Table(title=escape(f"{p.label}  ({what})"), title_justify="left")

@@ -104,6 +104,7 @@ class Comparison:
             "by_study": self.by_study,
             "configs": [{"label": p.label, "a_study": p.a.study, "b_study": p.b.study,
                          "a_config_id": p.a.config_id, "b_config_id": p.b.config_id,
+                         "a_runs": p.a.reps, "b_runs": p.b.reps, "a_failed": p.a.failed, "b_failed": p.b.failed,
                          "params": p.a.params, "rows": [r.__dict__ for r in p.rows]} for p in self.pairs],
             "only_a": [self.name(c) for c in self.only_a],
             "only_b": [self.name(c) for c in self.only_b],

@@ -311,6 +311,11 @@ def _percent(value: Any, allowed: str, bare: str) -> Decimal:
                 f"{bare}, or '{_fmt_num(value)}%'",
                 allowed,
             )
+    m = _NUMBER.match(value) if isinstance(value, str) else None
+    if m and not m.group(1) and not m.group(3) and len(m.group(2)) <= _MAX_DIGITS and 0 < Decimal(m.group(2)) < 1:
+        num = Decimal(m.group(2))  # quoted, the same two readings as the bare number
+        raise UnitError(f"missing unit: did you mean '{_fmt_num(num * 100)}%' (if {m.group(2)} is a {bare}) or "
+                        f"'{_fmt_num(num)}%'?", allowed)
     sign, mag, unit = _split(value, allowed, "%")
     if unit != "%":
         raise UnitError(f"unknown unit '{unit}': a percentage ends in '%'", allowed)
