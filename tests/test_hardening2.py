@@ -232,6 +232,8 @@ def test_an_edited_study_is_refused_or_kept_apart_as_a_new_version(intact, tmp_p
     summary = html[html.index('<h2 id="summary">'):html.index('<h2 id="sweeps">')]
     assert "<th>study</th>" in summary.replace(' class="l"', ""), summary[:600]
     assert summary.count(">quickstart v2<") == 3 and summary.count(">quickstart<") == 3, summary
+    # and so do the per-configuration figures and the runs list
+    assert html.count("<h3>quickstart v2: ") == 3 and html.count("<h3>quickstart: ") == 3
 
 
 def test_changed_fields_names_the_edit_not_what_follows_from_it():

@@ -104,6 +104,8 @@ class Outcome:
         """JSON-able: an infinite number (a ratio to 0) is null, and ``note`` says what it was."""
         nums = {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "margin": self.margin}
         odd = [f"{k} is {v:+}" for k, v in nums.items() if v is not None and not math.isfinite(v)]
+        if self.unit == "ratio" and self.value is not None:  # a bound of 0 / 0 (both sides' bounds 0)
+            odd += [f"{k} is undefined (0 / 0)" for k in ("ci_low", "ci_high") if nums[k] is None]
         note = "; ".join(x for x in [self.note, *odd] if x) or None
         fin = {k: (v if v is None or math.isfinite(v) else None) for k, v in nums.items()}
         return {"expect": self.index, "name": self.name, "study": self.study, "config": self.label,

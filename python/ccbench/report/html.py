@@ -464,13 +464,19 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
                      "for each series of bulk flows, at that series' own measured RTT.</p>")
         parts.append('<div class="grid">' + "".join(cells) + "</div>")
 
+    # two versions of a study share labels and config ids: name the study where it is not the only one
+    several = len({c.study for c in a.configs}) > 1
+
+    def whose(study: str) -> str:
+        return f"{study}: " if several else ""
+
     # -- flagged runs
     parts.append('<h2 id="flagged">Flagged runs</h2>')
     if flags:
-        counts = [f"{c.label()}: {c.anomaly_text()}" for c in a.configs if c.anomaly_text()]
+        counts = [f"{whose(c.study)}{c.label()}: {c.anomaly_text()}" for c in a.configs if c.anomaly_text()]
         if counts:
             parts.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in counts) + "</ul>")
-        labels = {r.run_id: r.run.label for r in runs}
+        labels = {r.run_id: whose(r.run.study) + r.run.label for r in runs}
         parts.append(table(["run", "configuration", "flag", "reason"], [
             [f'<a class="flagged-run" href="#run-{esc(f.run_id)}"><code>{esc(f.run_id)}</code></a>',
              esc(labels.get(f.run_id, "")), esc(f.kind), esc(f.reason)] for f in flags], left=4))
@@ -484,6 +490,7 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
         for c in a.configs:
             fig = make(c)
             if fig is not None:
+                fig["layout"]["title"]["text"] = whose(c.study) + fig["layout"]["title"]["text"]
                 fid = f"{prefix}-{len(figures)}"
                 figures[fid] = fig
                 eager.append(fid)
@@ -505,7 +512,7 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
     for f in flags:
         flags_by_run.setdefault(f.run_id, []).append(f)
     for c in a.configs:
-        parts.append(f"<h3>{esc(c.label())} <span class=\"muted\">config {esc(c.config_id)}</span></h3>")
+        parts.append(f"<h3>{esc(whose(c.study) + c.label())} <span class=\"muted\">config {esc(c.config_id)}</span></h3>")
         for rm in c.runs:
             fid = f"run-plot-{rm.run_id}"
             figures[fid] = run_figure(rm, max_points)
