@@ -233,6 +233,7 @@ def test_a_side_whose_runs_all_failed_says_so(tmp_path, capsys):
     assert main(["compare", str(a), str(b)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "nothing to compare: B has no finished run (2 failed)" in out, out
+    assert "1 more with 1 repetition" not in out and out.endswith("; 1 with no finished run on a side"), out
     assert main(["compare", str(a), str(b), "--format", "csv"]) == 0
     rows = [r for r in csv.DictReader(io.StringIO(capsys.readouterr().out)) if r["b_config_id"] == cfg]
     assert len(rows) == 1 and rows[0]["metric"] == "" and rows[0]["b_failed"] == "2" and rows[0]["a_n"] == "2"

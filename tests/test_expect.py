@@ -363,15 +363,15 @@ def test_check_on_a_study_still_running_judges_the_study_not_its_finished_runs(t
     study = _write(tmp_path, RATIO)
     out = tmp_path / "results"
     _store_runs(study, out, keep=lambda r: False)
-    assert main(["check", str(out)]) == 0  # nothing evaluated yet: skipped, not failed
+    assert main(["check", str(out)]) == 1  # nothing evaluated yet: skipped, not failed, but not settled either
     text = capsys.readouterr().out
     assert "not a swept parameter" not in text and "0 of 1 expectations hold; 1 skipped" in text
-    assert main(["check", str(out), "--format", "json"]) == 0
+    assert main(["check", str(out), "--format", "json"]) == 1
     rows = json.loads(capsys.readouterr().out)
     assert [r["skipped"] for r in rows] == ["no finished run yet: the study is still running or was interrupted "
                                             "(0 of its 8 runs done)"] * 2
     _store_runs(study, out, keep=lambda r: r.params["topology.bottleneck.loss"] == "0%")
-    assert main(["check", str(out), "--format", "json"]) == 0
+    assert main(["check", str(out), "--format", "json"]) == 1
     rows = json.loads(capsys.readouterr().out)
     assert [r["config"] for r in rows] == ["cca=cubic: loss=2% / loss=0%", "cca=bbr: loss=2% / loss=0%"]
     for r in rows:
@@ -578,3 +578,37 @@ def test_a_stored_study_that_no_longer_resolves_still_gives_its_declared_sweep()
         '"sweep.flows.0.cca" = ["bbr"]', '"sweep.topology.bottleneck.loss" = ["1%"]')
     plan = stored_plan(text, "pq.toml", {"abc": 0})
     assert plan is not None and plan.full == {"topology.bottleneck.loss": ["0%", "1%"]} and plan.configs == []
+
+
+def test_a_full_study_interrupted_where_a_profile_ends_is_not_read_as_that_profile(tmp_path, capsys):
+    """The full study stopped after its bbr runs, which are exactly what its quick
+    profile makes: the store records the profile each run of the study used
+    (none here), so check says the cubic runs are still to come (exit 1)
+    instead of judging a finished quick profile (exit 0)."""
+    st = tmp_path / "pq.toml"
+    st.write_text(PROFILE_PREFIX)
+    out = tmp_path / "r"
+    _store_runs(st, out, keep=lambda r: r.params["flows.0.cca"] == "bbr")
+    assert main(["check", str(out), "--format", "json"]) == 1  # not settled: runs are to come
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["config"], r["status"]) for r in rows] == [("cca=bbr", "pass"), ("cca=cubic", "skipped")], rows
+    assert rows[1]["skipped"].startswith("no finished run yet") and rows[1]["pending_runs"] == 2, rows
+
+
+def test_a_study_whose_text_no_longer_resolves_still_says_runs_are_to_come(tmp_path, capsys):
+    """Its BPF source moved: the configurations are not known, but the recorded
+    profile (none) and the repetitions the text declares are: a configuration
+    with one of its two runs is judged so far, not as complete (exit 1)."""
+    text = PROFILE_PREFIX.replace('cca = "cubic"', 'cca = "bpf:reno.bpf.c"').replace(
+        '"flows.0.cca" = ["bbr", "cubic"]', '"topology.bottleneck.loss" = ["0%", "1%"]').replace(
+        '"sweep.flows.0.cca" = ["bbr"]', '"sweep.topology.bottleneck.loss" = ["1%"]')
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "reno.bpf.c").write_bytes((repo / "studies" / "bpf-cca" / "reno.bpf.c").read_bytes())
+    st = tmp_path / "s.toml"
+    st.write_text(text)
+    out = tmp_path / "r"
+    _store_runs(st, out, keep=lambda r: r.repetition == 0)
+    (tmp_path / "reno.bpf.c").rename(tmp_path / "moved.bpf.c")
+    assert main(["check", str(out), "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["config"], r["n"], r["pending_runs"]) for r in rows] == [("loss=0%", 1, 1), ("loss=1%", 1, 1)], rows

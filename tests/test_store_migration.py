@@ -14,8 +14,9 @@ from ccbench.store import COLUMNS, DB_FILENAME, SCHEMA_VERSION, Store
 
 from fakes import fake_result_dict, make_runs
 
-V1_MISSING = {"flows": ("completion_us",), "queue": ("tx_bytes", "utilisation", "random_losses")}
-V2_MISSING = {"queue": ("random_losses",)}
+V1_MISSING = {"flows": ("completion_us",), "queue": ("tx_bytes", "utilisation", "random_losses"),
+              "studies": ("profile",)}
+V2_MISSING = {"queue": ("random_losses",), "studies": ("profile",)}
 
 
 def _result(rs) -> dict:

@@ -612,8 +612,15 @@ def test_controller_thresholds_and_a_min_size_no_candidate_reaches():
     # a full link reads 100 % only to within a packet per sample (0.998, then 1.001): the primary's
     # 100 Mbit/s over 100 ms samples takes at most 100 % - 2 × 1500 B × 8 / 10 Mbit = 99.76 %
     msg = err(base + 'threshold = "100%"\n')
-    assert "controller.threshold: a full primary reads 100 % only to within a packet per sample interval" in msg \
-        and "(got '100%'; allowed: at most 99.7%)" in msg, msg
+    assert ("controller.threshold: a full primary reads 100 % only to within a packet per sample interval (100ms at "
+            "100Mbit): above 99.76% the controller would see it saturated only now and then, and it would never act "
+            "(got '100%'; allowed: at most 99.76%)") in msg, msg
+    msg = err(base + 'threshold = "99.9%"\n')
+    assert "(got '99.9%'; allowed: at most 99.76%, or a study.sample_interval of at least 240ms)" in msg, msg
+    # a slow link: no threshold works at this sample interval; the error says which interval would
+    msg = err(base.replace('rate = "100Mbit"', 'rate = "100kbit"', 1) + 'threshold = "50%"\n')
+    assert ("a sample holds under two full-sized packets, so no threshold works, and it would never act (got '50%'; "
+            "allowed: a study.sample_interval of at least 480ms)") in msg, msg
     assert config(base + 'threshold = "99.7%"\n')["controller"]["threshold"] == pytest.approx(0.997)
     for value, fragment in (('"0%"', "must be above 0%"), ('"101%"', "must be at most 100%")):
         msg = err(base + f"threshold = {value}\n")

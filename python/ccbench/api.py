@@ -229,7 +229,8 @@ class Results:
             if expects:
                 stored = self._store.runs(study=s["study"])
                 plan = stored_plan(s["source_text"], name, {r.run_id: r.run_index for r in stored},
-                                   stored[0].backend if stored else None, s["path"])
+                                   stored[0].backend if stored else None, s["path"],
+                                   self._store.study_profile(s["study"]))
                 out += evaluate_all(expects, a, s["study"], name, plan)
         return out
 

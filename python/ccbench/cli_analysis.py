@@ -192,10 +192,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         unjudged = sum(1 for r in p.rows if r.few_reps and r.differs)
         empty = [f"{side} has no finished run ({c.failed} failed)" for side, c in (("A", p.a), ("B", p.b))
                  if not c.reps]
+        failed = [f"{side}: {c.failed} of {c.reps + c.failed} runs failed" for side, c in (("A", p.a), ("B", p.b))
+                  if c.failed and c.reps]
         what = ("nothing to compare: " + ", ".join(empty) if empty else
                 f"{len(p.flagged)} of {len(p.rows)} differences exceed the spread"
                 if not all(r.few_reps for r in p.rows) else
                 f"1 repetition a side, spread unknown: {unjudged} of {len(p.rows)} differ by more than {tol}")
+        what += "".join(f"; {x}" for x in failed)
         t = Table(title=escape(f"{p.label}  ({what})"), title_justify="left")
         for col in ("metric", "A median", "B median", "B − A", "%", "spread A", "spread B", "n A/B", ""):
             t.add_column(col, justify="left" if col in ("metric", "") else "right")
@@ -210,14 +213,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if only:
             c.print(f"only in {name}: " + escape(", ".join(cmp.name(x) for x in only)), soft_wrap=True)
     n = sum(len(p.flagged) for p in cmp.pairs)
-    judged = [p for p in cmp.pairs if not all(r.few_reps for r in p.rows)]
+    judged = [p for p in cmp.pairs if p.rows and not all(r.few_reps for r in p.rows)]
     unjudged = [r for p in cmp.pairs for r in p.rows if r.few_reps and r.differs]
-    few = len(cmp.pairs) - len(judged)
+    empty = sum(1 for p in cmp.pairs if not p.rows)
+    few = len(cmp.pairs) - len(judged) - empty
     c.print(f"{n} differences exceed the spread across repetitions in {sum(1 for p in judged if p.flagged)} "
             f"of {len(judged)} judged configurations"
             + (f" ({few} more with 1 repetition on each side: the spread is unknown"
                + (f"; {len(unjudged)} differences of more than {tol} there, not judged)" if unjudged else ")")
-               if few else ""), soft_wrap=True)
+               if few else "")
+            + (f"; {empty} with no finished run on a side" if empty else ""), soft_wrap=True)
     return 0
 
 
@@ -384,7 +389,7 @@ def check_exit(outcomes: list) -> int:
     still to come (a study running: nothing is settled yet); else 0."""
     if any(o.failed for o in outcomes):
         return EXIT_EXPECTATION
-    return EXIT_FAILED_RUNS if any((o.failed_runs or o.pending_runs) and o.skipped is None
+    return EXIT_FAILED_RUNS if any((o.failed_runs and o.skipped is None) or o.pending_runs
                                    for o in outcomes) else EXIT_OK
 
 

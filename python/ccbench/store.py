@@ -3,7 +3,7 @@
 Tables (units in column names; see DESIGN.md "The results schema"):
 
     meta     (key, value)                      schema version
-    studies  (study, path, source_text, first_run_at, last_run_at)
+    studies  (study, path, source_text, first_run_at, last_run_at, profile)
     runs     (study, run_id, config_id, run_index, params, config, backend, seed,
               repetition, status, error, wall_time_s, tool_version, finished_at, stats)
     flows    (run_id, flow_id, cca, sender, kind, group_name, start_us, stop_us,
@@ -20,7 +20,7 @@ Tables (units in column names; see DESIGN.md "The results schema"):
 
 Schema versions: 1 had no events table and no flows.completion_us,
 queue.tx_bytes, queue.utilisation (version 2); 2 had no queue.random_losses
-(version 3). Opening an older store for writing adds what it lacks (existing
+nor studies.profile (version 3). Opening an older store for writing adds what it lacks (existing
 rows get nulls); opened read-only it is read as it is, with an empty
 temporary events table if it has none.
 
@@ -74,6 +74,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("source_text", "VARCHAR"),
         ("first_run_at", "TIMESTAMP"),
         ("last_run_at", "TIMESTAMP"),
+        ("profile", "VARCHAR"),  # the profile it was last run with: '' none, NULL unknown (written before schema 3)
     ),
     "runs": (
         ("study", "VARCHAR NOT NULL"),
@@ -158,7 +159,8 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 # Columns added after schema version 1 (random_losses in 3, the rest in 2): an older store gets them
 # when opened for writing.
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"flows": ("completion_us",),
-                                             "queue": ("tx_bytes", "utilisation", "random_losses")}
+                                             "queue": ("tx_bytes", "utilisation", "random_losses"),
+                                             "studies": ("profile",)}
 
 #: The events of a run in the order they happened: by time, then route events
 #: before the controller's, a state before the moves it made, and the
@@ -628,19 +630,34 @@ class Store:
 
     # -- writing -----------------------------------------------------------
 
-    def record_study(self, name: str, source_text: str | None, path: str | Path | None) -> None:
-        """Insert or update a study (its source text is the latest one run)."""
+    def record_study(self, name: str, source_text: str | None, path: str | Path | None,
+                     profile: str | None = None) -> None:
+        """Insert or update a study (its source text and profile are the latest run)."""
         now = _now()
         with self._writing():
-            self._record_study(name, source_text, path, now)
+            self._record_study(name, source_text, path, now, profile)
 
-    def _record_study(self, name: str, source_text: str | None, path: str | Path | None, now: Any) -> None:
+    def _record_study(self, name: str, source_text: str | None, path: str | Path | None, now: Any,
+                      profile: str | None = None) -> None:
         self.con.execute(
-            """INSERT INTO studies (study, path, source_text, first_run_at, last_run_at)
-               VALUES (?, ?, ?, ?, NULL)
-               ON CONFLICT (study) DO UPDATE SET path = excluded.path, source_text = excluded.source_text""",
-            [name, None if path is None else str(path), source_text, now],
+            """INSERT INTO studies (study, path, source_text, first_run_at, last_run_at, profile)
+               VALUES (?, ?, ?, ?, NULL, ?)
+               ON CONFLICT (study) DO UPDATE SET path = excluded.path, source_text = excluded.source_text,
+                                                 profile = excluded.profile""",
+            [name, None if path is None else str(path), source_text, now, profile or ""],
         )
+
+    def study_profile(self, name: str) -> tuple[bool, str | None]:
+        """(recorded, profile) of the study's latest run: recorded is False in a
+        store written before schema 3 kept it (the profile is then unknown)."""
+        have = {r[0] for r in self.con.execute("SELECT column_name FROM information_schema.columns "
+                                               "WHERE table_name = 'studies'").fetchall()}
+        if "profile" not in have:
+            return False, None
+        row = self.con.execute("SELECT profile FROM studies WHERE study = ?", [name]).fetchone()
+        if row is None or row[0] is None:
+            return False, None
+        return True, row[0] or None
 
     def write_run(
         self,

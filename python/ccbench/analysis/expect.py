@@ -134,12 +134,14 @@ class Plan:
     """What expectations are judged against: the sweep of the runs (a profile's, if
     one was used), the study's sweep without a profile (``full``; None: unknown),
     the configurations (Planned, or ConfigResult: both have params, classes, links
-    and label()) and how many runs the study makes (None: unknown)."""
+    and label()), how many runs the study makes (None: unknown) and, where its
+    configurations are not known, how many each makes (``reps``: its repetitions)."""
 
     sweep: dict[str, list[str]]
     full: Optional[dict[str, list[str]]]
     configs: list = field(default_factory=list)
     runs: Optional[int] = None
+    reps: Optional[int] = None
 
 
 def planned(runs: Sequence[Any]) -> list[Planned]:
@@ -161,14 +163,17 @@ def study_plan(study: Any, full: Optional[dict[str, list[str]]]) -> Plan:
 
 
 def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]], backend: Optional[str] = None,
-                path: Optional[str] = None) -> Optional[Plan]:
+                path: Optional[str] = None, profile: tuple[bool, Optional[str]] = (False, None)) -> Optional[Plan]:
     """The plan of a stored study text. ``runs``: the stored runs of the study (run
     id → its index in the run list it was run from; the store keeps no profile
-    name). Of the variants the file makes (no profile, then each profile), the
-    one whose run list is the stored runs (a finished study), else the first
-    that has every stored run at its index: a profile reorders the runs it
-    keeps, while a study still running has its finished runs where the whole
-    list has them. Where the text does not resolve here (a BPF file it names
+    name) and ``profile``: (recorded, name) of the study's latest run, as the
+    store keeps it (Store.study_profile): that variant when recorded. Else, of
+    the variants the file makes (no profile, then each profile), the one whose
+    run list is the stored runs (a finished study), else the first that has
+    every stored run at its index: a profile reorders the runs it keeps, while
+    a study still running has its finished runs where the whole list has them
+    (a full study interrupted where a profile ends reads as that profile: only
+    a recorded profile tells them apart). Where the text does not resolve here (a BPF file it names
     moved, results read on another machine) only its declared sweep is known:
     values it has that the results lack are then skipped, not refused."""
     from pathlib import Path
@@ -190,17 +195,19 @@ def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]],
             continue
     else:
         declared = declared_sweep(source_text)
-        return None if declared is None else Plan({}, declared)
+        return None if declared is None else Plan({}, declared, reps=declared_repetitions(source_text, profile))
     full = {k: list(v) for k, v in base.sweep.items()}
+    recorded, chosen = profile
+    trusted = recorded and (chosen is None or chosen in base.profiles)
     fits = []
-    for name in (None, *base.profiles):
+    for name in ((chosen,) if trusted else (None, *base.profiles)):
         try:
             study = base if name is None else variant(name, be)
         except StudyError:
             continue
         ids = study.run_ids()
         pos = {rid: i for i, rid in enumerate(ids)}
-        if all(rid in pos and (i is None or pos[rid] == i) for rid, i in runs.items()):
+        if trusted or all(rid in pos and (i is None or pos[rid] == i) for rid, i in runs.items()):
             if set(ids) == set(runs):  # exactly its runs: this variant, finished
                 fits.insert(0, study)
                 break
@@ -209,6 +216,26 @@ def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]],
         study = fits[0]
         return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
     return Plan({}, full)
+
+
+def declared_repetitions(source_text: str, profile: tuple[bool, Optional[str]]) -> Optional[int]:
+    """A study text's repetitions as written (its recorded profile's, if that sets
+    them), without resolving anything; None where the profile is unknown or the
+    text does not read."""
+    from ccbench.analysis.settings import read_toml
+    from ccbench.spec.overrides import flatten
+
+    recorded, name = profile
+    if not recorded:
+        return None
+    try:
+        doc = read_toml(source_text)
+        reps = (doc.get("study") or {}).get("repetitions", 1)
+        if name is not None:
+            reps = dict(flatten((doc.get("profiles") or {}).get(name) or {})).get("study.repetitions", reps)
+        return reps if isinstance(reps, int) and not isinstance(reps, bool) and reps > 0 else None
+    except Exception:  # noqa: BLE001 - a text that does not read says nothing
+        return None
 
 
 def declared_sweep(source_text: str) -> Optional[dict[str, list[str]]]:
@@ -245,7 +272,7 @@ def _with_results(plan: Optional[Plan], results: Sequence[ConfigResult]) -> Plan
             vs = sweep.setdefault(k, [])
             if str(v) not in vs:
                 vs.append(str(v))
-    return Plan(sweep, plan.full, list(plan.configs) + extra, plan.runs)
+    return Plan(sweep, plan.full, list(plan.configs) + extra, plan.runs, plan.reps)
 
 
 def resolve_key(name: str, keys: Sequence[str], where: str = "") -> Optional[str]:
@@ -475,7 +502,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
                + (f"{done} of its {plan.runs} runs done)" if plan.runs else f"{done} runs done)"))
     # every configuration of a study makes the same number of runs (its repetitions)
     planned_n = [c for c in plan.configs if isinstance(c, Planned)]
-    each = plan.runs // len(planned_n) if plan.runs and planned_n else None
+    each = plan.runs // len(planned_n) if plan.runs and planned_n else plan.reps
 
     def to_come(*cs: ConfigResult) -> int:
         return sum(max(0, each - c.reps - c.failed) for c in cs) if each else 0
@@ -491,7 +518,8 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
         for p, _ in pairs:
             for c in found.get(_pkey(p.params)) or [None]:
                 if c is None:
-                    out.append(Outcome(e, index, study, label(p), None, None, None, None, 0, unit, pending))
+                    out.append(Outcome(e, index, study, label(p), None, None, None, None, 0, unit, pending,
+                                       pending_runs=each or 1))
                     continue
                 v, lo, hi, n, why = _stat(e, c, where)
                 out.append(Outcome(e, index, study, label(c, c.backend), v, lo, hi, _threshold(e, c, where), n,
@@ -504,7 +532,8 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
             bot = next((c for c in found.get(_pkey(pbot.params), []) if c.backend == backend), None)
             name = f"{label(ptop, backend, skip=fixed)}: {label(ptop, only=fixed)} / {label(pbot, only=fixed)}"
             if top is None or bot is None:
-                out.append(Outcome(e, index, study, name, None, None, None, None, 0, "ratio", pending))
+                out.append(Outcome(e, index, study, name, None, None, None, None, 0, "ratio", pending,
+                                   pending_runs=sum(to_come(c) if c is not None else each or 1 for c in (top, bot))))
                 continue
             v1, lo1, hi1, n1, why1 = _stat(e, top, where)
             v2, lo2, hi2, n2, why2 = _stat(e, bot, where)

@@ -316,7 +316,8 @@ def execute(
                                 {r.run_id: r.config for r in runs})
                 if versions_apart else study.name)
         summary.study = name
-        store.record_study(name, getattr(study, "source_text", None), getattr(study, "path", None))
+        store.record_study(name, getattr(study, "source_text", None), getattr(study, "path", None),
+                           getattr(study, "profile", None))
         finished = store.finished_runs()
         todo = [r for r in runs if r.run_id not in finished]
         summary.skipped = len(runs) - len(todo)

@@ -431,9 +431,16 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
                      f"≥ {st.busy_fraction:g} busy; converged at JFI ≥ {st.converge_jfi:g}. Report made by ccbench "
                      f"{esc(__version__)} (Python {esc(sys.version.split()[0])}, {esc(platform.platform())}) at "
                      f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC from {esc(a.source)}.</p>")
+    # two versions of a study share labels and config ids: name the study where it is not the only one
+    several = len({c.study for c in a.configs}) > 1
+
+    def whose(study: str) -> str:
+        return f"{study}: " if several else ""
+
     if a.failed_runs:
         parts.append("<p class=\"flag\">Failed runs (not analysed): " + ", ".join(
-            f"<code>{esc(r.run_id)}</code> ({esc((r.error or '').strip().splitlines()[0] if r.error else '')})"
+            f"<code>{esc(r.run_id)}</code> {esc(whose(r.study))}"
+            f"({esc((r.error or '').strip().splitlines()[0] if r.error else '')})"
             for r in a.failed_runs) + "</p>")
 
     # -- summary
@@ -463,12 +470,6 @@ def build(a: Analysis, title: Optional[str] = None) -> tuple[str, dict]:
                      "mean; dots: every repetition. Beside loss sweeps: the Mathis (dashed) and Padhye (dotted) models "
                      "for each series of bulk flows, at that series' own measured RTT.</p>")
         parts.append('<div class="grid">' + "".join(cells) + "</div>")
-
-    # two versions of a study share labels and config ids: name the study where it is not the only one
-    several = len({c.study for c in a.configs}) > 1
-
-    def whose(study: str) -> str:
-        return f"{study}: " if several else ""
 
     # -- flagged runs
     parts.append('<h2 id="flagged">Flagged runs</h2>')

@@ -472,10 +472,20 @@ def _controller(c: Controller, net: Net, routes: list[Route], meta: list[dict],
     # then 1.001): a threshold above 100 % less two packets per sample is met only now and then.
     most = 1 - 2 * packet_bits * 1e9 / (watched.rate * interval_ns)
     if c.threshold > most:
-        top = f"{math.floor(most * 1000) / 10:g}%"
+        # the sample interval at which this threshold is met steadily (none for 100 %)
+        need = (units.format_time(math.ceil(2 * packet_bits * 1e9 / (watched.rate * (1 - c.threshold)) / 1e6) * 10**6)
+                if c.threshold < 1 else None)
+        longer = f"a study.sample_interval of at least {need}"
+        if most > 0:
+            top = f"{math.floor(most * 10000) / 100:g}%"
+            problem, allowed = f"above {top} the controller would see it saturated only now and then", \
+                f"at most {top}" + (f", or {longer}" if need else "")
+        else:
+            problem, allowed = "a sample holds under two full-sized packets, so no threshold works", longer
         raise FieldError(loc + ("threshold",), f"a full {watched.name} reads 100 % only to within a packet per "
-                         f"sample interval, so above {top} the controller would see it saturated only now and "
-                         f"then and never act", f"{c.threshold * 100:g}%", f"at most {top}",
+                         f"sample interval ({units.format_time(interval_ns)} at "
+                         f"{units.format_rate(watched.rate)}): {problem}, and it would never act",
+                         f"{c.threshold * 100:g}%", allowed,
                          related=("study.sample_interval", f"topology.links.{watched.entry}.rate"))
     if c.threshold <= 0:
         raise FieldError(loc + ("threshold",), "must be above 0%", "0%", "a percentage such as '90%'")
