@@ -612,3 +612,16 @@ def test_a_study_whose_text_no_longer_resolves_still_says_runs_are_to_come(tmp_p
     assert main(["check", str(out), "--format", "json"]) == 1
     rows = json.loads(capsys.readouterr().out)
     assert [(r["config"], r["n"], r["pending_runs"]) for r in rows] == [("loss=0%", 1, 1), ("loss=1%", 1, 1)], rows
+
+
+def test_a_quoted_plain_number_is_that_number():
+    """value = "0.9" reads as 0.9 (it was 'not a number, a reference or a
+    quantity'); a quoted nan is still refused."""
+    from ccbench.errors import StudyError
+    from ccbench.spec.expect import parse
+
+    (e,) = parse({"expect": [{"metric": "jfi", "op": ">=", "value": "0.9"}]}, "s.toml")
+    assert e.value == 0.9
+    with pytest.raises(StudyError) as err:
+        parse({"expect": [{"metric": "jfi", "op": ">=", "value": "nan"}]}, "s.toml")
+    assert "must be a finite number" in str(err.value)

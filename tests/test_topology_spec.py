@@ -512,7 +512,8 @@ def test_a_links_loss_is_its_queueing_directions_only():
     # the back table's own loss: the link's then reaches only the pipe, an error (it was dropped silently)
     msg = err(NET.replace('rate = "1Gbit"\ndelay = "1ms"', 'rate = "1Gbit"\ndelay = "1ms"\nloss = "3%"\n'
                           'back = { buffer = "10pkt", loss = "0%" }', 1) + FLOW)
-    assert "net.toml: topology.links.0.loss: a-r1 is a pipe" in msg and "cannot lose packets (got '3%'" in msg, msg
+    assert "net.toml: topology.links.0.loss: a-r1 is a pipe" in msg and "cannot lose packets (the link's loss would " \
+        "go to r1-a, which queues, but its back table sets its own) (got '3%'" in msg, msg
 
 
 def test_a_wildcard_loss_leaves_out_the_pipes():

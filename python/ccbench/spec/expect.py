@@ -82,6 +82,14 @@ def _value(value: Any) -> Union[float, str]:
         if not math.isfinite(float(m.group(1))):
             raise _error("must be a finite number", VALUE_ALLOWED)
         return value
+    try:  # a quoted plain number ("0.9") is that number
+        x = float(value)
+    except ValueError:
+        x = None
+    if x is not None:
+        if not math.isfinite(x):
+            raise _error("must be a finite number", VALUE_ALLOWED)
+        return x
     from ccbench.spec import units
 
     for parse in (units.parse_rate, units.parse_time, units.parse_percent):

@@ -189,8 +189,10 @@ def build(m: StudyFile) -> Net:
         for d in (fwd, back):
             if d.loss and net.is_pipe(d):
                 # the core refuses it in every run (netcore LinkConfig::check_in_network)
+                why = (f" (the link's loss would go to {back.name}, which queues, but its back table sets its own)"
+                       if d is fwd and "loss" in back.back_fields and not net.is_pipe(back) else "")
                 raise FieldError(d.field_loc("loss"), f"{d.name} is a pipe (a host's link without a buffer or a "
-                                 "qdisc: no queue, no drops), which cannot lose packets", f"{d.loss:.6g}",
+                                 f"qdisc: no queue, no drops), which cannot lose packets{why}", f"{d.loss:.6g}",
                                  f"'0%', or a buffer or a qdisc {'in the back table' if d.back else 'on the link'} "
                                  "so that it queues and can drop")
         key = frozenset(ends)
