@@ -291,9 +291,9 @@ def study_expectations(study: Any) -> tuple[list, Any]:
     expects = parse(study.document, filename)
     if not expects:  # nothing to check: the analysis stack stays unloaded until the runs are done
         return expects, None
-    from ccbench.analysis.expect import check_plan, full_sweep, study_plan
+    from ccbench.analysis.expect import check_plan, declared_sweep, study_plan
 
-    full = full_sweep(study.source_text, filename) if study.profile is not None else study.sweep
+    full = declared_sweep(study.source_text) if study.profile is not None else study.sweep
     plan = study_plan(study, full)
     check_plan(expects, plan, filename)
     return expects, plan

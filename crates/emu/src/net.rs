@@ -260,11 +260,7 @@ impl PathControl for NotedCtl {
             let links = &v.routes[v.paths[fi] as usize];
             let moved = self.noted.moved().contains(&id);
             let home = self.before.get(&id).map(|&(p, _)| &v.routes[p as usize]);
-            // a link the move put it on, saturated over the interval
-            let threshold = self.noted.config().threshold;
-            let held = home.is_some_and(|h| {
-                links.iter().any(|l| !h.contains(l) && v.utilisation[*l as usize] >= threshold)
-            });
+            let held = home.is_some_and(|h| self.noted.held_by(links.iter().copied(), h, |l| v.utilisation[l as usize]));
             cands.push(Candidate {
                 flow: id,
                 rate_bps: recent as f64 * 8.0 / (v.interval as f64 / 1e9),

@@ -181,6 +181,18 @@ impl Noted {
         &self.cfg
     }
 
+    /// For an owner's [`Candidate::held`]: a link of the flow's current `path`
+    /// that is not on its `home` path (so the move put it there) was at least
+    /// `threshold` busy over the interval (`utilisation` of a link).
+    pub fn held_by<L: PartialEq + Copy>(
+        &self,
+        path: impl IntoIterator<Item = L>,
+        home: &[L],
+        utilisation: impl Fn(L) -> f64,
+    ) -> bool {
+        path.into_iter().any(|l| !home.contains(&l) && utilisation(l) >= self.cfg.threshold)
+    }
+
     fn enter(&mut self, state: State, why: String, out: &mut Vec<Event>) {
         self.state = state;
         self.since = None;
@@ -407,6 +419,9 @@ mod tests {
         let free = [Candidate { held: false, ..held[0] }];
         let ev = run(&mut n, 10 * S + 100 * MS, 11 * S + 100 * MS, 0.0, &free);
         assert_eq!(ev.iter().map(|e| e.1.clone()).filter(|e| matches!(e, Event::MoveBack { .. })).count(), 1);
+        // held_by: only the links the move added count (threshold 0.9)
+        let util = |l: u32| [0.95, 0.2, 0.99][l as usize];
+        assert!(n.held_by([0u32, 1], &[2], util) && !n.held_by([0u32, 1], &[0], util));
         // A candidate an event took off the watched link: saturated, but nothing to move.
         let mut n = Noted::new(cfg(), 100_000_000);
         let off = [Candidate { crosses: false, ..cand(0, 40e6, Some(1 << 30)) }];

@@ -971,7 +971,6 @@ impl World {
     fn step_controller(&mut self, dt: Nanos) {
         let mut c = self.controller.take().expect("a controller");
         let util = utilisation(&self.links[c.link], self.now, self.last_tx[c.link], dt);
-        let threshold = c.noted.config().threshold;
         let candidates: Vec<Candidate> = c
             .alternatives
             .iter()
@@ -981,11 +980,10 @@ impl World {
                 let transfer = flow.kind == FlowKind::Transfer;
                 let id = self.flow_ids[fi];
                 let moved = c.noted.moved().contains(&id);
-                // a link the move put it on, saturated over the interval
                 let held = flow.home.is_some_and(|home| {
-                    self.routes.path(flow.route.0).any(|l| {
-                        !self.routes.path(home.0).any(|h| h == l)
-                            && utilisation(&self.links[l], self.now, self.last_tx[l], dt) >= threshold
+                    let home: Vec<usize> = self.routes.path(home.0).collect();
+                    c.noted.held_by(self.routes.path(flow.route.0), &home, |l| {
+                        utilisation(&self.links[l], self.now, self.last_tx[l], dt)
                     })
                 });
                 Candidate {

@@ -96,7 +96,7 @@ class Comparison:
 
     def name(self, c: ConfigResult) -> str:
         """A configuration's label, with its study when the sets hold several."""
-        return f"{c.study}: {c.label()}" if self.by_study else c.label()
+        return _name(c, self.by_study)
 
     def as_dict(self) -> dict:
         return {
@@ -111,18 +111,29 @@ class Comparison:
         }
 
 
+def _name(c: ConfigResult, by_study: bool) -> str:
+    return f"{c.study}: {c.label()}" if by_study else c.label()
+
+
 def _metric_ok(key: str) -> bool:
     return key.split("[")[0] in COMPARED
 
 
-def exceeds_spread(sa: Spread, sb: Spread, tolerance: float = 0.01) -> bool:
+def beyond_tolerance(sa: Spread, sb: Spread, tolerance: float = 0.01) -> bool:
+    """The difference of the medians is larger than ``tolerance`` × the larger |median|."""
+    return abs(sb.median - sa.median) > tolerance * max(abs(sa.median), abs(sb.median))
+
+
+def exceeds_spread(sa: Spread, sb: Spread, tolerance: float = 0.01) -> Optional[bool]:
     """The rule of the module docstring: the difference of the medians is larger
-    than both sides' min–max ranges together and than ``tolerance`` × the larger |median|."""
+    than both sides' min–max ranges together and beyond the tolerance; None when
+    neither side has a spread to exceed (one repetition each: unknown)."""
     if not sa.n or not sb.n:
         return False
-    diff = sb.median - sa.median
+    if sa.n < 2 and sb.n < 2:
+        return None
     spread = (sa.range or 0.0) + (sb.range or 0.0)
-    return abs(diff) > spread and abs(diff) > tolerance * max(abs(sa.median), abs(sb.median))
+    return abs(sb.median - sa.median) > spread and beyond_tolerance(sa, sb, tolerance)
 
 
 def compare_configs(a: ConfigResult, b: ConfigResult, tolerance: float = 0.01) -> list[CompareRow]:
@@ -133,11 +144,10 @@ def compare_configs(a: ConfigResult, b: ConfigResult, tolerance: float = 0.01) -
             continue
         diff = sb.median - sa.median
         rel = diff / abs(sa.median) if sa.median else None
-        few = sa.n < 2 and sb.n < 2  # no spread measured on either side: nothing to exceed
-        differs = abs(diff) > tolerance * max(abs(sa.median), abs(sb.median))
+        exceeds = exceeds_spread(sa, sb, tolerance)  # None: no spread measured on either side
         rows.append(CompareRow(key, sa.median, sb.median, diff, rel, sa.range if sa.n > 1 else None,
-                               sb.range if sb.n > 1 else None, sa.n, sb.n,
-                               not few and exceeds_spread(sa, sb, tolerance), few, differs))
+                               sb.range if sb.n > 1 else None, sa.n, sb.n, bool(exceeds), exceeds is None,
+                               beyond_tolerance(sa, sb, tolerance)))
     return rows
 
 
@@ -177,8 +187,7 @@ def compare(a: Analysis, b: Analysis, match: str = "auto", tolerance: float = 0.
             only_a.append(c)
             continue
         other = others.pop(0)
-        pairs.append(ComparedConfig(f"{c.study}: {c.label()}" if by_study else c.label(), c, other,
-                                    compare_configs(c, other, tolerance)))
+        pairs.append(ComparedConfig(_name(c, by_study), c, other, compare_configs(c, other, tolerance)))
     left = {id(c) for cs in waiting.values() for c in cs}
     only_b = [c for c in b.configs if id(c) in left]
     return Comparison(match, pairs, only_a, only_b, by_study)

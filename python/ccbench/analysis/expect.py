@@ -164,18 +164,17 @@ def study_plan(study: Any, full: Optional[dict[str, list[str]]]) -> Plan:
 
 def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]], backend: Optional[str] = None,
                 path: Optional[str] = None, profile: tuple[bool, Optional[str]] = (False, None)) -> Optional[Plan]:
-    """The plan of a stored study text. ``runs``: the stored runs of the study (run
-    id → its index in the run list it was run from; the store keeps no profile
-    name) and ``profile``: (recorded, name) of the study's latest run, as the
-    store keeps it (Store.study_profile): that variant when recorded. Else, of
-    the variants the file makes (no profile, then each profile), the one whose
-    run list is the stored runs (a finished study), else the first that has
-    every stored run at its index: a profile reorders the runs it keeps, while
-    a study still running has its finished runs where the whole list has them
-    (a full study interrupted where a profile ends reads as that profile: only
-    a recorded profile tells them apart). Where the text does not resolve here (a BPF file it names
-    moved, results read on another machine) only its declared sweep is known:
-    values it has that the results lack are then skipped, not refused."""
+    """The plan of a stored study text. ``profile``: (recorded, name) of the
+    study's latest run (Store.study_profile); that variant when recorded. A
+    store older than that record leaves a guess from ``runs`` (the stored
+    runs: run id → its index in the run list it was run from): of the variants
+    the file makes (no profile, then each profile), the one whose run list is
+    the stored runs (a finished study), else the first that has every stored
+    run at its index (a profile reorders the runs it keeps, while a study still
+    running has its finished runs where the whole list has them). Where the
+    text does not resolve here (a BPF file it names moved, results read on
+    another machine) only its declared sweep and repetitions are known: values
+    it has that the results lack are then skipped, not refused."""
     from pathlib import Path
 
     from ccbench.spec import parse_study
@@ -197,25 +196,29 @@ def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]],
         declared = declared_sweep(source_text)
         return None if declared is None else Plan({}, declared, reps=declared_repetitions(source_text, profile))
     full = {k: list(v) for k, v in base.sweep.items()}
+
+    def plan_of(study: Any) -> Plan:
+        return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
+
     recorded, chosen = profile
-    trusted = recorded and (chosen is None or chosen in base.profiles)
+    if recorded and (chosen is None or chosen in base.profiles):
+        try:
+            return plan_of(base if chosen is None else variant(chosen, be))
+        except StudyError:
+            pass
     fits = []
-    for name in ((chosen,) if trusted else (None, *base.profiles)):
+    for name in (None, *base.profiles):
         try:
             study = base if name is None else variant(name, be)
         except StudyError:
             continue
         ids = study.run_ids()
         pos = {rid: i for i, rid in enumerate(ids)}
-        if trusted or all(rid in pos and (i is None or pos[rid] == i) for rid, i in runs.items()):
+        if all(rid in pos and (i is None or pos[rid] == i) for rid, i in runs.items()):
             if set(ids) == set(runs):  # exactly its runs: this variant, finished
-                fits.insert(0, study)
-                break
+                return plan_of(study)
             fits.append(study)
-    if fits:
-        study = fits[0]
-        return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
-    return Plan({}, full)
+    return plan_of(fits[0]) if fits else Plan({}, full)
 
 
 def declared_repetitions(source_text: str, profile: tuple[bool, Optional[str]]) -> Optional[int]:
@@ -557,14 +560,3 @@ def evaluate_all(expects: Sequence[Expect], a: Analysis, study: str, filename: s
         except ExpectationError as err:
             out.append(Outcome(e, i, study, console.NONE, None, None, None, None, 0, "", error=str(err)))
     return out
-
-
-def full_sweep(source_text: str, filename: str) -> Optional[dict[str, list[str]]]:
-    """The sweep of a study text without a profile (key → values as written),
-    None if it does not parse (e.g. written by another version)."""
-    from ccbench.spec import parse_study
-
-    try:
-        return parse_study(source_text, filename=filename, backend="sim").sweep
-    except StudyError:
-        return None

@@ -241,9 +241,7 @@ def compare_spreads(m: Metric, s: Any, l: Any) -> MetricRow:
             within = None if ratio is None else abs(ratio - 1.0) <= m.tolerance + 1e-12
         else:
             within = abs(diff) <= m.tolerance + 1e-12
-    # one run a side (--reps 1): no spread to exceed, unknown rather than exceeded
-    beyond = exceeds_spread(l, s) if s.n > 1 or l.n > 1 else None
-    return MetricRow(m, s, l, ratio, diff, within, beyond)
+    return MetricRow(m, s, l, ratio, diff, within, exceeds_spread(l, s))
 
 
 def _run_row(spec: Any, rec: Any, values: dict, keys: dict) -> dict:
