@@ -440,3 +440,26 @@ def test_the_controller_does_not_move_a_flow_an_event_took_off_the_link(tmp_path
     rows = _controller_rows(text, tmp_path)
     assert [k for _, k, _, _ in rows].count("route") == 1, rows
     assert not [r for r in rows if r[2] in ("action", "released")], rows
+
+
+def test_a_release_after_a_route_event_took_the_moved_flow_says_so(tmp_path):
+    """The controller moves the main flow; a route event at 2.5 s takes it
+    over (back onto the primary path): the release names the event, not
+    finished flows, and moves nothing back. (The primary link saturates
+    again, so the controller acts a second time later.)"""
+    import ccbench
+
+    text = FLAP.replace('duration = "8s"', 'duration = "4s"') + \
+        '\n[[events]]\nat = "2.5s"\nflows = "main"\npath = ["r1", "r2"]\n'
+    st = tmp_path / "s.toml"
+    st.write_text(text)
+    assert main(["run", str(st), "--out", str(tmp_path / "out")]) == 0
+    ev = ccbench.open(tmp_path / "out").events
+    moved_back = [t for t, k, s, f in zip(ev.time_us, ev.kind, ev.state, ev.flow_id) if s == "released" and f == f]
+    assert not moved_back, moved_back
+    rows = list(zip(ev.time_us, ev.kind, ev.state, ev.detail))
+    rel = next(i for i, (_, k, s, _) in enumerate(rows) if k == "controller" and s == "released")
+    assert rows[rel][0] == 2_500_000 and rows[rel][3] == "a route event took the moved flows over", rows
+    assert [s for _, k, s, _ in rows[:rel] if k == "controller"] == ["decision", "action", "action"], rows
+    route = [r for r in rows if r[1] == "route"]
+    assert len(route) == 1 and route[0][3].startswith("path: a-r1 prim r2-b"), rows

@@ -265,8 +265,9 @@ impl PathControl for NotedCtl {
                 flow: id,
                 rate_bps: recent as f64 * 8.0 / (v.interval as f64 / 1e9),
                 bytes_left,
+                done,
                 // a moved flow that a route event has taken over is no longer the controller's
-                done: done || (moved && home.is_none()),
+                rerouted: moved && home.is_none(),
                 crosses: links.iter().any(|&l| l as usize == self.link_index),
                 held,
             });

@@ -129,8 +129,11 @@ pub struct Candidate {
     /// A transfer's bytes still to deliver; None for a bulk flow.
     pub bytes_left: Option<u64>,
     /// Finished (a transfer delivered everything, a flow stopped) or not
-    /// started; for a moved flow also: a route event has taken it over.
+    /// started.
     pub done: bool,
+    /// Moved, and a route event has since taken it over: no longer the
+    /// controller's to move back.
+    pub rerouted: bool,
     /// Its current path crosses the watched link.
     pub crosses: bool,
     /// Moved, and a link its alternative put it on was saturated (at least
@@ -245,10 +248,15 @@ impl Noted {
 
     fn step_action(&mut self, now: Nanos, utilisation: f64, candidates: &[Candidate], out: &mut Vec<Event>) {
         // A moved flow no longer among the candidates counts as done.
-        let running: Vec<&Candidate> =
-            candidates.iter().filter(|c| !c.done && self.moved.contains(&c.flow)).collect();
+        let mine: Vec<&Candidate> = candidates.iter().filter(|c| self.moved.contains(&c.flow)).collect();
+        let running: Vec<&Candidate> = mine.iter().copied().filter(|c| !c.done && !c.rerouted).collect();
         if running.is_empty() {
-            self.enter(State::Released, "the moved flows are done".into(), out);
+            let why = match mine.iter().filter(|c| c.rerouted).count() {
+                0 => "the moved flows are done".to_string(),
+                n if n == self.moved.len() => "a route event took the moved flows over".to_string(),
+                n => format!("the moved flows are done or taken over by a route event ({n} of {})", self.moved.len()),
+            };
+            self.enter(State::Released, why, out);
             self.moved.clear();
             return;
         }
@@ -292,7 +300,7 @@ mod tests {
     }
 
     fn cand(flow: u32, rate_bps: f64, bytes_left: Option<u64>) -> Candidate {
-        Candidate { flow, rate_bps, bytes_left, done: false, crosses: true, held: false }
+        Candidate { flow, rate_bps, bytes_left, done: false, rerouted: false, crosses: true, held: false }
     }
 
     fn states(ev: &[Event]) -> Vec<State> {
@@ -354,6 +362,29 @@ mod tests {
         n.step(10 * S + 200 * MS, 0.1, &done, &mut out);
         assert_eq!(states(&out), vec![State::Idle]);
         assert_eq!(n.state(), State::Idle);
+    }
+
+    #[test]
+    fn a_release_says_whether_route_events_took_the_moved_flows() {
+        let why = |after: [Candidate; 2]| {
+            let mut n = Noted::new(cfg(), 100_000_000);
+            let big = [cand(0, 60e6, Some(1 << 30)), cand(1, 35e6, Some(1 << 30))];
+            run(&mut n, 0, 3 * S + 100 * MS, 0.95, &big);
+            assert_eq!(n.moved(), &[0, 1]);
+            let mut out = vec![];
+            n.step(3 * S + 200 * MS, 0.1, &after, &mut out);
+            match &out[..] {
+                [Event::State { state: State::Released, why }] => why.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (done, taken) = (
+            |f| Candidate { done: true, ..cand(f, 0.0, Some(0)) },
+            |f| Candidate { rerouted: true, ..cand(f, 50e6, Some(1 << 30)) },
+        );
+        assert_eq!(why([taken(0), taken(1)]), "a route event took the moved flows over");
+        assert_eq!(why([done(0), taken(1)]), "the moved flows are done or taken over by a route event (1 of 2)");
+        assert_eq!(why([done(0), done(1)]), "the moved flows are done");
     }
 
     #[test]

@@ -990,8 +990,9 @@ impl World {
                     flow: id,
                     rate_bps: conn.sender.stats.delivery_rate_bps,
                     bytes_left: transfer.then(|| flow.size.saturating_sub(conn.app_delivered())),
+                    done: flow.completion.is_some() || flow.stopped,
                     // a moved flow that a route event has taken over is no longer the controller's
-                    done: flow.completion.is_some() || flow.stopped || (moved && flow.home.is_none()),
+                    rerouted: moved && flow.home.is_none(),
                     crosses: self.routes.path(flow.route.0).any(|l| l == c.link),
                     held,
                 }
