@@ -182,9 +182,12 @@ def test_a_profile_that_leaves_the_selection_out_skips_it(tmp_path, capsys):
     assert main(["run", str(study), "--profile", "lossless", "--out", str(out)]) == 0  # skipped, not failed
     text = capsys.readouterr().out
     assert "skipped" in text and "0 of 1 expectations hold; 1 skipped" in text
+    why = "topology.bottleneck.loss = '2%' is in the study but not in these results (the profile 'lossless' left it out)"
+    assert "(the profile" in text, text
     with ccbench.open(out) as r:
         (o,) = r.check()
     assert o.skipped and not o.passed and not o.failed
+    assert why in o.skipped, o.skipped  # the stored plan knows the profile too
 
 
 def test_kind_of_names_every_metric_of_one_kind_of_flow():

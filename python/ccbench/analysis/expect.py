@@ -134,14 +134,16 @@ class Plan:
     """What expectations are judged against: the sweep of the runs (a profile's, if
     one was used), the study's sweep without a profile (``full``; None: unknown),
     the configurations (Planned, or ConfigResult: both have params, classes, links
-    and label()), how many runs the study makes (None: unknown) and, where its
-    configurations are not known, how many each makes (``reps``: its repetitions)."""
+    and label()), how many runs the study makes (None: unknown), where its
+    configurations are not known, how many each makes (``reps``: its repetitions),
+    and the profile the runs were made with, where known (None: none or unknown)."""
 
     sweep: dict[str, list[str]]
     full: Optional[dict[str, list[str]]]
     configs: list = field(default_factory=list)
     runs: Optional[int] = None
     reps: Optional[int] = None
+    profile: Optional[str] = None
 
 
 def planned(runs: Sequence[Any]) -> list[Planned]:
@@ -159,7 +161,8 @@ def planned(runs: Sequence[Any]) -> list[Planned]:
 
 def study_plan(study: Any, full: Optional[dict[str, list[str]]]) -> Plan:
     """The plan of a loaded study (spec.Study), before its runs."""
-    return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
+    return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs,
+                profile=study.profile)
 
 
 def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]], backend: Optional[str] = None,
@@ -194,11 +197,12 @@ def stored_plan(source_text: str, filename: str, runs: dict[str, Optional[int]],
             continue
     else:
         declared = declared_sweep(source_text)
-        return None if declared is None else Plan({}, declared, reps=declared_repetitions(source_text, profile))
+        return None if declared is None else Plan({}, declared, reps=declared_repetitions(source_text, profile),
+                                                  profile=profile[1])
     full = {k: list(v) for k, v in base.sweep.items()}
 
     def plan_of(study: Any) -> Plan:
-        return Plan({k: list(v) for k, v in study.sweep.items()}, full, planned(study.runs()), study.n_runs)
+        return study_plan(study, full)
 
     recorded, chosen = profile
     if recorded and (chosen is None or chosen in base.profiles):
@@ -288,7 +292,7 @@ def resolve_key(name: str, keys: Sequence[str], where: str = "") -> Optional[str
 
 
 def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
-                    full: Optional[dict[str, Sequence[str]]] = None) -> Optional[str]:
+                    full: Optional[dict[str, Sequence[str]]] = None, profile: Optional[str] = None) -> Optional[str]:
     """The metric is known, every key of e.where / e.ratio names a swept
     parameter and, of each, one of the values is in ``sweep`` (key → values as
     written; values it lacks are ignored, so that a list may name values a
@@ -296,7 +300,7 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
 
     A selection whose values are all missing from ``sweep`` but are in
     ``full`` (the study's sweep without a profile) cannot be evaluated on
-    these results: the reason is returned (the expectation is *skipped*, and
+    these results (``profile``: the one that left them out, if known): the reason is returned (the expectation is *skipped*, and
     says so); missing from both, it is an ExpectationError."""
     if e.metric not in METRICS:
         raise ExpectationError(f"{where}.metric: unknown metric (got {e.metric!r}; allowed: {', '.join(METRICS)})")
@@ -323,7 +327,8 @@ def check_selectors(e: Expect, where: str, sweep: dict[str, Sequence[str]],
                 continue
             wanted = " or ".join(repr(v) for v in values)
             if full is not None and any(v in [str(x) for x in full.get(key, ())] for v in values):
-                return f"{key} = {wanted} is in the study but not in these results (a profile left it out)"
+                by = f"the profile '{profile}'" if profile else "a profile"
+                return f"{key} = {wanted} is in the study but not in these results ({by} left it out)"
             raise ExpectationError(f"{where}.{field_}.{name}: the study has no configuration with "
                                    f"{key} = {wanted} (allowed: {', '.join(known)})")
     return None
@@ -414,7 +419,7 @@ def check_plan(expects: Sequence[Expect], plan: Plan, filename: str) -> None:
     keys = list(plan.sweep)
     for i, e in enumerate(expects):
         where = f"{filename}: expect.{i}"
-        if check_selectors(e, where, plan.sweep, plan.full) is None:
+        if check_selectors(e, where, plan.sweep, plan.full, plan.profile) is None:
             select(e, where, plan.configs, keys)
 
 
@@ -491,7 +496,7 @@ def evaluate(e: Expect, index: int, a: Analysis, study: str, filename: str = "st
     where = f"{filename}: expect.{index}"
     results = [c for c in a.configs if c.study == study]
     plan = _with_results(plan, results)
-    skipped = check_selectors(e, where, plan.sweep, plan.full)
+    skipped = check_selectors(e, where, plan.sweep, plan.full, plan.profile)
     if skipped is not None:
         return [Outcome(e, index, study, console.NONE, None, None, None, None, 0, "", skipped)]
     keys = list(plan.sweep)
