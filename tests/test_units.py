@@ -236,3 +236,17 @@ def test_format_roundtrip():
     for ns in (20_000_000, 1_500_000_000, 500_000, 7):
         assert parse_time(format_time(ns)) == ns
     assert format_time(20_000_000) == "20ms"
+
+
+@pytest.mark.parametrize("parse, value, hint", [
+    (parse_time, "-5", "'5ms'"), (parse_time, -5, "'5ms'"), (parse_rate, "-5", "'5Mbit'"),
+    (parse_rate, -50_000_000, "'50Mbit' if it is in bit/s"), (parse_size, "-3", "'3B'"), (parse_buffer, -3, "'3pkt'"),
+])
+def test_a_negative_number_without_a_unit_is_not_suggested_back_negative(parse, value, hint):
+    """The hint for a missing unit keeps the number's size but not its sign, and
+    says why: every quantity of a study is at least 0 (it suggested '-5ms',
+    refused in turn as negative)."""
+    with pytest.raises(UnitError) as ei:
+        parse(value)
+    assert "must not be negative" in ei.value.problem and hint in ei.value.problem, ei.value.problem
+    assert "'-" not in ei.value.problem, ei.value.problem

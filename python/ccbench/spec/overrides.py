@@ -100,7 +100,7 @@ def expand(key: str, doc: dict, field: str, study_fields: tuple[str, ...]) -> li
         reached = [k for k in keys if not (k[2].isdigit() and network.pipe_only(doc, int(k[2]), rest))]
         if keys and not reached:
             raise FieldError((), "every link is a pipe (a host's link without a buffer or a qdisc), which cannot "
-                             "lose packets", key, "a buffer or a qdisc on the links that should lose packets",
+                             "lose packets", allowed="a buffer or a qdisc on the links that should lose packets",
                              field=field)
         keys = reached
     paths = []

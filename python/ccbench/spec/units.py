@@ -113,13 +113,17 @@ _BYTE_RATE_SUFFIXES = ("B/s", "Bps", "Byte/s", "Bytes/s", "byte/s", "bytes/s", "
 _PKT_SUFFIXES = ("pkt", "pkts", "packet", "packets")
 
 
+_NOT_NEGATIVE = ", and a value here must not be negative"  # every quantity of a study is >= 0
+
+
 def _split(value: Any, allowed: str, example_unit: str) -> tuple[str, Decimal, str]:
     """Return (sign, magnitude, unit) of a string like '1.5Gbit'."""
     if isinstance(value, bool):
         raise UnitError("expected a value with a unit, not true/false", allowed)
     if isinstance(value, (int, float)):
         raise UnitError(
-            f"a bare number needs a unit: write it as a string such as '{_fmt_num(value)}{example_unit}'",
+            f"a bare number needs a unit{_NOT_NEGATIVE * (value < 0)}: write it as a string such as "
+            f"'{_fmt_num(abs(value))}{example_unit}'",
             allowed,
         )
     if not isinstance(value, str):
@@ -138,7 +142,7 @@ def _split(value: Any, allowed: str, example_unit: str) -> tuple[str, Decimal, s
     except InvalidOperation:  # pragma: no cover - the regex only admits decimals
         raise UnitError("not a number", allowed) from None
     if not unit:
-        raise UnitError(f"missing unit: did you mean '{num}{example_unit}'?", allowed)
+        raise UnitError(f"missing unit{_NOT_NEGATIVE * (sign == '-')}: did you mean '{num}{example_unit}'?", allowed)
     return sign, mag, unit
 
 
@@ -150,8 +154,9 @@ def _unitless_rate(value: Any) -> None:
     m = _NUMBER.match(value) if isinstance(value, str) else None
     if bare:
         num = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        negative, num = num < 0, abs(num)
     elif m and not m.group(3) and len(m.group(2)) <= _MAX_DIGITS:
-        num = Decimal(m.group(2))
+        negative, num = m.group(1) == "-", Decimal(m.group(2))
     else:
         return
     mbit = f"'{_fmt_num(num)}Mbit'"
@@ -160,9 +165,10 @@ def _unitless_rate(value: Any) -> None:
         hint = as_bits if num >= 10**6 else f"{mbit}, or {as_bits}"
     else:
         hint = mbit
+    neg = _NOT_NEGATIVE * negative
     if bare:
-        raise UnitError(f"a bare number needs a unit: write it as a string such as {hint}", RATE_ALLOWED)
-    raise UnitError(f"missing unit: did you mean {hint}?", RATE_ALLOWED)
+        raise UnitError(f"a bare number needs a unit{neg}: write it as a string such as {hint}", RATE_ALLOWED)
+    raise UnitError(f"missing unit{neg}: did you mean {hint}?", RATE_ALLOWED)
 
 
 def _whole(x: Decimal | Fraction, what: str, allowed: str) -> int:
