@@ -498,6 +498,33 @@ def test_local_cluster_client_runs_runs_while_the_cluster_starts(study_file, ser
     assert_same_as_serial(out, serial)
 
 
+class CtrlCAtStart(CountingProgress):
+    """Ctrl-C the moment the sweep prints "running N runs": after the cluster
+    is up, before the runner's own handling of an interruption."""
+
+    def start(self, total, done, todo):
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_as_a_local_cluster_sweep_starts_leaves_no_thread_in_the_simulator(tmp_path):
+    """A Ctrl-C there left the client's own run going in its thread; when
+    Python then shut down, the thread returning from the simulator aborted the
+    process (SIGABRT, core dump) in about half the tries, instead of exit 130.
+    The run is long (minutes of simulated time), so the thread is inside it."""
+    import threading
+
+    from ccbench.executor.cluster import execute_on_cluster
+
+    p = tmp_path / "long.toml"
+    p.write_text(SWEEP.replace('duration = "3s"', 'duration = "600s"').replace('"50Mbit"', '"200Mbit"'))
+    study = load_study(p)
+    summary = execute_on_cluster(study, study.runs(), backends.get("sim"), tmp_path / "out", resolve("local:2"),
+                                 progress=CtrlCAtStart())
+    assert summary.interrupted and summary.ok == 0, summary
+    left = [t.name for t in threading.enumerate() if t.name == "ccbench-client-runs" and t.is_alive()]
+    assert not left, left
+
+
 def test_ctrl_c_on_a_local_cluster_keeps_finished_runs_and_the_rerun_resumes(study_file, serial, tmp_path):
     """Here the client runs the first runs itself while the cluster starts (ClientRuns)."""
     ctrl_c_then_resume(study_file, serial, tmp_path / "out", "local:2")

@@ -697,8 +697,11 @@ class ClientRuns:
             self._taking, self._stopped, flag = False, True, self._flag
         if flag is not None:
             flag.set()
-        if self._thread.is_alive():
-            self._thread.join(signals.STOP_WAIT_S)
+        # a second Ctrl-C does not cut the wait short: the thread must not outlive the interpreter
+        deadline = time.monotonic() + signals.STOP_WAIT_S
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(KeyboardInterrupt):
+                self._thread.join(max(0.0, deadline - time.monotonic()))
 
     def hand_over(self, deliver: Callable[[Any], None]) -> list[tuple[Any, Outcome]]:
         """(runspec, outcome) of the runs finished so far; a run still going is
@@ -799,8 +802,8 @@ class ClusterRunner:
     def __call__(self, todo: Sequence[Any], backend: Any, committer: Any) -> None:
         mine = self.client_runs.claimed if self.client_runs is not None else {}
         queue = [rs for rs in reversed(todo) if rs.run_id not in mine]
-        self._status(committer, force=True)
         try:
+            self._status(committer, force=True)
             # the workers first, then what the client ran while they started
             while queue and len(self.pending) < self._window():
                 self._submit(queue.pop(), 0, backend)
@@ -1006,6 +1009,13 @@ def execute_on_cluster(study: Any, runs: Sequence[Any], backend: Any, out_dir: A
         raise
     if early is not None:
         early.stop_taking()
-    with handle:
-        return execute(study, runs, backend, out_dir, progress=progress,
-                       runner=ClusterRunner(handle, backend_name, early), new_version=new_version)
+    try:
+        with handle:
+            return execute(study, runs, backend, out_dir, progress=progress,
+                           runner=ClusterRunner(handle, backend_name, early), new_version=new_version)
+    finally:
+        if early is not None:
+            # wherever an interruption or error came (opening the store, before the runner's
+            # own handling), its thread ends here: one left in the simulator aborts the process
+            # at exit; after a finished sweep it has ended already
+            early.stop()

@@ -322,8 +322,8 @@ def execute(
         todo = [r for r in runs if r.run_id not in finished]
         summary.skipped = len(runs) - len(todo)
         committer = _Committer(store, name, backend_name, index, summary, progress)
-        progress.start(len(runs), summary.skipped, len(todo))
         try:
+            progress.start(len(runs), summary.skipped, len(todo))  # a Ctrl-C while it prints is this sweep's
             if runner is not None:
                 runner(todo, backend, committer)
             elif jobs == 1 or len(todo) <= 1:
