@@ -227,6 +227,40 @@ def test_a_silent_listener_at_the_scheduler_address_is_one_error_in_bounded_time
     assert held and took < 10 and not (tmp_path / "out").exists()
 
 
+def test_a_server_that_greets_in_another_protocol_is_named_in_one_line(study_file, tmp_path, capsys, monkeypatch):
+    """An SSH port given as the scheduler's (any server that talks first):
+    Dask's client read the banner as a frame length, and the error said
+    'MemoryError', then a half-made client printed a traceback 10 s later.
+    Now what the server sent is shown, at once, and no client is made."""
+    import socket
+    import threading
+
+    monkeypatch.setenv("CCBENCH_CLUSTER_CONFIG", str(tmp_path / "none.toml"))
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def greet() -> None:
+        try:
+            while True:
+                c = listener.accept()[0]
+                c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
+                c.close()
+        except OSError:  # closed
+            pass
+
+    threading.Thread(target=greet, daemon=True).start()
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        t0 = time.monotonic()
+        assert main(["run", str(study_file), "--out", str(tmp_path / "out"), "--cluster", address]) == 2
+        took = time.monotonic() - t0
+    finally:
+        listener.close()
+    err = capsys.readouterr().err
+    assert (f"{address} did not answer as a Dask scheduler (it sent 'SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3', "
+            "not Dask's handshake;") in err and err.count("\n") == 1, err
+    assert took < 5 and not (tmp_path / "out").exists()
+
+
 def test_settings_come_from_cli_then_study_then_user_file(tmp_path, monkeypatch):
     user = tmp_path / "cluster.toml"
     user.write_text('[cluster]\nkind = "slurm"\nqueue = "long"\ncores = 4\nmemory = "8GB"\njobs = 3\n')

@@ -390,11 +390,62 @@ def _local_start_method() -> dict:
     return {"distributed.worker.multiprocessing-method": "fork"}
 
 
+#: A Dask scheduler opens a connection with its handshake, at once: a frame
+#: whose first 8 bytes are its length (little-endian), a few dozen bytes.
+_HANDSHAKE_MAX = 1 << 20
+
+
+def _not_dask(address: str) -> Optional[str]:
+    """Why the server at a ``tcp://`` address is not a Dask scheduler, judged
+    by what it sends first, before any Dask client is made: an SSH or mail
+    server's banner, a proxy's HTTP reply to the client's handshake (Dask's
+    client read such text as a frame length and failed with MemoryError,
+    leaving a half-made client that printed a traceback after 10 s), or
+    nothing within HANDSHAKE_TIMEOUT_S (a web server waiting for a request).
+    None if it sends a Dask handshake, or cannot be reached (the client says
+    why)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(address)
+        if u.scheme != "tcp" or not u.hostname or u.port is None:
+            return None
+        sock = socket.create_connection((u.hostname, u.port), timeout=CONNECT_TIMEOUT_S)
+    except (OSError, ValueError):  # unreachable or a malformed port: the client says it
+        return None
+    with sock:
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT_S)
+            first = b""
+            while len(first) < 8:
+                chunk = sock.recv(8 - len(first))
+                if not chunk:
+                    return "it closed the connection"
+                first += chunk
+        except TimeoutError:
+            return f"it said nothing within {HANDSHAKE_TIMEOUT_S:.0f} s"
+        except OSError as e:
+            return f"it dropped the connection: {_reason(e)}"
+        if int.from_bytes(first, "little") <= _HANDSHAKE_MAX:
+            return None
+        with contextlib.suppress(OSError):  # the rest of its first line, to name it
+            sock.settimeout(0.2)
+            first += sock.recv(72)
+    line = first.decode("ascii", "replace").splitlines()[0][:80]
+    return "it sent '" + "".join(c if c.isprintable() else "?" for c in line) + "', not Dask's handshake"
+
+
 def _connect(distributed: Any, address: str, named: str) -> Any:
     """A client of the scheduler at ``address``, or one UsageError. Dask's
     connect timeout does not bound its handshake: something else listening
     there (a web server) kept it waiting for good, or had it read a length
-    of exabytes. So the client is made in a thread, waited for a bounded time."""
+    of exabytes. So what the server says first is looked at before any
+    client is made, and the client is made in a thread, waited for a bounded time."""
+    why = _not_dask(address)
+    if why is not None:
+        raise UsageError(f"{named}: {address} did not answer as a Dask scheduler ({why}; is a Dask scheduler "
+                         "listening there? `dask scheduler` listens on port 8786 unless told otherwise)")
     box: dict[str, Any] = {}
 
     def connect() -> None:
