@@ -288,7 +288,16 @@ def test_a_table_names_a_scheduler_by_address_and_refuses_what_its_kind_ignores(
         ({"kind": "local:2", "memory": "4GB"}, "s.toml [cluster]: memory: only for batch clusters (slurm, pbs, "
                                                "sge), not kind = 'local'"),
         ({"address": "tcp://head:8786", "queue": "q"}, "s.toml [cluster]: queue: only for batch clusters"),
+        # workers, like local:N's number, counts only beside kind = 'local' (it was ignored, or the later key won)
+        ({"kind": "slurm", "workers": 3}, "s.toml [cluster]: workers: only beside kind = 'local' in the same table "
+                                          "(got workers = 3 with kind = 'slurm')"),
+        ({"address": "tcp://head:8786", "workers": 3}, "with kind = 'tcp://head:8786'"),
+        ({"workers": 3}, "with no kind"),
+        ({"kind": "local:2", "workers": 3}, "s.toml [cluster]: workers: 3 and kind = 'local:2' disagree"),
+        ({"workers": 3, "kind": "local:2"}, "s.toml [cluster]: workers: 3 and kind = 'local:2' disagree"),
     ]
+    assert resolve("", {"kind": "local", "workers": 3}, "s.toml").workers == 3
+    assert resolve("", {"workers": 2, "kind": "local:2"}, "s.toml").workers == 2
     for table, message in refused:
         with pytest.raises(UsageError) as e:
             resolve("", table, "s.toml")

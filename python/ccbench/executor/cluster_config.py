@@ -199,6 +199,7 @@ def _table(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise UsageError(f"{where}: must be a table of cluster settings (got {doc!r})")
     out: dict[str, Any] = {}
+    workers: Optional[int] = None
     for key, value in doc.items():
         if key not in _KEYS:
             raise UsageError(f"{where}: {key}: unknown cluster setting (allowed: {', '.join(_KEYS)})")
@@ -217,14 +218,28 @@ def _table(doc: Any, where: str) -> dict[str, Any]:
             out["address"] = parse_spec(value, f"{where}: address")["address"]
             continue
         try:
-            out[key] = check(value)
+            checked = check(value)
         except (ValueError, TypeError):
             raise UsageError(f"{where}: {key}: got {value!r}; expected {allowed}") from None
+        if key == "workers":
+            workers = checked  # beside the kind, below: 'local:N' may come after it
+        else:
+            out[key] = checked
     if "address" in out:
         kind = out.setdefault("kind", "tcp")  # an address alone: that scheduler
         if kind != "tcp":
             raise UsageError(f"{where}: address is for a running scheduler (kind = 'tcp' or no kind), "
                              f"not kind = {kind!r}")
+    if workers is not None:
+        # like local:N's number it counts only beside kind = 'local' in the same table
+        if out.get("kind") != "local":
+            beside = f"kind = {out.get('address') or out['kind']!r}" if out.get("kind") else "no kind"
+            raise UsageError(f"{where}: workers: only beside kind = 'local' in the same table (got workers = "
+                             f"{workers} with {beside})")
+        if out.get("workers", workers) != workers:
+            raise UsageError(f"{where}: workers: {workers} and kind = 'local:{out['workers']}' disagree "
+                             "(give the number once)")
+        out["workers"] = workers
     if out.get("kind") not in (None, *BATCH_KINDS):  # checked with or without --cluster
         for k in BATCH_ONLY:
             if k in out:
