@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -516,6 +517,64 @@ class CountingProgress:
     def interrupted(self): ...
 
     def finish(self): ...
+
+
+class KillAllAfterFirst(CountingProgress):
+    """Kills every worker when the first run is committed; starts them again
+    once the sweep has said it is waiting for workers."""
+
+    def __init__(self, procs):
+        super().__init__()
+        self.procs, self.notes, self.statuses = procs, [], []
+
+    def run_finished(self, runspec, outcome):
+        super().run_finished(runspec, outcome)
+        if len(self.committed) == 1:
+            for name in list(self.procs.workers):
+                self.procs.kill(name)
+            # without the note, the sweep would wait for good: new workers after a minute anyway
+            self.fallback = threading.Timer(60, self.restart)
+            self.fallback.start()
+
+    def restart(self):
+        for name in ("w0", "w1"):
+            if name not in self.procs.workers:
+                self.procs.start_worker(name)
+
+    def run_retried(self, runspec, why): ...
+
+    def cluster_status(self, workers, inflight):
+        self.statuses.append(workers)
+
+    def note(self, text):
+        self.notes.append(text)
+        if text.startswith("no worker connected"):
+            self.fallback.cancel()
+            self.restart()
+
+
+def test_a_sweep_whose_workers_all_died_says_it_waits_and_goes_on_with_new_ones(dask_procs, study_file, serial,
+                                                                                tmp_path, monkeypatch):
+    """Every worker of a running scheduler killed mid-sweep: the sweep said
+    nothing and waited for good. Now, after NO_WORKER_NOTE_S (here 2 s), it
+    says it waits and how to add workers; new ones finish the sweep."""
+    from ccbench.executor import cluster
+
+    monkeypatch.setattr(cluster, "NO_WORKER_NOTE_S", 2.0)
+    study = load_study(study_file)
+    progress = KillAllAfterFirst(dask_procs)
+    try:
+        summary = cluster.execute_on_cluster(study, study.runs(), backends.get("sim"), tmp_path / "out",
+                                             resolve(dask_procs.address), progress=progress)
+    finally:
+        progress.restart()
+        dask_procs.wait_workers(2)
+    waiting = [n for n in progress.notes if n.startswith("no worker connected")]
+    assert waiting == [f"no worker connected for 2 s: the sweep waits for one (start some: dask worker "
+                       f"{dask_procs.address} --nthreads 1), or press Ctrl-C: what is committed stays and the "
+                       "same command resumes"], (progress.notes, progress.statuses)
+    assert 0 in progress.statuses and (summary.ok, summary.failed) == (12, 0), (progress.statuses, summary)
+    assert_same_as_serial(tmp_path / "out", serial)
 
 
 def test_local_cluster_client_runs_runs_while_the_cluster_starts(study_file, serial, tmp_path):

@@ -74,6 +74,8 @@ LINUX_LOCK = "/run/ccbench/linux-runs.lock"
 CONNECT_TIMEOUT_S = 5.0
 HANDSHAKE_TIMEOUT_S = 15.0  # connecting and the handshake: a scheduler answers in well under a second
 WORKER_WAIT_S = 30.0  # a scheduler without workers: how long to wait for one
+NO_WORKER_NOTE_S = 30.0  # every worker gone mid-sweep: say so after this long
+RESULT_FETCH_S = 10.0  # a finished run's result: fetched within this, or its worker died meanwhile
 # A batch job starts its worker processes together; once one is up, the
 # others of that job get this long to connect before runs go out, so the
 # first runs spread over the whole job instead of queueing on one worker.
@@ -819,6 +821,8 @@ class ClusterRunner:
         self.committed: set[str] = set()
         self._status_at = 0.0
         self._threads = 1
+        self._none_since: Optional[float] = None  # since when no worker has been connected (_no_workers)
+        self._none_said = False
 
     # -- submitting
 
@@ -847,6 +851,26 @@ class ClusterRunner:
             mine = len(self.local_inflight) + sum(1 for keys in processing.values() for k in keys
                                                   if isinstance(k, str) and k.startswith(f"ccbench-{self.sweep}-"))
             _tell(committer, "cluster_status", len(workers), mine)
+            self._no_workers(committer, bool(workers), now)
+
+    def _no_workers(self, committer: Any, any_up: bool, now: float) -> None:
+        """Every worker gone mid-sweep (killed, pre-empted, jobs ended): the sweep
+        waits for new ones, as an autoscaling cluster would bring; after
+        NO_WORKER_NOTE_S it says so once, with what to do (a log shows it too)."""
+        if any_up or self.local_inflight:
+            self._none_since = None
+            return
+        if self._none_since is None:
+            self._none_since, self._none_said = now, False
+        if not self._none_said and now - self._none_since >= NO_WORKER_NOTE_S:
+            self._none_said = True
+            cfg = self.handle.cfg
+            how = (f"start some: dask worker {cfg.address} --nthreads 1" if cfg.kind == "tcp" else
+                   "its batch jobs ended or have not started: see the batch system's queue" if cfg.batch else
+                   "its worker processes died")
+            _tell(committer, "note", f"no worker connected for {NO_WORKER_NOTE_S:.0f} s: the sweep waits for one "
+                                     f"({how}), or press Ctrl-C: what is committed stays and the same command "
+                                     "resumes")
 
     # -- the loop
 
@@ -920,7 +944,15 @@ class ClusterRunner:
             fut.add_done_callback(self.done_q.put)
             return
         if fut.status == "finished":
-            kind, payload, notes = fut.result()
+            try:
+                kind, payload, notes = fut.result(timeout=RESULT_FETCH_S)
+            except TimeoutError:
+                # its worker died after it finished, before the result was fetched: the
+                # fetch waits for the scheduler to compute it again, which needs a worker;
+                # look again shortly (then "lost", it waits on its callback like the above)
+                self.pending[fut.key] = entry
+                threading.Timer(1.0, self.done_q.put, (fut,)).start()
+                return
             fut.release()
             for line in notes:
                 _tell(committer, "note", line)
