@@ -488,7 +488,26 @@ def test_report_and_plot_leave_nothing_behind_and_plot_keeps_to_its_format(fille
 def test_run_refuses_a_missing_inventory_whatever_the_backend(study_file, fake_sim, capsys):
     assert main(["run", str(study_file), "--inventory", "missing.toml"]) == 2
     assert "--inventory missing.toml: no such file" in one_line_error(capsys.readouterr().err)
+    assert main(["run", str(study_file), "--inventory", "/dev/null"]) == 2
+    assert "--inventory /dev/null: not a regular file" in one_line_error(capsys.readouterr().err)
     assert not (study_file.parent / "results").exists()
+
+
+def test_run_refuses_an_inventory_for_another_backend(study_file, fake_sim, capsys, tmp_path):
+    """An inventory means the lab: forgetting --backend hosts ran the study on
+    the simulator (or linux) without a word."""
+    inv = tmp_path / "lab.toml"
+    inv.write_text("[hosts]\n")
+    assert main(["run", str(study_file), "--inventory", str(inv), "--out", str(tmp_path / "r")]) == 2
+    assert ("--inventory is for the hosts backend (--backend hosts); this study runs on 'sim'"
+            in one_line_error(capsys.readouterr().err))
+    assert not (tmp_path / "r").exists()
+    # ... and hosts runs do not go to a cluster, which ran two at once on the same machines
+    argv = ["run", str(study_file), "--backend", "hosts", "--inventory", str(inv), "--cluster", "local:2"]
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 2
+    assert "--cluster: hosts runs go one at a time on the inventory's machines" in one_line_error(
+        capsys.readouterr().err)
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_local_cluster_has_a_bounded_number_of_workers(tmp_path, monkeypatch):

@@ -207,7 +207,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--out: empty path; give a results directory, or leave --out out for results/<study name>/")
     if args.inventory is not None and not Path(args.inventory).is_file():
         # checked whatever the backend: a misspelt name is a mistake even where no inventory is read
-        what = "is a directory" if Path(args.inventory).is_dir() else "no such file"
+        inv = Path(args.inventory)
+        what = "is a directory" if inv.is_dir() else "not a regular file" if inv.exists() else "no such file"
         raise UsageError(f"--inventory {args.inventory}: {what}; give the hosts inventory file (.toml)")
     from ccbench.spec.cost import DEFAULT_LIMITS
 
@@ -215,6 +216,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                        limits=None if args.allow_large else DEFAULT_LIMITS)
     expects, plan = cli_analysis.study_expectations(study)
     runs = study.runs()
+    if args.inventory is not None and study.backend != "hosts":
+        # an inventory means the lab: results of another backend would come back without a word
+        raise UsageError(f"--inventory is for the hosts backend (--backend hosts); this study runs on "
+                         f"'{study.backend}'")
+    if args.cluster is not None and study.backend == "hosts":
+        # one inventory is one set of machines: two runs at once would set up on, and measure, each other
+        raise UsageError("--cluster: hosts runs go one at a time on the inventory's machines; run without "
+                         "--cluster (the controller needs little: a laptop will do)")
     backend = backends.get(study.backend)
     backend.check()
     if hasattr(backend, "preflight"):  # e.g. the kernel's verdict on BPF CCAs (linux)
@@ -237,7 +246,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if cluster is None and study.backend in ("linux", "hosts") and jobs > 1:
         # Each linux run is real time and takes a CPU for its emulator (and the
         # rest for its hosts): two at once would disturb each other.
-        err_c.print(f"note: --jobs {args.jobs} ignored: linux runs are real time and run one at a time",
+        err_c.print(f"note: --jobs {args.jobs} ignored: {study.backend} runs are real time and run one at a time",
                     soft_wrap=True)
         jobs = 1
 
@@ -292,6 +301,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 resume += ["--retry-pause", args.retry_pause]
         if args.cluster is not None:
             resume += ["--cluster"] + ([args.cluster] if args.cluster else [])
+            for opt in ("queue", "cores", "memory", "walltime", "retries"):  # what shaped the jobs and retries
+                if getattr(args, opt, None) is not None:
+                    resume += [f"--{opt}", str(getattr(args, opt))]
         done = summary.skipped + summary.ok + summary.suspect
         err_c.print(
             f"interrupted: {done} of {summary.total} runs are finished and saved in {out}; "
