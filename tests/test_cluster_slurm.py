@@ -47,9 +47,22 @@ def test_sweep_through_slurm_jobs(slurm, tmp_path):
     s = load_study(study)
     execute(s, s.runs(), backends.get("sim"), serial)
     out = tmp_path / "out"
-    p = ccbench(slurm, tmp_path, str(study), "--out", str(out), "--cluster", "slurm", "--jobs", "1",
-                "--cores", "2", "--memory", "1GB", "--walltime", "00:10:00", "--queue", "debug")
+    # port 8787 taken (another user's Dask on a login node): the scheduler's HTTP server took
+    # it on every interface by default, and warned in four lines when it could not
+    import socket
+
+    try:
+        taken = socket.create_server(("0.0.0.0", 8787))
+    except OSError:  # taken already: the same case
+        taken = None
+    try:
+        p = ccbench(slurm, tmp_path, str(study), "--out", str(out), "--cluster", "slurm", "--jobs", "1",
+                    "--cores", "2", "--memory", "1GB", "--walltime", "00:10:00", "--queue", "debug")
+    finally:
+        if taken is not None:
+            taken.close()
     assert p.returncode == 0, p.stderr + p.stdout
+    assert "8787" not in p.stderr, p.stderr
     assert "cluster: 2 workers up" in p.stdout
     assert run_counts(out) == {"ok": 8}
     assert_tables_equal(out, serial)

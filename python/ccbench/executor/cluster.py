@@ -588,7 +588,9 @@ def _open_batch(cfg: ClusterConfig, own: dict, status: Callable[[str], None]) ->
         worker_extra_args=["--resources", f"{LINUX_RESOURCE}=1"],
         # the workers' share of OWN_CONFIG: a batch job reads Dask settings from its environment
         job_script_prologue=[f"export {k}={v}" for k, v in env_of(OWN_CONFIG).items()],
-        scheduler_options={"dashboard_address": None},
+        # None meant Dask's default, :8787 on every interface (a warning when taken, as on a
+        # shared login node): the scheduler's small HTTP server on a free loopback port instead
+        scheduler_options={"dashboard_address": "127.0.0.1:0"},
         log_directory=cfg.log_directory, silence_logs="critical",
         name=f"ccbench-{os.getpid()}",
     )
