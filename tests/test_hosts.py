@@ -444,6 +444,13 @@ def test_controller_killed_then_doctor_cleanup_leaves_nothing(bed, tmp_path):
     assert r.returncode == 4, r.stdout + r.stderr
     assert r.stdout.count("1 run directory left by killed controllers") == 4, r.stdout  # each of the 4 hosts
     assert bed.leftovers() == left
+    # a run now (the resume) is refused before anything starts: the killed run's TUN and rules on the
+    # forwarder took about half of the next runs' traffic (degenerate runs, stored as results)
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "c"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout.count("left by a killed controller: `ccbench doctor --cleanup --inventory FILE` removes it") == 4 \
+        or r.stderr.count("left by a killed controller") == 4, r.stdout + r.stderr
+    assert bed.leftovers() == left
     # a host down as well: its leftovers are unknown, so "not ready" (1) is the answer
     bed.kill_host("d")
     try:

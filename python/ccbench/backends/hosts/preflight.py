@@ -20,6 +20,7 @@ Each problem is one line naming the host and what to do.
 from __future__ import annotations
 
 import json
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -214,6 +215,27 @@ def check_host(conn: Connection, inv: Inventory, *, ccas: set[str], mtu_needed: 
     return facts, problems
 
 
+def other_runs(conn: Connection) -> list[str]:
+    """A problem per run directory of another run on this host: one in progress
+    would be set up on, and measured, by this sweep; one a killed controller
+    left keeps its TUN device, policy rules and settings, which on a forwarder
+    took about half of the next runs' traffic (degenerate runs, stored as
+    results). ``doctor --cleanup`` removes what killed controllers left."""
+    from .remote import list_runs, owner_alive, read_owner
+
+    out = []
+    for d in list_runs(conn):
+        o = read_owner(conn, d)
+        who = (f"controller pid {o.get('pid')} on {o.get('controller')}" if isinstance(o, dict)
+               else "an unknown controller")
+        state = ("in progress: let it finish, or stop it" if owner_alive(o) else
+                 "left by a killed controller: `ccbench doctor --cleanup --inventory FILE` removes it"
+                 + ("" if not isinstance(o, dict) or o.get("controller") == socket.gethostname()
+                    else f" (run it on {o.get('controller')} if that controller may still run)"))
+        out.append(f"host {conn.host.label}: holds another run's directory {d} ({who}), {state}")
+    return out
+
+
 def check_all(conns: dict[str, Connection], inv: Inventory, *, ccas_by_role: dict[str, set[str]],
               mtu_needed: int, iperf3_roles: set[str], tc_qdiscs: set[str]) -> tuple[dict, list[str]]:
     """Every host at once (one thread each: a command is one SSH round trip)."""
@@ -225,6 +247,11 @@ def check_all(conns: dict[str, Connection], inv: Inventory, *, ccas_by_role: dic
             return role, {"role": role}, [str(e)]
         f, p = check_host(conn, inv, ccas=ccas_by_role.get(role, set()), mtu_needed=mtu_needed,
                           iperf3=role in iperf3_roles, tc_qdiscs=tc_qdiscs)
+        if "privileges" in f:
+            try:
+                p += other_runs(conn)
+            except SshError as e:
+                p.append(str(e))
         return role, f, p
 
     facts: dict[str, Any] = {}
@@ -236,4 +263,4 @@ def check_all(conns: dict[str, Connection], inv: Inventory, *, ccas_by_role: dic
     return facts, problems
 
 
-__all__ = ["check_all", "check_host", "gather", "names"]
+__all__ = ["check_all", "check_host", "gather", "names", "other_runs"]
