@@ -530,3 +530,24 @@ def test_a_study_may_carry_its_own_hosts_table():
     assert study.backend == "hosts" and study.document["hosts"]["bottleneck"] == "path"
     with pytest.raises(StudyError, match="hosts.receiver: not a table"):
         parse(study.document["hosts"], source="q.toml", n_senders=2)
+
+
+def test_a_work_directory_that_was_there_stays_and_one_ccbench_made_goes(bed, tmp_path):
+    """The end of every run removed the work directory when empty, also one
+    ccbench did not make (workdir = "/var/tmp" would have removed /var/tmp):
+    now only one it made (marked) goes."""
+    study = quickstart(tmp_path, duration="6s")
+    inv = bed.write_inventory(bottleneck="emu")
+    wd = Path(bed.workdir)
+    assert not wd.exists()
+    wd.mkdir()
+    wd.chmod(0o1777)  # as /var/tmp
+    try:
+        r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "a"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert wd.is_dir() and list(wd.iterdir()) == [] and wd.stat().st_mode & 0o7777 == 0o1777
+    finally:
+        wd.rmdir()
+    r = ccbench_cmd("run", str(study), "--backend", "hosts", "--inventory", str(inv), "--out", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not wd.exists() and bed.leftovers() == []

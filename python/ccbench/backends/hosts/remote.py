@@ -81,7 +81,8 @@ def write_file(conn: Connection, path: str, text: str) -> None:
 SETUP = r"""
 set -e
 wd=$1; d=$2; shift 2
-mkdir -p -m 755 "$wd"
+# a work directory ccbench makes carries a mark, so that only such a one is removed once empty
+[ -d "$wd" ] || { mkdir -p -m 755 "$wd" && : > "$wd/.ccbench-made"; }
 mkdir -m 700 "$d"
 cd "$d"
 umask 077
@@ -119,7 +120,9 @@ for a in "$@"; do
 done
 ip -force -batch - >/dev/null 2>&1
 [ ! -e "$d" ] || rm -rf --one-file-system "$d" || echo "cannot remove $d" >&2
-rmdir "$wd" >/dev/null 2>&1
+if [ -e "$wd/.ccbench-made" ] && [ "$(ls -A "$wd")" = ".ccbench-made" ]; then
+  rm -f "$wd/.ccbench-made" && rmdir "$wd" >/dev/null 2>&1
+fi
 exit 0
 """
 FETCH = r"""cd "$1" && shift && ls -1 -d "$@" 2>/dev/null | tar -c -f - -T -"""
