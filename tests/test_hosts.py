@@ -347,6 +347,14 @@ def test_preflight_refuses_before_any_run(bed, tmp_path):
     text = bed.inventory().replace("cpus = [0]", f"cpus = [{n_cpus + 3}]", 1)  # sender 0's
     err = _refused(bed, tmp_path, text, study)
     assert f"host sender 0 (root@{bed.mgmt['s0']}:22): has no CPU {n_cpus + 3} that ccbench may use (its cpus" in err, err
+    # a sender's interface left out of the forwarder's to_senders: its packets bypassed the emulator,
+    # and the run was stored "ok" at 28 times the bottleneck's rate
+    text = bed.inventory().replace('to_senders = ["ts0", "ts1"]', 'to_senders = ["ts0"]')
+    assert text != bed.inventory()
+    err = _refused(bed, tmp_path, text, study)
+    assert (f"host forwarder (root@{bed.mgmt['f']}:22): reaches sender 1 (root@{bed.mgmt['s1']}:22)'s address "
+            f"{bed.test_ip['s1']} through ts1, which is not hosts.forwarder.to_senders (ts0): its packets would "
+            "bypass the bottleneck") in err, err
     # a congestion control the hosts' kernel does not have
     vegas = tmp_path / "vegas.toml"
     vegas.write_text(study.read_text().replace('"flows.0.cca" = ["cubic"]', '"flows.0.cca" = ["vegas"]'))

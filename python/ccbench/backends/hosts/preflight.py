@@ -57,6 +57,10 @@ for i in "$@"; do
 done
 """
 
+# Another fixed script; its arguments are IPv4 addresses (checked by inventory.py): the interface
+# the forwarder reaches each by.
+ROUTES = r"""for a in "$@"; do echo "route.$a=$(ip -4 -o route get "$a" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')"; done"""
+
 # Kernel config options → names (a module "m" can be loaded when a socket or tc asks for it).
 CONFIG_CCAS = {"BIC": "bic", "CUBIC": "cubic", "WESTWOOD": "westwood", "HTCP": "htcp", "HSTCP": "highspeed",
                "HYBLA": "hybla", "VEGAS": "vegas", "NV": "nv", "SCALABLE": "scalable", "LP": "lp", "VENO": "veno",
@@ -200,6 +204,8 @@ def check_host(conn: Connection, inv: Inventory, *, ccas: set[str], mtu_needed: 
                 bad(f"has no interface {name}: fix hosts.forwarder.to_senders / to_receiver in the inventory")
             else:
                 facts["interfaces"][name] = i
+        if not problems:
+            bad_routes(conn, inv, bad)
         if inv.bottleneck == "emu" and raw.get("tun") != "1":
             bad("has no /dev/net/tun, which ccbench's emulator needs: modprobe tun")
         if inv.bottleneck == "tc":
@@ -213,6 +219,25 @@ def check_host(conn: Connection, inv: Inventory, *, ccas: set[str], mtu_needed: 
                         f"study (delay or loss on the bottleneck): use bottleneck = 'emu' (ccbench's emulator) or a "
                         f"kernel with sch_{q}")
     return facts, problems
+
+
+def bad_routes(conn: Connection, inv: Inventory, bad: Any) -> None:
+    """The forwarder reaches each sender by one of to_senders and the receiver
+    by to_receiver: a sender reached by another interface had its packets
+    bypass the emulator (its flows stored "ok" at 28 times the bottleneck's
+    rate), and likewise a mis-set route."""
+    ends = [(x, "to_senders", set(conn.host.to_senders)) for x in inv.hosts if x.role.startswith("s")]
+    ends += [(x, "to_receiver", {conn.host.to_receiver}) for x in inv.hosts if x.role == "d"]
+    ends = [e for e in ends if e[0].address]
+    out = conn.run(["sh", "-c", ROUTES, "sh", *[x.address for x, _, _ in ends]], sudo=False, timeout=60).stdout
+    dev = dict(line.removeprefix("route.").split("=", 1) for line in out.splitlines() if "=" in line)
+    for x, field, want in ends:
+        got = dev.get(x.address, "").strip()
+        if got not in want:
+            via = f"through {got}" if got else "by no route"
+            bad(f"reaches {x.label}'s address {x.address} {via}, which is not hosts.forwarder.{field} "
+                f"({', '.join(sorted(want))}): its packets would bypass the bottleneck; fix {field} in the "
+                "inventory, or the route")
 
 
 def other_runs(conn: Connection) -> list[str]:
