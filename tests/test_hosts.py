@@ -60,6 +60,12 @@ def test_inventory_refuses_option_like_hosts_and_bad_values():
         parse(_table(), source="inv.toml", n_senders=2)
     with pytest.raises(StudyError, match="bottleneck = 'emu' needs a forwarding host"):
         parse(_table(bottleneck="emu"), source="inv.toml")
+    # a bad default for every host is named where it is written, not as the first sender's key
+    with pytest.raises(StudyError, match=r"inv.toml: hosts.port: not a port \(got 70000"):
+        parse(_table(port=70000), source="inv.toml")
+    with pytest.raises(StudyError, match=r"inv.toml: hosts.senders\[0\].port: not a port \(got 0"):
+        parse(_table(senders=[{"ssh": "10.0.0.1", "address": "10.1.0.1", "interface": "e", "port": 0}]),
+              source="inv.toml")
 
 
 def test_remote_commands_are_quoted_argument_lists():

@@ -158,19 +158,23 @@ def parse(table: dict, *, source: str = "[hosts]", n_senders: Optional[int] = No
 
     def common(where: str, t: dict, defaults: dict) -> dict:
         d = {k: t.get(k, defaults.get(k)) for k in _COMMON}
+
+        def at(k: str) -> str:  # the key as written: the host's own, or the default for every host
+            return f"{where}.{k}" if k in t else k
+
         if d["user"] is not None and (not isinstance(d["user"], str) or not USER_RE.match(d["user"])):
-            raise err(f"{where}.user", "not a user name", d["user"], "a login name such as 'root' or 'ccbench'")
+            raise err(at("user"), "not a user name", d["user"], "a login name such as 'root' or 'ccbench'")
         port = 22 if d["port"] is None else d["port"]
         if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-            raise err(f"{where}.port", "not a port", port, "a whole number from 1 to 65535")
+            raise err(at("port"), "not a port", port, "a whole number from 1 to 65535")
         d["port"] = port
         for k in ("identity", "ssh_config"):
             if d[k] is not None:
-                d[k] = path(f"{where}.{k}", d[k])
-        d["known_hosts"] = path(f"{where}.known_hosts", d["known_hosts"] or "~/.ssh/known_hosts")
+                d[k] = path(at(k), d[k])
+        d["known_hosts"] = path(at("known_hosts"), d["known_hosts"] or "~/.ssh/known_hosts")
         wd = d["workdir"] or DEFAULT_WORKDIR
         if not isinstance(wd, str) or not WORKDIR_RE.match(wd) or ".." in wd.split("/") or wd.rstrip("/") == "":
-            raise err(f"{where}.workdir", "not an absolute directory path", wd,
+            raise err(at("workdir"), "not an absolute directory path", wd,
                       "an absolute path of letters, digits, '.', '_', '-', '/' such as '/var/tmp/ccbench'")
         d["workdir"] = wd.rstrip("/")
         return d

@@ -94,8 +94,8 @@ def classify(host: Host, stderr: str, accept_new: bool) -> SshError:
                               "accept_new_host_keys = true in the inventory", "hostkey")
     if "permission denied" in low or "too many authentication failures" in low:
         who = host.user or "the login user"
-        ident = host.identity or "the default identities"
-        return SshError(host, f"refused the key {ident} for {who}: add the public key to {who}'s "
+        ident = f"the key {host.identity}" if host.identity else "the keys ssh offers by default (~/.ssh/id_*)"
+        return SshError(host, f"refused {ident} for {who}: add the public key to {who}'s "
                               "~/.ssh/authorized_keys there (or fix identity/user in the inventory)", "auth")
     if any(s in low for s in ("connection refused", "timed out", "no route to host", "could not resolve",
                               "network is unreachable", "name or service not known")):
